@@ -1,0 +1,152 @@
+// Package llmflow holds the domain types shared by the gateway, the stores
+// and the command line: keys, accounting records and the error kinds that
+// the HTTP layer maps to statuses in one place.
+//
+// It imports nothing but the standard library; every other package may
+// import it, it imports none of them.
+package llmflow
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Key is a virtual API key as stored. The secret itself is never stored:
+// only its SHA-256 (Hash). ID is the public identifier shown in listings.
+type Key struct {
+	ID   string   // public identifier, "key_" + 16 hex digits
+	Hash [32]byte // SHA-256 of the secret "llmf-…"
+	Hint string   // the first characters of the secret, for listings ("llmf-3f9a…")
+	Name string
+
+	Org     string
+	Team    string
+	Project string // may be empty: the key belongs to the team itself
+	Owner   string // Slurm user the requests count under; may be empty
+
+	RPM         int // requests per minute; 0 = unlimited
+	TPM         int // tokens per minute; 0 = unlimited
+	MaxInFlight int // concurrent requests; 0 = unlimited
+	Tags        []string
+
+	CreatedAt time.Time
+	RevokedAt time.Time // zero while the key is active
+}
+
+// Active reports whether the key may still be used.
+func (k Key) Active() bool { return k.RevokedAt.IsZero() }
+
+// KeyFilter selects keys in listings. Empty fields match everything.
+type KeyFilter struct {
+	Org            string
+	Team           string
+	IncludeRevoked bool
+}
+
+// Outcome says how a request ended, for accounting.
+type Outcome string
+
+const (
+	OutcomeOK            Outcome = "ok"             // complete answer (stream ended on [DONE])
+	OutcomeUpstreamError Outcome = "upstream_error" // upstream answered with an error status or an error event
+	OutcomeIncomplete    Outcome = "incomplete"     // stream ended without its terminator
+	OutcomeClientGone    Outcome = "client_gone"    // the client left before the end
+	OutcomeUnreachable   Outcome = "unreachable"    // no upstream could be reached
+	OutcomeRejected      Outcome = "rejected"       // refused by the gateway before any upstream
+)
+
+// Record is one accounting row: one per proxied request.
+type Record struct {
+	Time      time.Time // when the request arrived
+	RequestID string
+
+	KeyID    string
+	Project  string
+	Team     string
+	Org      string
+	Model    string // client-facing model name
+	Pool     string
+	Upstream string // upstream name within the model
+
+	PromptTokens     int64
+	CompletionTokens int64
+	CachedTokens     int64
+	GPUHours         float64
+
+	Status    int // HTTP status returned to the client
+	Outcome   Outcome
+	Estimated bool // usage estimated: the engine never reported it
+	Stream    bool
+	Priority  int // priority sent to the engine
+
+	Latency time.Duration // arrival to last byte
+	TTFB    time.Duration // arrival to first byte sent to the client; 0 when none was sent
+}
+
+// Error codes understood by the HTTP layer. They say what kind of failure
+// happened, never how to present it.
+const (
+	EINVALID      = "invalid"      // bad input from the caller
+	EUNAUTHORIZED = "unauthorized" // missing or bad credentials
+	EFORBIDDEN    = "forbidden"    // authenticated but not allowed
+	ENOTFOUND     = "not_found"    // no such thing (or not visible to the caller)
+	ECONFLICT     = "conflict"     // already exists
+	ETOOLARGE     = "too_large"    // body or header over a limit
+	ERATELIMIT    = "rate_limited" // too many requests
+	EUNAVAILABLE  = "unavailable"  // no healthy upstream, store down
+	EUPSTREAM     = "upstream"     // the upstream failed
+	ETIMEOUT      = "timeout"      // the upstream did not answer in time
+	EINTERNAL     = "internal"     // a bug or an unexpected failure
+)
+
+// Error is an error with a kind and a message safe to show to the caller.
+// Anything internal (paths, DSNs, upstream bodies) belongs in Err, which is
+// logged but never sent.
+type Error struct {
+	Code    string
+	Message string // shown to the client
+	Param   string // the offending request field, when there is one
+	Err     error  // internal cause, never shown
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf returns an *Error with a formatted public message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of the first *Error in err's chain, EINTERNAL
+// for any other non-nil error and "" for nil.
+func ErrorCode(err error) string {
+	var e *Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &e):
+		return e.Code
+	default:
+		return EINTERNAL
+	}
+}
+
+// ErrorMessage returns the public message of the first *Error in err's chain
+// and a generic text for anything else, so internal detail never leaks.
+func ErrorMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return "internal error"
+}
+
+// ErrNotFound is returned by stores when a lookup finds nothing.
+var ErrNotFound = &Error{Code: ENOTFOUND, Message: "not found"}

@@ -1,0 +1,175 @@
+// Package config decodes the gateway's HCL2 configuration file and checks
+// it. Parse is pure (file name and bytes in, *Config or Diagnostics out);
+// Load only reads the file. Every diagnostic carries file:line:col.
+//
+// The file is evaluated statically: no variables, no functions. Secrets are
+// named by file path only and are never read by Parse; CheckSecrets opens
+// them. Relative secret paths are resolved against the directory of the
+// configuration file.
+package config
+
+import (
+	"net/url"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// Config is a decoded and checked configuration file. Every field holds its
+// effective value: defaults are filled in by Parse.
+type Config struct {
+	Filename string
+
+	MasterKeyFile    string // "" = no master key: the admin API answers 401 to everyone
+	MetricsTokenFile string // "" = /metrics is open
+	// CacheSaltKeyFile names the secret the per-organisation cache_salt is
+	// derived from; "" = derived from the master key.
+	CacheSaltKeyFile string
+
+	Orgs   []Org
+	Pools  []Pool
+	Models []Model
+
+	Store     Store
+	FairShare FairShare
+	Limits    Limits
+	Health    Health
+	Tags      Tags
+	Alerts    Alerts
+}
+
+// Org is an institution: org "<name>" { share, team "<name>" {} … }.
+type Org struct {
+	Name     string
+	Share    float64 // fraction of every pool reserved, 0..1; the sum over orgs is ≤ 1
+	Teams    []Team
+	DefRange hcl.Range
+}
+
+// Team is a lab inside an organisation. Team names are global.
+type Team struct {
+	Name     string
+	Org      string
+	Share    float64 // share among the organisation's teams; 0 when HasShare is false
+	HasShare bool    // false: the teams without one split what is left equally
+	DefRange hcl.Range
+}
+
+// Pool is a set of engines sharing one capacity.
+type Pool struct {
+	Name     string
+	Capacity int // C, sustainable concurrency, 1..1048576
+	// Scheduler is "priority" (the default: engines run vLLM's
+	// --scheduling-policy priority and receive a priority with each request)
+	// or "fcfs" (engines without a priority scheduler; no priority is sent).
+	Scheduler string
+	// PriorityVia says how the priority reaches a "priority" engine:
+	// "header" (X-Vllm-Priority), "body" (the priority field) or "both"
+	// (the default: vLLM releases before mid-2026 ignore the header).
+	PriorityVia string
+	DefRange    hcl.Range
+}
+
+// Model is a client-facing model name routed to a pool's upstreams.
+type Model struct {
+	Name          string
+	UpstreamModel string // sent to the engine; defaults to Name
+	Pool          string
+	Class         string // "interactive" (default) or "batch"
+	KeyFile       string // default key for its upstreams; "" = none
+	Cost          Cost
+	Upstreams     []Upstream
+	DefRange      hcl.Range
+}
+
+// Cost is in GPU-hours per million tokens.
+type Cost struct {
+	InputPerMTok  float64
+	OutputPerMTok float64
+	CachedPerMTok float64
+}
+
+// GPUHours is the cost of one request:
+// ((prompt − cached) × input + cached × cached_price + completion × output) / 10⁶.
+func (c Cost) GPUHours(prompt, completion, cached int64) float64 {
+	if cached > prompt {
+		cached = prompt
+	}
+	return (float64(prompt-cached)*c.InputPerMTok + float64(cached)*c.CachedPerMTok + float64(completion)*c.OutputPerMTok) / 1e6
+}
+
+// Upstream is one engine endpoint of a model.
+type Upstream struct {
+	Name     string
+	BaseURL  *url.URL // http or https, no credentials, query or fragment, no trailing slash in Path
+	KeyFile  string   // the upstream's own key file, else the model's
+	DefRange hcl.Range
+}
+
+// Store selects and tunes the accounting store.
+type Store struct {
+	Kind          string        // "sqlite" (default)
+	Path          string        // SQLite file, default "llmflow.db" next to the configuration file
+	DSNFile       string        // for server databases (a later kind)
+	FailClosed    bool          // default true
+	QueueSize     int           // accounting queue, default 10000
+	BatchSize     int           // records per write, default 500
+	FlushInterval time.Duration // longest wait before a partial batch is written, default 1s
+}
+
+// FairShare tunes the fair-share usage.
+type FairShare struct {
+	HalfLife time.Duration // default 168h
+}
+
+// Limits bound what a client can make the gateway do.
+type Limits struct {
+	MaxBodyBytes          int64         // request body, default 8 MiB
+	MaxHeaderBytes        int           // default 64 KiB
+	MaxResponseBytes      int64         // non-streaming upstream answer, default 64 MiB
+	ReadHeaderTimeout     time.Duration // default 10s
+	ReadTimeout           time.Duration // whole request read, default 60s
+	IdleTimeout           time.Duration // keep-alive, default 120s
+	MaxRequestDuration    time.Duration // whole request including the upstream, default 30m
+	ConnectTimeout        time.Duration // upstream dial, default 5s
+	ResponseHeaderTimeout time.Duration // upstream first byte, default 10m (prefill under load)
+	Retries               int           // upstream attempts after the first, before the first byte; default 2, 0 disables
+	AuthFailuresPerMinute int           // per client network, default 60, 0 disables
+}
+
+// Health configures active upstream health checks.
+type Health struct {
+	Interval time.Duration // default 10s
+	Timeout  time.Duration // default 2s
+	Cooldown time.Duration // an upstream marked down stays out this long, default 30s
+	Path     string        // default "/health"
+}
+
+// Tags is the request header clients may tag requests with.
+type Tags struct {
+	Header  string // "" = tags only come from keys
+	Allowed []string
+}
+
+// Alerts says where soft-budget alerts go.
+type Alerts struct {
+	WebhookURL       *url.URL
+	WebhookTokenFile string
+	SMTP             *SMTP
+}
+
+// SMTP is an e-mail relay for alerts.
+type SMTP struct {
+	Server       string // host:port
+	From         string
+	To           []string
+	Username     string
+	PasswordFile string
+}
+
+// Secret is one secret file the configuration names, for CheckSecrets.
+type Secret struct {
+	What  string // "master_key_file", `model "x" key_file`, …
+	Path  string // resolved path
+	Range hcl.Range
+}

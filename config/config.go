@@ -36,6 +36,11 @@ type Config struct {
 	Health    Health
 	Tags      Tags
 	Alerts    Alerts
+
+	// ranges maps Secret.What to the source range of the attribute naming
+	// the secret, for Secrets. Compare Configs with
+	// cmpopts.IgnoreUnexported(Config{}).
+	ranges map[string]hcl.Range
 }
 
 // Org is an institution: org "<name>" { share, team "<name>" {} … }.

@@ -1,0 +1,768 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+)
+
+// Defaults of the values the configuration may leave out.
+const (
+	DefaultScheduler   = "priority"
+	DefaultPriorityVia = "both"
+	DefaultClass       = "interactive"
+	DefaultStoreKind   = "sqlite"
+	DefaultStorePath   = "llmflow.db"
+	DefaultHealthPath  = "/health"
+
+	// MaxCapacity is the largest pool capacity accepted.
+	MaxCapacity = 1 << 20
+)
+
+// shareEpsilon absorbs binary rounding when shares written in decimal are
+// summed: 0.7 + 0.2 + 0.1 is accepted as 1.
+const shareEpsilon = 1e-9
+
+// Load reads the configuration file at path and parses it with Parse.
+// Relative paths in the file are resolved against the directory of path.
+func Load(path string) (*Config, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(path, src)
+}
+
+// Parse decodes and checks a configuration written in HCL2 native syntax.
+// It is pure: filename is only used in diagnostics and to resolve relative
+// paths (against filepath.Dir(filename)); no file is read, no secret is
+// opened. The file is evaluated without variables or functions.
+//
+// Any non-nil error is Diagnostics, listing every problem found, each with
+// its file:line:col.
+func Parse(filename string, src []byte) (*Config, error) {
+	file, hds := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+	if ds := fromHCL(filename, hds); len(ds) > 0 || file == nil {
+		if len(ds) == 0 { // cannot happen with hclsyntax; be safe
+			ds = Diagnostics{{Pos: Pos{Filename: filename}, Message: "invalid configuration"}}
+		}
+		return nil, ds
+	}
+	d := &decoder{
+		filename: filename,
+		dir:      filepath.Dir(filename),
+		cfg:      &Config{Filename: filename, ranges: map[string]hcl.Range{}},
+	}
+	d.decodeRoot(file.Body)
+	if len(d.diags) > 0 {
+		d.diags.sort()
+		return nil, d.diags
+	}
+	return d.cfg, nil
+}
+
+// decoder holds the state of one Parse call.
+type decoder struct {
+	filename string
+	dir      string
+	cfg      *Config
+	diags    Diagnostics
+}
+
+func (d *decoder) errorf(r hcl.Range, format string, args ...any) {
+	pos := posOf(r)
+	if pos.Filename == "" {
+		pos.Filename = d.filename
+	}
+	d.diags = append(d.diags, Diagnostic{Pos: pos, Message: fmt.Sprintf(format, args...)})
+}
+
+func (d *decoder) addHCL(hds hcl.Diagnostics) {
+	d.diags = append(d.diags, fromHCL(d.filename, hds)...)
+}
+
+// content decodes body against schema, reporting unknown attributes and
+// blocks and missing required attributes.
+func (d *decoder) content(body hcl.Body, schema *hcl.BodySchema) *hcl.BodyContent {
+	c, hds := body.Content(schema)
+	d.addHCL(hds)
+	if c == nil {
+		c = &hcl.BodyContent{Attributes: hcl.Attributes{}}
+	}
+	return c
+}
+
+// single returns the only block of type typ, reporting every further one.
+func (d *decoder) single(blocks hcl.Blocks, typ string) *hcl.Block {
+	var first *hcl.Block
+	for _, b := range blocks {
+		if b.Type != typ {
+			continue
+		}
+		if first != nil {
+			d.errorf(b.DefRange, "duplicate %s block; only one is allowed, the first is at %s", typ, posOf(first.DefRange))
+			continue
+		}
+		first = b
+	}
+	return first
+}
+
+var rootSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "master_key_file"},
+		{Name: "metrics_token_file"},
+		{Name: "cache_salt_key_file"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "org", LabelNames: []string{"name"}},
+		{Type: "pool", LabelNames: []string{"name"}},
+		{Type: "model", LabelNames: []string{"name"}},
+		{Type: "store"},
+		{Type: "fairshare"},
+		{Type: "limits"},
+		{Type: "health"},
+		{Type: "tags"},
+		{Type: "alerts"},
+	},
+}
+
+func (d *decoder) decodeRoot(body hcl.Body) {
+	c := d.content(body, rootSchema)
+	cfg := d.cfg
+	d.secretPath(c.Attributes, "master_key_file", "master_key_file", &cfg.MasterKeyFile)
+	d.secretPath(c.Attributes, "metrics_token_file", "metrics_token_file", &cfg.MetricsTokenFile)
+	d.secretPath(c.Attributes, "cache_salt_key_file", "cache_salt_key_file", &cfg.CacheSaltKeyFile)
+
+	d.decodeOrgs(c.Blocks)
+	d.decodePools(c.Blocks)
+	d.decodeModels(c.Blocks)
+	d.decodeStore(d.single(c.Blocks, "store"))
+	d.decodeFairShare(d.single(c.Blocks, "fairshare"))
+	d.decodeLimits(d.single(c.Blocks, "limits"))
+	d.decodeHealth(d.single(c.Blocks, "health"))
+	d.decodeTags(d.single(c.Blocks, "tags"))
+	d.decodeAlerts(d.single(c.Blocks, "alerts"))
+}
+
+// label returns a block's name, reporting an empty one or one defined
+// before (seen maps names to where they were first defined).
+func (d *decoder) label(b *hcl.Block, what string, seen map[string]hcl.Range) (string, bool) {
+	name, r := b.Labels[0], b.LabelRanges[0]
+	if strings.TrimSpace(name) == "" {
+		d.errorf(r, "%s name must not be empty", what)
+		return name, false
+	}
+	if hasControl(name) {
+		d.errorf(r, "%s name %q contains a control character", what, name)
+		return name, false
+	}
+	if prev, dup := seen[name]; dup {
+		d.errorf(r, "duplicate %s %q; previously defined at %s", what, name, posOf(prev))
+		return name, false
+	}
+	seen[name] = r
+	return name, true
+}
+
+var (
+	orgSchema = &hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{{Name: "share", Required: true}},
+		Blocks:     []hcl.BlockHeaderSchema{{Type: "team", LabelNames: []string{"name"}}},
+	}
+	teamSchema = &hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{{Name: "share"}},
+	}
+)
+
+func (d *decoder) decodeOrgs(blocks hcl.Blocks) {
+	orgs, teams := map[string]hcl.Range{}, map[string]hcl.Range{}
+	var sum float64
+	var last *hcl.Attribute
+	for _, b := range blocks.OfType("org") {
+		name, ok := d.label(b, "org", orgs)
+		c := d.content(b.Body, orgSchema)
+		org := Org{Name: name, DefRange: b.DefRange}
+		if a := d.float(c.Attributes, "share", 0, 1, &org.Share); a != nil {
+			sum += org.Share
+			last = a
+		}
+		d.decodeTeams(&org, c.Blocks, teams)
+		if ok {
+			d.cfg.Orgs = append(d.cfg.Orgs, org)
+		}
+	}
+	if last != nil && sum > 1+shareEpsilon {
+		d.errorf(last.Expr.Range(), "org shares sum to %g, more than 1", sum)
+	}
+}
+
+func (d *decoder) decodeTeams(org *Org, blocks hcl.Blocks, seen map[string]hcl.Range) {
+	var sum float64
+	var last *hcl.Attribute
+	for _, b := range blocks.OfType("team") {
+		name, ok := d.label(b, "team", seen)
+		c := d.content(b.Body, teamSchema)
+		team := Team{Name: name, Org: org.Name, DefRange: b.DefRange}
+		if a := d.float(c.Attributes, "share", 0, 1, &team.Share); a != nil {
+			team.HasShare = true
+			sum += team.Share
+			last = a
+		}
+		if ok {
+			org.Teams = append(org.Teams, team)
+		}
+	}
+	if last != nil && sum > 1+shareEpsilon {
+		d.errorf(last.Expr.Range(), "team shares of org %q sum to %g, more than 1", org.Name, sum)
+	}
+}
+
+var poolSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "capacity", Required: true},
+		{Name: "scheduler"},
+		{Name: "priority_via"},
+	},
+}
+
+func (d *decoder) decodePools(blocks hcl.Blocks) {
+	seen := map[string]hcl.Range{}
+	for _, b := range blocks.OfType("pool") {
+		name, ok := d.label(b, "pool", seen)
+		c := d.content(b.Body, poolSchema)
+		p := Pool{Name: name, Scheduler: DefaultScheduler, PriorityVia: DefaultPriorityVia, DefRange: b.DefRange}
+		intAttr(d, c.Attributes, "capacity", 1, MaxCapacity, &p.Capacity)
+		d.enum(c.Attributes, "scheduler", &p.Scheduler, "priority", "fcfs")
+		d.enum(c.Attributes, "priority_via", &p.PriorityVia, "both", "header", "body")
+		if ok {
+			d.cfg.Pools = append(d.cfg.Pools, p)
+		}
+	}
+}
+
+var (
+	modelSchema = &hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{
+			{Name: "upstream_model"},
+			{Name: "pool", Required: true},
+			{Name: "class"},
+			{Name: "key_file"},
+		},
+		Blocks: []hcl.BlockHeaderSchema{
+			{Type: "cost"},
+			{Type: "upstream", LabelNames: []string{"name"}},
+		},
+	}
+	costSchema = &hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{
+			{Name: "input_per_mtok"},
+			{Name: "output_per_mtok"},
+			{Name: "cached_per_mtok"},
+		},
+	}
+	upstreamSchema = &hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{
+			{Name: "base_url", Required: true},
+			{Name: "key_file"},
+		},
+	}
+)
+
+func (d *decoder) decodeModels(blocks hcl.Blocks) {
+	seen := map[string]hcl.Range{}
+	for _, b := range blocks.OfType("model") {
+		name, ok := d.label(b, "model", seen)
+		c := d.content(b.Body, modelSchema)
+		m := Model{Name: name, UpstreamModel: name, Class: DefaultClass, DefRange: b.DefRange}
+		d.str(c.Attributes, "upstream_model", &m.UpstreamModel)
+		if a := d.str(c.Attributes, "pool", &m.Pool); a != nil {
+			if !d.poolDefined(blocks, m.Pool) {
+				d.errorf(a.Expr.Range(), "unknown pool %q", m.Pool)
+			}
+		}
+		d.enum(c.Attributes, "class", &m.Class, "interactive", "batch")
+		d.secretPath(c.Attributes, "key_file", fmt.Sprintf("model %q key_file", name), &m.KeyFile)
+
+		if cb := d.single(c.Blocks, "cost"); cb != nil {
+			cc := d.content(cb.Body, costSchema)
+			inf := math.Inf(1)
+			d.float(cc.Attributes, "input_per_mtok", 0, inf, &m.Cost.InputPerMTok)
+			d.float(cc.Attributes, "output_per_mtok", 0, inf, &m.Cost.OutputPerMTok)
+			d.float(cc.Attributes, "cached_per_mtok", 0, inf, &m.Cost.CachedPerMTok)
+		}
+
+		ups := map[string]hcl.Range{}
+		n := 0
+		for _, ub := range c.Blocks.OfType("upstream") {
+			n++
+			uname, uok := d.label(ub, "upstream", ups)
+			uc := d.content(ub.Body, upstreamSchema)
+			u := Upstream{Name: uname, KeyFile: m.KeyFile, DefRange: ub.DefRange}
+			d.url(uc.Attributes, "base_url", &u.BaseURL)
+			d.secretPath(uc.Attributes, "key_file", fmt.Sprintf("model %q upstream %q key_file", name, uname), &u.KeyFile)
+			if uok {
+				m.Upstreams = append(m.Upstreams, u)
+			}
+		}
+		if n == 0 {
+			d.errorf(b.LabelRanges[0], "model %q has no upstream block", name)
+		}
+		if ok {
+			d.cfg.Models = append(d.cfg.Models, m)
+		}
+	}
+}
+
+// poolDefined reports whether a pool block named name exists, even one
+// that had errors (so that a broken pool does not also make every model
+// using it report an unknown pool).
+func (d *decoder) poolDefined(blocks hcl.Blocks, name string) bool {
+	for _, b := range blocks.OfType("pool") {
+		if b.Labels[0] == name {
+			return true
+		}
+	}
+	return false
+}
+
+var storeSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "kind"},
+		{Name: "path"},
+		{Name: "dsn_file"},
+		{Name: "fail_closed"},
+		{Name: "queue_size"},
+		{Name: "batch_size"},
+		{Name: "flush_interval"},
+	},
+}
+
+func (d *decoder) decodeStore(b *hcl.Block) {
+	s := &d.cfg.Store
+	*s = Store{
+		Kind:          DefaultStoreKind,
+		Path:          d.resolve(DefaultStorePath),
+		FailClosed:    true,
+		QueueSize:     10000,
+		BatchSize:     500,
+		FlushInterval: time.Second,
+	}
+	if b == nil {
+		return
+	}
+	c := d.content(b.Body, storeSchema)
+	if a := d.str(c.Attributes, "kind", &s.Kind); a != nil && s.Kind != DefaultStoreKind {
+		d.errorf(a.Expr.Range(), "store kind %q is not supported by this build yet (supported: %q)", s.Kind, DefaultStoreKind)
+	}
+	d.path(c.Attributes, "path", &s.Path)
+	d.secretPath(c.Attributes, "dsn_file", "store dsn_file", &s.DSNFile)
+	d.bool(c.Attributes, "fail_closed", &s.FailClosed)
+	intAttr(d, c.Attributes, "queue_size", 1, math.MaxInt32, &s.QueueSize)
+	intAttr(d, c.Attributes, "batch_size", 1, math.MaxInt32, &s.BatchSize)
+	d.duration(c.Attributes, "flush_interval", &s.FlushInterval)
+}
+
+var fairShareSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "half_life"}},
+}
+
+func (d *decoder) decodeFairShare(b *hcl.Block) {
+	d.cfg.FairShare = FairShare{HalfLife: 168 * time.Hour}
+	if b == nil {
+		return
+	}
+	c := d.content(b.Body, fairShareSchema)
+	d.duration(c.Attributes, "half_life", &d.cfg.FairShare.HalfLife)
+}
+
+var limitsSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "max_body_bytes"},
+		{Name: "max_header_bytes"},
+		{Name: "max_response_bytes"},
+		{Name: "read_header_timeout"},
+		{Name: "read_timeout"},
+		{Name: "idle_timeout"},
+		{Name: "max_request_duration"},
+		{Name: "connect_timeout"},
+		{Name: "response_header_timeout"},
+		{Name: "retries"},
+		{Name: "auth_failures_per_minute"},
+	},
+}
+
+func (d *decoder) decodeLimits(b *hcl.Block) {
+	l := &d.cfg.Limits
+	*l = Limits{
+		MaxBodyBytes:          8 << 20,
+		MaxHeaderBytes:        64 << 10,
+		MaxResponseBytes:      64 << 20,
+		ReadHeaderTimeout:     10 * time.Second,
+		ReadTimeout:           60 * time.Second,
+		IdleTimeout:           120 * time.Second,
+		MaxRequestDuration:    30 * time.Minute,
+		ConnectTimeout:        5 * time.Second,
+		ResponseHeaderTimeout: 10 * time.Minute,
+		Retries:               2,
+		AuthFailuresPerMinute: 60,
+	}
+	if b == nil {
+		return
+	}
+	c := d.content(b.Body, limitsSchema)
+	intAttr(d, c.Attributes, "max_body_bytes", 1, math.MaxInt64, &l.MaxBodyBytes)
+	intAttr(d, c.Attributes, "max_header_bytes", 1, math.MaxInt32, &l.MaxHeaderBytes)
+	intAttr(d, c.Attributes, "max_response_bytes", 1, math.MaxInt64, &l.MaxResponseBytes)
+	d.duration(c.Attributes, "read_header_timeout", &l.ReadHeaderTimeout)
+	d.duration(c.Attributes, "read_timeout", &l.ReadTimeout)
+	d.duration(c.Attributes, "idle_timeout", &l.IdleTimeout)
+	d.duration(c.Attributes, "max_request_duration", &l.MaxRequestDuration)
+	d.duration(c.Attributes, "connect_timeout", &l.ConnectTimeout)
+	d.duration(c.Attributes, "response_header_timeout", &l.ResponseHeaderTimeout)
+	intAttr(d, c.Attributes, "retries", 0, 100, &l.Retries)
+	intAttr(d, c.Attributes, "auth_failures_per_minute", 0, math.MaxInt32, &l.AuthFailuresPerMinute)
+}
+
+var healthSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "interval"},
+		{Name: "timeout"},
+		{Name: "cooldown"},
+		{Name: "path"},
+	},
+}
+
+func (d *decoder) decodeHealth(b *hcl.Block) {
+	h := &d.cfg.Health
+	*h = Health{
+		Interval: 10 * time.Second,
+		Timeout:  2 * time.Second,
+		Cooldown: 30 * time.Second,
+		Path:     DefaultHealthPath,
+	}
+	if b == nil {
+		return
+	}
+	c := d.content(b.Body, healthSchema)
+	d.duration(c.Attributes, "interval", &h.Interval)
+	d.duration(c.Attributes, "timeout", &h.Timeout)
+	d.duration(c.Attributes, "cooldown", &h.Cooldown)
+	if a := d.str(c.Attributes, "path", &h.Path); a != nil {
+		if !strings.HasPrefix(h.Path, "/") {
+			d.errorf(a.Expr.Range(), "health path %q must start with \"/\"", h.Path)
+		} else if strings.ContainsAny(h.Path, "?# \t") || hasControl(h.Path) {
+			d.errorf(a.Expr.Range(), "health path %q must be a plain path (no query, fragment or space)", h.Path)
+		}
+	}
+}
+
+var tagsSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "header"},
+		{Name: "allowed"},
+	},
+}
+
+func (d *decoder) decodeTags(b *hcl.Block) {
+	if b == nil {
+		return
+	}
+	t := &d.cfg.Tags
+	c := d.content(b.Body, tagsSchema)
+	if a := d.str(c.Attributes, "header", &t.Header); a != nil && !isToken(t.Header) {
+		d.errorf(a.Expr.Range(), "tags header %q is not a valid HTTP header name", t.Header)
+	}
+	if a := d.strList(c.Attributes, "allowed", &t.Allowed); a != nil {
+		seen := map[string]bool{}
+		for _, tag := range t.Allowed {
+			switch {
+			case strings.TrimSpace(tag) == "":
+				d.errorf(a.Expr.Range(), "allowed tags must not be empty strings")
+			case seen[tag]:
+				d.errorf(a.Expr.Range(), "duplicate allowed tag %q", tag)
+			}
+			seen[tag] = true
+		}
+	}
+}
+
+var (
+	alertsSchema = &hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{
+			{Name: "webhook_url"},
+			{Name: "webhook_token_file"},
+		},
+		Blocks: []hcl.BlockHeaderSchema{{Type: "smtp"}},
+	}
+	smtpSchema = &hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{
+			{Name: "server", Required: true},
+			{Name: "from", Required: true},
+			{Name: "to", Required: true},
+			{Name: "username"},
+			{Name: "password_file"},
+		},
+	}
+)
+
+func (d *decoder) decodeAlerts(b *hcl.Block) {
+	if b == nil {
+		return
+	}
+	al := &d.cfg.Alerts
+	c := d.content(b.Body, alertsSchema)
+	d.url(c.Attributes, "webhook_url", &al.WebhookURL)
+	if a := d.secretPath(c.Attributes, "webhook_token_file", "alerts webhook_token_file", &al.WebhookTokenFile); a != nil && c.Attributes["webhook_url"] == nil {
+		d.errorf(a.Expr.Range(), "webhook_token_file is set but webhook_url is not")
+	}
+	sb := d.single(c.Blocks, "smtp")
+	if sb == nil {
+		return
+	}
+	s := &SMTP{}
+	sc := d.content(sb.Body, smtpSchema)
+	if a := d.str(sc.Attributes, "server", &s.Server); a != nil {
+		if err := checkHostPort(s.Server); err != nil {
+			d.errorf(a.Expr.Range(), "smtp server %q: %v", s.Server, err)
+		}
+	}
+	if a := d.str(sc.Attributes, "from", &s.From); a != nil {
+		if err := checkMailbox(s.From); err != nil {
+			d.errorf(a.Expr.Range(), "smtp from: %v", err)
+		}
+	}
+	if a := d.strList(sc.Attributes, "to", &s.To); a != nil {
+		if len(s.To) == 0 {
+			d.errorf(a.Expr.Range(), "smtp to must list at least one address")
+		}
+		for _, addr := range s.To {
+			if err := checkMailbox(addr); err != nil {
+				d.errorf(a.Expr.Range(), "smtp to: %v", err)
+			}
+		}
+	}
+	ua := d.str(sc.Attributes, "username", &s.Username)
+	pa := d.secretPath(sc.Attributes, "password_file", "alerts smtp password_file", &s.PasswordFile)
+	switch {
+	case ua != nil && pa == nil && sc.Attributes["password_file"] == nil:
+		d.errorf(ua.Expr.Range(), "smtp username is set but password_file is not")
+	case pa != nil && ua == nil && sc.Attributes["username"] == nil:
+		d.errorf(pa.Expr.Range(), "smtp password_file is set but username is not")
+	}
+	al.SMTP = s
+}
+
+// value evaluates the named attribute without an evaluation context and
+// converts it to ty. It returns nil when the attribute is absent or when
+// its value is invalid, in which case a diagnostic is recorded.
+func (d *decoder) value(attrs hcl.Attributes, name string, ty cty.Type) (cty.Value, *hcl.Attribute) {
+	a := attrs[name]
+	if a == nil {
+		return cty.NilVal, nil
+	}
+	v, hds := a.Expr.Value(nil)
+	if hds.HasErrors() {
+		d.addHCL(hds)
+		return cty.NilVal, nil
+	}
+	if v.IsNull() {
+		d.errorf(a.Expr.Range(), "%s must not be null", name)
+		return cty.NilVal, nil
+	}
+	if !v.IsWhollyKnown() {
+		d.errorf(a.Expr.Range(), "%s must be a constant", name)
+		return cty.NilVal, nil
+	}
+	v, err := convert.Convert(v, ty)
+	if err != nil {
+		d.errorf(a.Expr.Range(), "Incorrect attribute value type; Inappropriate value for attribute %q: %s.", name, err)
+		return cty.NilVal, nil
+	}
+	return v, a
+}
+
+// str decodes a non-empty string attribute into dst.
+func (d *decoder) str(attrs hcl.Attributes, name string, dst *string) *hcl.Attribute {
+	v, a := d.value(attrs, name, cty.String)
+	if a == nil {
+		return nil
+	}
+	s := v.AsString()
+	if strings.TrimSpace(s) == "" {
+		d.errorf(a.Expr.Range(), "%s must not be empty", name)
+		return nil
+	}
+	*dst = s
+	return a
+}
+
+// strList decodes a list of non-null strings into dst.
+func (d *decoder) strList(attrs hcl.Attributes, name string, dst *[]string) *hcl.Attribute {
+	v, a := d.value(attrs, name, cty.List(cty.String))
+	if a == nil {
+		return nil
+	}
+	out := []string{}
+	for it := v.ElementIterator(); it.Next(); {
+		_, e := it.Element()
+		if e.IsNull() {
+			d.errorf(a.Expr.Range(), "%s must not contain null", name)
+			return nil
+		}
+		out = append(out, e.AsString())
+	}
+	*dst = out
+	return a
+}
+
+func (d *decoder) bool(attrs hcl.Attributes, name string, dst *bool) *hcl.Attribute {
+	v, a := d.value(attrs, name, cty.Bool)
+	if a == nil {
+		return nil
+	}
+	*dst = v.True()
+	return a
+}
+
+// float decodes a number in [lo, hi] into dst.
+func (d *decoder) float(attrs hcl.Attributes, name string, lo, hi float64, dst *float64) *hcl.Attribute {
+	v, a := d.value(attrs, name, cty.Number)
+	if a == nil {
+		return nil
+	}
+	f, _ := v.AsBigFloat().Float64()
+	if math.IsNaN(f) || math.IsInf(f, 0) || f < lo || f > hi {
+		if math.IsInf(hi, 1) {
+			d.errorf(a.Expr.Range(), "%s must be a finite number ≥ %g", name, lo)
+		} else {
+			d.errorf(a.Expr.Range(), "%s must be between %g and %g", name, lo, hi)
+		}
+		return nil
+	}
+	*dst = f
+	return a
+}
+
+// intAttr decodes a whole number in [lo, hi] into dst.
+func intAttr[T int | int64](d *decoder, attrs hcl.Attributes, name string, lo, hi int64, dst *T) *hcl.Attribute {
+	v, a := d.value(attrs, name, cty.Number)
+	if a == nil {
+		return nil
+	}
+	bf := v.AsBigFloat()
+	if !bf.IsInt() {
+		d.errorf(a.Expr.Range(), "%s must be a whole number", name)
+		return nil
+	}
+	if bf.Cmp(new(big.Float).SetInt64(lo)) < 0 || bf.Cmp(new(big.Float).SetInt64(hi)) > 0 {
+		if hi >= math.MaxInt32 {
+			d.errorf(a.Expr.Range(), "%s must be at least %d", name, lo)
+		} else {
+			d.errorf(a.Expr.Range(), "%s must be between %d and %d", name, lo, hi)
+		}
+		return nil
+	}
+	n, _ := bf.Int64()
+	*dst = T(n)
+	return a
+}
+
+// duration decodes a positive Go duration string ("30s", "168h") into dst.
+func (d *decoder) duration(attrs hcl.Attributes, name string, dst *time.Duration) *hcl.Attribute {
+	v, a := d.value(attrs, name, cty.String)
+	if a == nil {
+		return nil
+	}
+	dur, err := time.ParseDuration(v.AsString())
+	if err != nil {
+		d.errorf(a.Expr.Range(), "%s: invalid duration %q (use Go syntax such as \"30s\" or \"168h\")", name, v.AsString())
+		return nil
+	}
+	if dur <= 0 {
+		d.errorf(a.Expr.Range(), "%s must be a positive duration, got %q", name, v.AsString())
+		return nil
+	}
+	*dst = dur
+	return a
+}
+
+// enum decodes a string that must be one of allowed into dst.
+func (d *decoder) enum(attrs hcl.Attributes, name string, dst *string, allowed ...string) *hcl.Attribute {
+	var s string
+	a := d.str(attrs, name, &s)
+	if a == nil {
+		return nil
+	}
+	for _, ok := range allowed {
+		if s == ok {
+			*dst = s
+			return a
+		}
+	}
+	quoted := make([]string, len(allowed))
+	for i, s := range allowed {
+		quoted[i] = fmt.Sprintf("%q", s)
+	}
+	d.errorf(a.Expr.Range(), "%s must be one of %s, got %q", name, strings.Join(quoted, ", "), s)
+	return nil
+}
+
+// url decodes an absolute http or https URL into dst. The URL itself is
+// never repeated in a diagnostic: it could hold credentials.
+func (d *decoder) url(attrs hcl.Attributes, name string, dst **url.URL) *hcl.Attribute {
+	var s string
+	a := d.str(attrs, name, &s)
+	if a == nil {
+		return nil
+	}
+	u, err := parseUpstreamURL(s)
+	if err != nil {
+		d.errorf(a.Expr.Range(), "%s: %v", name, err)
+		return nil
+	}
+	*dst = u
+	return a
+}
+
+// path decodes a file path, resolved against the configuration's directory.
+func (d *decoder) path(attrs hcl.Attributes, name string, dst *string) *hcl.Attribute {
+	var s string
+	a := d.str(attrs, name, &s)
+	if a == nil {
+		return nil
+	}
+	if hasControl(s) {
+		d.errorf(a.Expr.Range(), "%s contains a control character", name)
+		return nil
+	}
+	*dst = d.resolve(s)
+	return a
+}
+
+// secretPath is path for a secret file, recording its range under what for
+// Config.Secrets.
+func (d *decoder) secretPath(attrs hcl.Attributes, name, what string, dst *string) *hcl.Attribute {
+	a := d.path(attrs, name, dst)
+	if a != nil {
+		d.cfg.ranges[what] = a.Expr.Range()
+	}
+	return a
+}
+
+func (d *decoder) resolve(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(d.dir, p)
+}

@@ -1,0 +1,16 @@
+# Pool capacity and enums.
+pool "zero" { capacity = 0 } # ERROR@col=26: capacity must be between 1 and 1048576
+pool "huge" { capacity = 1048577 } # ERROR@col=26: capacity must be between 1 and 1048576
+pool "half" { capacity = 1.5 } # ERROR@col=26: capacity must be a whole number
+pool "exp" { capacity = 1e300 } # ERROR: capacity must be between 1 and 1048576
+pool "max" { capacity = 1048576 }
+pool "sched" {
+  capacity  = 4
+  scheduler = "lottery" # ERROR@col=15: scheduler must be one of "priority", "fcfs", got "lottery"
+}
+pool "via" {
+  capacity     = 4
+  priority_via = "pigeon" # ERROR@col=18: priority_via must be one of "both", "header", "body"
+}
+pool "none" {} # ERROR: Missing required argument; The argument "capacity" is required
+pool "" { capacity = 1 } # ERROR@col=6: pool name must not be empty

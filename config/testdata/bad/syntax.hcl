@@ -1,0 +1,6 @@
+# A syntax error stops decoding: only the parser's diagnostic is reported.
+pool "p" {
+  capacity = # ERROR@col=14: Invalid expression
+}
+master_key_file = "a"
+master_key_file = "b" # ERROR@col=1: Attribute redefined; The argument "master_key_file" was already set at testdata/bad/syntax.hcl:5,1-16

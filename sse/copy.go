@@ -1,0 +1,265 @@
+package sse
+
+import (
+	"bytes"
+	"io"
+	"sync"
+)
+
+// Options configure Copy. The zero value drops the final usage chunk,
+// limits events to DefaultMaxEventBytes and flushes nothing.
+type Options struct {
+	// KeepUsage forwards the final usage chunk (non-null "usage" and
+	// "choices": []). Set it when the client asked for
+	// stream_options.include_usage; otherwise the chunk is dropped (the
+	// gateway may have forced usage on upstream for its own accounting).
+	// Usage is reported in Result either way.
+	KeepUsage bool
+
+	// MaxEventBytes limits the size of one event, line endings included.
+	// A larger event stops Copy with ErrEventTooLarge. 0 means
+	// DefaultMaxEventBytes (1 MiB).
+	MaxEventBytes int
+
+	// Flush is called after each event written to dst, so that it reaches
+	// the client now (for HTTP: http.NewResponseController(w).Flush). nil
+	// means no flushing. A Flush error stops Copy with a *WriteError.
+	Flush func() error
+}
+
+// Result describes a stream that Copy forwarded.
+type Result struct {
+	// Usage is the last usage object seen, in any chunk (with vLLM's
+	// continuous_usage_stats every chunk has a cumulative one). It is valid
+	// when HasUsage is set.
+	Usage    Usage
+	HasUsage bool
+
+	// Done is set when the stream ended on "data: [DONE]". When it is not
+	// set the stream was cut short (or the engine ended it after an error,
+	// as llama-server does), and the final usage chunk may be missing.
+	Done bool
+
+	// ErrorEvent is set when an event's JSON had a non-null top-level
+	// "error" member (vLLM and llama-server: data: {"error":{...}}).
+	ErrorEvent bool
+
+	// Deltas counts forwarded chunks whose "choices" array was not empty.
+	// When no usage came, it is a lower bound for the completion tokens.
+	Deltas int
+
+	// Events counts forwarded events that carried data, [DONE] included.
+	// Comment-only events (keep-alives) are forwarded but not counted, nor
+	// is an incomplete last event.
+	Events int
+
+	// Bytes counts the bytes written to dst.
+	Bytes int64
+}
+
+// WriteError wraps an error from writing to dst or from Options.Flush:
+// the client went away. Copy's other errors come from reading the
+// upstream, or are ErrEventTooLarge.
+type WriteError struct {
+	Err error
+}
+
+func (e *WriteError) Error() string { return "sse: write to client: " + e.Err.Error() }
+func (e *WriteError) Unwrap() error { return e.Err }
+
+// readerPool recycles Readers (and their 32 KiB buffers) across Copy calls.
+// Copy never lets Raw or Data escape, so reuse is safe.
+var readerPool sync.Pool
+
+// maxPooledRaw bounds the event buffer a pooled Reader may keep, so that one
+// huge event does not pin memory forever.
+const maxPooledRaw = 64 << 10
+
+// Copy reads events from src and writes each one to dst as soon as it is
+// complete, calling opt.Flush after each, until the [DONE] event, the end of
+// src, or an error. It holds at most one event in memory, never the whole
+// stream.
+//
+// Events are forwarded byte for byte, line endings included, with one
+// exception: the final usage chunk (a non-null "usage" and "choices": [],
+// which vLLM, llama-server and OpenAI send just before [DONE]) is dropped
+// unless opt.KeepUsage is set. Comments (": ping") and other fields
+// (event:, id:, retry:) are forwarded as they are. The [DONE] event (data
+// starting with "[DONE]", as the OpenAI SDKs test it) is forwarded, then
+// Copy returns without reading src any further.
+//
+// If src ends without [DONE], Copy returns Result.Done == false and a nil
+// error; an incomplete last event (no blank line after it) is forwarded as
+// it is but not interpreted.
+//
+// A write or flush error is returned as a *WriteError. Any other error is
+// from reading src (the upstream broke), or is ErrEventTooLarge; the event
+// being read then is not forwarded. The Result is valid in every case.
+//
+// Only chunks that may carry usage or an error are decoded, and only
+// partly: ordinary content chunks are classified with a few byte searches.
+func Copy(dst io.Writer, src io.Reader, opt Options) (res Result, err error) {
+	rd, _ := readerPool.Get().(*Reader)
+	if rd == nil {
+		rd = NewReader(src, opt.MaxEventBytes)
+	} else {
+		rd.Reset(src, opt.MaxEventBytes)
+	}
+	defer func() {
+		rd.Reset(nil, 0)
+		if cap(rd.raw) > maxPooledRaw {
+			rd.raw = nil
+		}
+		if cap(rd.data) > maxPooledRaw {
+			rd.data = nil
+		}
+		readerPool.Put(rd)
+	}()
+
+	for {
+		ev, err := rd.Next()
+		switch err {
+		case nil:
+		case io.EOF:
+			return res, nil
+		case io.ErrUnexpectedEOF:
+			return res, forward(dst, ev.Raw, opt.Flush, &res)
+		default:
+			return res, err
+		}
+		if ev.Data == nil {
+			if err := forward(dst, ev.Raw, opt.Flush, &res); err != nil {
+				return res, err
+			}
+			continue
+		}
+		c := inspect(ev.Data)
+		if c.done {
+			res.Done = true
+			res.Events++
+			return res, forward(dst, ev.Raw, opt.Flush, &res)
+		}
+		if c.hasUsage {
+			res.Usage, res.HasUsage = c.usage, true
+		}
+		if c.isError {
+			res.ErrorEvent = true
+		}
+		if c.hasUsage && c.emptyChoices && !opt.KeepUsage {
+			continue
+		}
+		if c.choices {
+			res.Deltas++
+		}
+		res.Events++
+		if err := forward(dst, ev.Raw, opt.Flush, &res); err != nil {
+			return res, err
+		}
+	}
+}
+
+// forward writes p to dst and flushes.
+func forward(dst io.Writer, p []byte, flush func() error, res *Result) error {
+	n, err := dst.Write(p)
+	res.Bytes += int64(n)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	if err == nil && flush != nil {
+		err = flush()
+	}
+	if err != nil {
+		return &WriteError{Err: err}
+	}
+	return nil
+}
+
+// chunk is what Copy needs to know about one data payload.
+type chunk struct {
+	done         bool  // [DONE]
+	choices      bool  // a non-empty top-level "choices" array
+	emptyChoices bool  // "choices": []
+	hasUsage     bool  // a top-level "usage" object
+	usage        Usage //
+	isError      bool  // a non-null top-level "error"
+}
+
+var (
+	doneMarker     = []byte("[DONE]")
+	usageKey       = []byte(`"usage"`)
+	errorKey       = []byte(`"error"`)
+	choicesKey     = []byte(`"choices"`)
+	choicesFull    = []byte(`"choices":[{`)
+	choicesEmpty   = []byte(`"choices":[]`)
+	usageNullShort = []byte(`"usage":null`)
+)
+
+// inspect classifies one event's data.
+//
+// Fast path: in valid JSON a quote inside a string is escaped, so the bytes
+// `"usage"` and `"error"` can only appear as a key or as a whole string
+// value. A chunk with neither (every ordinary content chunk) cannot carry
+// usage or an error and is classified by byte searches alone: compact
+// `"choices":[{` means it carries choices. Only chunks that might be
+// something else (and `"usage":null`, which OpenAI puts on every chunk, is
+// recognised without decoding) go through the JSON scanner, which looks at
+// top-level members only.
+func inspect(data []byte) (c chunk) {
+	if bytes.HasPrefix(data, doneMarker) {
+		c.done = true
+		return c
+	}
+	if i := skipWS(data, 0); i >= len(data) || data[i] != '{' {
+		return c // not a JSON object: forward as it is
+	}
+	mayUsage := bytes.Contains(data, usageKey)
+	if mayUsage && bytes.Count(data, usageKey) == 1 && bytes.Contains(data, usageNullShort) {
+		mayUsage = false // the OpenAI shape: "usage":null on a content chunk
+	}
+	if !mayUsage && !bytes.Contains(data, errorKey) {
+		if bytes.Contains(data, choicesFull) {
+			c.choices = true
+			return c
+		}
+		if !bytes.Contains(data, choicesKey) {
+			return c
+		}
+		if bytes.Count(data, choicesKey) == 1 && bytes.Contains(data, choicesEmpty) {
+			c.emptyChoices = true
+			return c
+		}
+	}
+	return inspectSlow(data)
+}
+
+// inspectSlow classifies data by walking its top-level members. Malformed
+// JSON gives a zero chunk (an ordinary event, forwarded as it is).
+func inspectSlow(data []byte) (c chunk) {
+	it, ok := newObjIter(data)
+	if !ok {
+		return chunk{}
+	}
+	for {
+		k, v, more := it.next()
+		if !more {
+			break
+		}
+		switch string(k) {
+		case "choices":
+			c.choices, c.emptyChoices = false, false
+			if len(v) > 0 && v[0] == '[' {
+				i := skipWS(v, 1)
+				c.emptyChoices = i < len(v) && v[i] == ']'
+				c.choices = !c.emptyChoices
+			}
+		case "usage":
+			c.usage, c.hasUsage = parseUsageObject(v)
+		case "error":
+			c.isError = string(v) != "null"
+		}
+	}
+	if it.bad {
+		return chunk{}
+	}
+	return c
+}

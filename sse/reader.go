@@ -1,0 +1,254 @@
+package sse
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+)
+
+// DefaultMaxEventBytes is the event size limit used when none is given.
+const DefaultMaxEventBytes = 1 << 20
+
+// readBufferSize is the size of the bufio.Reader under a Reader. Typical
+// chat chunks are 200–500 bytes, so one upstream read usually holds one or
+// a few whole events.
+const readBufferSize = 32 << 10
+
+// ErrEventTooLarge is returned when an event (Raw, line endings included)
+// grows past the configured maximum. Nothing of that event has been
+// returned or forwarded when it is reported.
+var ErrEventTooLarge = errors.New("sse: event too large")
+
+// Event is one server-sent event as it was read.
+//
+// Raw and Data alias buffers owned by the Reader: they are valid only until
+// the next call to Next or Reset. Copy them to keep them.
+type Event struct {
+	// Raw holds the exact bytes of the event: every line with its line
+	// ending, including the blank line that ends it. Concatenating Raw of
+	// all events returned by a Reader (and of the incomplete tail returned
+	// with io.ErrUnexpectedEOF) reproduces the input.
+	Raw []byte
+
+	// Data is the value of the event's data lines, joined by "\n", each
+	// without the "data:" prefix and one optional leading space. It is nil
+	// when the event has no data line at all (only comments, other fields,
+	// or nothing); per the SSE rules such an event dispatches nothing. An
+	// event with an empty data line ("data:") has a non-nil, empty Data.
+	Data []byte
+}
+
+// Line endings.
+const (
+	endLF   = 1
+	endCR   = 2
+	endCRLF = 3
+)
+
+// Reader splits an SSE stream into events, one at a time. It follows the
+// WHATWG rules: lines end in LF, CR or CRLF; a blank line ends an event;
+// lines starting with ":" are comments; the "data" field's values are
+// joined with "\n".
+//
+// CRLF split across reads: inside an event, a CR is always followed up by
+// reading the next byte, so CR and LF that arrive in different reads still
+// make one line ending. For the blank line that ends an event, waiting for
+// a possible LF after its CR could hold the event back until the next one
+// is sent, so the Reader only takes that LF when the line before the blank
+// line ended in CRLF (the stream uses CRLF, and the LF was written together
+// with the CR). Otherwise a following LF is an empty line of its own, which
+// the Reader returns as an event with Raw "\n" and nil Data and which
+// dispatches nothing. This rule looks only at the bytes, never at how they
+// were split into reads, so every split gives the same events.
+//
+// A Reader is not safe for concurrent use.
+type Reader struct {
+	br  *bufio.Reader
+	max int
+	err error // sticky error from br (io.EOF included) or ErrEventTooLarge
+
+	raw  []byte // the current event's bytes, reused
+	data []byte // joined data when an event has several data lines, reused
+
+	crFirst bool // the previous line ended in a lone CR: look for CR first
+}
+
+// NewReader returns a Reader over r. maxEventBytes limits the size of one
+// event (Raw); 0 or less means DefaultMaxEventBytes.
+func NewReader(r io.Reader, maxEventBytes int) *Reader {
+	rd := &Reader{br: bufio.NewReaderSize(r, readBufferSize)}
+	rd.Reset(r, maxEventBytes)
+	return rd
+}
+
+// Reset makes rd read from r as if it had been returned by NewReader,
+// keeping its buffers.
+func (rd *Reader) Reset(r io.Reader, maxEventBytes int) {
+	if maxEventBytes <= 0 {
+		maxEventBytes = DefaultMaxEventBytes
+	}
+	rd.br.Reset(r)
+	rd.max = maxEventBytes
+	rd.err = nil
+	rd.raw = rd.raw[:0]
+	rd.data = rd.data[:0]
+	rd.crFirst = false
+}
+
+// Next reads the next event. It returns:
+//   - (event, nil) for a complete event, ended by a blank line;
+//   - (Event{}, io.EOF) when the input ended cleanly after the last event;
+//   - (Event{Raw: tail}, io.ErrUnexpectedEOF) when the input ended inside
+//     an event: Raw holds the incomplete bytes, Data is nil since per the
+//     SSE rules an unterminated event is not dispatched;
+//   - (Event{}, ErrEventTooLarge) when the event would grow past the limit;
+//   - (Event{}, err) for any other error from the underlying reader.
+//
+// Errors are sticky: once Next has returned an error, later calls return
+// io.EOF (after io.ErrUnexpectedEOF) or the same error.
+func (rd *Reader) Next() (Event, error) {
+	if rd.err != nil && rd.err != io.EOF {
+		return Event{}, rd.err
+	}
+	rd.raw = rd.raw[:0]
+	var (
+		nData        int // data lines seen
+		dStart, dEnd int // the first data value, as offsets into raw
+		prev         int // ending of the previous line of this event
+	)
+	for {
+		start := len(rd.raw)
+		end, ending, err := rd.readLine()
+		if err != nil {
+			if err == io.EOF {
+				if len(rd.raw) == 0 {
+					return Event{}, io.EOF
+				}
+				return Event{Raw: rd.raw}, io.ErrUnexpectedEOF
+			}
+			return Event{}, err
+		}
+		blank := end == start
+		if ending == endCR && (!blank || prev == endCRLF) {
+			// Inside an event (or after a CRLF line) a CR may be the first
+			// half of CRLF: look at the next byte, reading if need be.
+			if rd.more() == nil {
+				if b, _ := rd.br.Peek(1); b[0] == '\n' {
+					if len(rd.raw)+1 > rd.max {
+						rd.err = ErrEventTooLarge
+						return Event{}, ErrEventTooLarge
+					}
+					rd.raw = append(rd.raw, '\n')
+					rd.br.Discard(1)
+					ending = endCRLF
+				}
+			}
+		}
+		rd.crFirst = ending == endCR
+		if blank {
+			ev := Event{Raw: rd.raw}
+			switch {
+			case nData == 1:
+				ev.Data = rd.raw[dStart:dEnd:dEnd]
+			case nData > 1:
+				ev.Data = rd.data
+			}
+			return ev, nil
+		}
+		prev = ending
+
+		line := rd.raw[start:end]
+		if line[0] == ':' {
+			continue // comment
+		}
+		name, vStart := line, len(line)
+		if i := bytes.IndexByte(line, ':'); i >= 0 {
+			name, vStart = line[:i], i+1
+			if vStart < len(line) && line[vStart] == ' ' {
+				vStart++
+			}
+		}
+		if string(name) != "data" {
+			continue // event:, id:, retry: and unknown fields
+		}
+		vs, ve := start+vStart, end
+		nData++
+		switch nData {
+		case 1:
+			dStart, dEnd = vs, ve
+		case 2:
+			rd.data = append(rd.data[:0], rd.raw[dStart:dEnd]...)
+			fallthrough
+		default:
+			rd.data = append(rd.data, '\n')
+			rd.data = append(rd.data, rd.raw[vs:ve]...)
+		}
+	}
+}
+
+// more makes sure at least one byte is buffered, reading if need be.
+func (rd *Reader) more() error {
+	if rd.br.Buffered() > 0 {
+		return nil
+	}
+	if rd.err != nil {
+		return rd.err
+	}
+	if _, err := rd.br.Peek(1); err != nil {
+		// Peek(1) fails only when nothing at all is buffered.
+		rd.err = err
+		return err
+	}
+	return nil
+}
+
+// readLine appends the next line, with its first line-ending byte (CR or
+// LF), to rd.raw. It returns the offset in rd.raw where the line's content
+// ends and which byte ended it (endLF or endCR; a CR's possible LF is the
+// caller's business). At the end of the input it returns the error, with
+// whatever bytes it read already appended.
+func (rd *Reader) readLine() (end, ending int, err error) {
+	for {
+		if err := rd.more(); err != nil {
+			return len(rd.raw), 0, err
+		}
+		b, _ := rd.br.Peek(rd.br.Buffered())
+		i := indexEOL(b, rd.crFirst)
+		n := i + 1
+		if i < 0 {
+			n = len(b)
+		}
+		if len(rd.raw)+n > rd.max {
+			rd.err = ErrEventTooLarge
+			return 0, 0, ErrEventTooLarge
+		}
+		rd.raw = append(rd.raw, b[:n]...)
+		rd.br.Discard(n)
+		if i >= 0 {
+			ending = endLF
+			if b[i] == '\r' {
+				ending = endCR
+			}
+			return len(rd.raw) - 1, ending, nil
+		}
+	}
+}
+
+// indexEOL returns the index of the first CR or LF in b, or -1. It searches
+// first for the byte the stream most likely uses, so that each scan stops at
+// the end of the current line rather than running over the whole buffer.
+func indexEOL(b []byte, crFirst bool) int {
+	first, other := byte('\n'), byte('\r')
+	if crFirst {
+		first, other = other, first
+	}
+	i := bytes.IndexByte(b, first)
+	if i < 0 {
+		return bytes.IndexByte(b, other)
+	}
+	if j := bytes.IndexByte(b[:i], other); j >= 0 {
+		return j
+	}
+	return i
+}

@@ -1,0 +1,2 @@
+go test fuzz v1
+[]byte("# $${ and %%{ are literal ${ and %{; a lone $ or % needs no escape.\nmaster_key_file = \"/etc/llmflow/100%/$HOME\"\n\npool \"p\" { capacity = 1 }\n\nmodel \"m-$${x}\" {\n  upstream_model = \"org/%%{name}-$${v}\"\n  pool           = \"p\"\n  key_file       = \"/etc/llmflow/$${weird}/%%{key}\"\n  upstream \"u\" { base_url = \"http://10.0.0.1:8000/$${prefix}/100%25/\" }\n}\n\ntags {\n  allowed = [<<EOT\n$${literal}\nEOT\n  ]\n}\n")

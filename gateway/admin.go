@@ -1,0 +1,233 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-llmflow/llmflow"
+)
+
+// Role is an administrative role. Only the master key exists for now;
+// users with scoped roles and llma- tokens come with delegated
+// administration, and plug in at principal resolution.
+type Role string
+
+const (
+	RoleProxyAdmin Role = "proxy_admin"
+)
+
+// Principal is who is calling the admin API.
+type Principal struct {
+	Name string
+	Role Role
+}
+
+// mayManageTeam reports whether p may manage keys of the team.
+func (p Principal) mayManageTeam(org, team string) bool { return p.Role == RoleProxyAdmin }
+
+var errAdminAuth = &llmflow.Error{Code: llmflow.EUNAUTHORIZED, Message: "admin routes need Authorization: Bearer <master key>"}
+
+// adminPrincipal authenticates an admin request. Failures count in the
+// per-network failure limit, like client keys.
+func (g *Gateway) adminPrincipal(r *http.Request) (Principal, error) {
+	now := g.now()
+	net := clientNetwork(r.RemoteAddr)
+	if blocked, after := g.auth.limiter.blocked(net, now); blocked {
+		g.m.denied.WithLabelValues(reasonAuthLimited).Inc()
+		return Principal{}, withRetryAfter(errTooManyBad, after)
+	}
+	tok, ok := bearer(r.Header.Get("Authorization"))
+	if ok && g.master.match(tok) {
+		return Principal{Name: "master", Role: RoleProxyAdmin}, nil
+	}
+	g.auth.limiter.fail(net, now)
+	g.m.denied.WithLabelValues(reasonAuth).Inc()
+	return Principal{}, errAdminAuth
+}
+
+// admin wraps an admin handler with authentication.
+func (g *Gateway) admin(h func(w http.ResponseWriter, r *http.Request, p Principal) error) handler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		p, err := g.adminPrincipal(r)
+		if err != nil {
+			return err
+		}
+		return h(w, r, p)
+	}
+}
+
+func (g *Gateway) adminRoutes() {
+	g.mux.HandleFunc("/admin/keys", func(w http.ResponseWriter, r *http.Request) {
+		var err error
+		switch r.Method {
+		case http.MethodGet:
+			err = g.admin(g.listKeys)(w, r)
+		case http.MethodPost:
+			err = g.admin(g.createKey)(w, r)
+		default:
+			w.Header().Set("Allow", "GET, POST")
+			err = llmflow.Errorf(emethod, "method %s not allowed on /admin/keys", r.Method)
+		}
+		if err != nil {
+			writeError(w, g.log, err)
+		}
+	})
+	g.handle(http.MethodDelete, "/admin/keys/{id}", g.admin(g.revokeKey))
+}
+
+// decodeAdmin decodes an admin JSON body: at most 64 KiB, unknown fields
+// refused, one value only.
+func decodeAdmin(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return llmflow.Errorf(llmflow.ETOOLARGE, "admin request body larger than 64 KiB")
+		}
+		return llmflow.Errorf(llmflow.EINVALID, "invalid JSON body: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if dec.Decode(new(json.RawMessage)) != io.EOF {
+		return llmflow.Errorf(llmflow.EINVALID, "invalid JSON body: more than one value")
+	}
+	return nil
+}
+
+// KeyRequest creates a key.
+type KeyRequest struct {
+	Team        string   `json:"team"`
+	Project     string   `json:"project,omitempty"`
+	Name        string   `json:"name"`
+	Owner       string   `json:"owner,omitempty"`
+	RPM         int      `json:"rpm,omitempty"`
+	TPM         int      `json:"tpm,omitempty"`
+	MaxInFlight int      `json:"max_inflight,omitempty"`
+	Tags        []string `json:"tags,omitempty"`
+}
+
+// keyView is a key as listings show it: never the secret, never its hash.
+type keyView struct {
+	ID          string     `json:"id"`
+	Key         string     `json:"key,omitempty"` // the secret, on creation only
+	Hint        string     `json:"hint"`
+	Name        string     `json:"name"`
+	Org         string     `json:"org"`
+	Team        string     `json:"team"`
+	Project     string     `json:"project,omitempty"`
+	Owner       string     `json:"owner,omitempty"`
+	RPM         int        `json:"rpm"`
+	TPM         int        `json:"tpm"`
+	MaxInFlight int        `json:"max_inflight"`
+	Tags        []string   `json:"tags"`
+	CreatedAt   time.Time  `json:"created_at"`
+	RevokedAt   *time.Time `json:"revoked_at,omitempty"`
+}
+
+func viewOf(k llmflow.Key) keyView {
+	v := keyView{ID: k.ID, Hint: k.Hint, Name: k.Name, Org: k.Org, Team: k.Team, Project: k.Project, Owner: k.Owner,
+		RPM: k.RPM, TPM: k.TPM, MaxInFlight: k.MaxInFlight, Tags: k.Tags, CreatedAt: k.CreatedAt}
+	if v.Tags == nil {
+		v.Tags = []string{}
+	}
+	if !k.RevokedAt.IsZero() {
+		t := k.RevokedAt
+		v.RevokedAt = &t
+	}
+	return v
+}
+
+// CreateKey creates a key for req and returns it with its secret, which
+// is not kept anywhere.
+func (g *Gateway) CreateKey(r *http.Request, req KeyRequest, p Principal) (llmflow.Key, string, error) {
+	team, ok := g.teams[req.Team]
+	switch {
+	case req.Team == "":
+		return llmflow.Key{}, "", &llmflow.Error{Code: llmflow.EINVALID, Message: "team is required", Param: "team"}
+	case !ok:
+		return llmflow.Key{}, "", &llmflow.Error{Code: llmflow.ENOTFOUND, Message: "unknown team " + quote(req.Team), Param: "team"}
+	case !p.mayManageTeam(team.Org, team.Name):
+		return llmflow.Key{}, "", llmflow.Errorf(llmflow.EFORBIDDEN, "you may not create keys for team %q", req.Team)
+	case req.RPM < 0 || req.TPM < 0 || req.MaxInFlight < 0:
+		return llmflow.Key{}, "", llmflow.Errorf(llmflow.EINVALID, "rpm, tpm and max_inflight must not be negative")
+	case len(req.Name) > 200 || len(req.Project) > 200 || len(req.Owner) > 200:
+		return llmflow.Key{}, "", llmflow.Errorf(llmflow.EINVALID, "name, project and owner are limited to 200 bytes")
+	}
+	for _, t := range req.Tags {
+		if t == "" || len(t) > 100 {
+			return llmflow.Key{}, "", &llmflow.Error{Code: llmflow.EINVALID, Message: "tags must be 1 to 100 bytes", Param: "tags"}
+		}
+	}
+	secret, hash, hint := NewKeySecret()
+	k := llmflow.Key{
+		ID: newID("key_"), Hash: hash, Hint: hint, Name: req.Name,
+		Org: team.Org, Team: team.Name, Project: req.Project, Owner: req.Owner,
+		RPM: req.RPM, TPM: req.TPM, MaxInFlight: req.MaxInFlight, Tags: req.Tags,
+		CreatedAt: g.now().UTC(),
+	}
+	if err := g.keys.CreateKey(r.Context(), k); err != nil {
+		return llmflow.Key{}, "", err
+	}
+	g.auth.misses.remove(hash)
+	g.log.Info("key created", "id", k.ID, "team", k.Team, "project", k.Project, "by", p.Name)
+	return k, secret, nil
+}
+
+func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+func (g *Gateway) createKey(w http.ResponseWriter, r *http.Request, p Principal) error {
+	var req KeyRequest
+	if err := decodeAdmin(w, r, &req); err != nil {
+		return err
+	}
+	k, secret, err := g.CreateKey(r, req, p)
+	if err != nil {
+		return err
+	}
+	v := viewOf(k)
+	v.Key = secret
+	return writeJSON(w, http.StatusCreated, v)
+}
+
+func (g *Gateway) listKeys(w http.ResponseWriter, r *http.Request, p Principal) error {
+	q := r.URL.Query()
+	f := llmflow.KeyFilter{Org: q.Get("org"), Team: q.Get("team"), IncludeRevoked: q.Get("include_revoked") == "true"}
+	keys, err := g.keys.ListKeys(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	out := make([]keyView, 0, len(keys))
+	for _, k := range keys {
+		if p.mayManageTeam(k.Org, k.Team) {
+			out = append(out, viewOf(k))
+		}
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+}
+
+func (g *Gateway) revokeKey(w http.ResponseWriter, r *http.Request, p Principal) error {
+	id := r.PathValue("id")
+	k, err := g.keys.KeyByID(r.Context(), id)
+	if err != nil {
+		if llmflow.ErrorCode(err) == llmflow.ENOTFOUND {
+			return llmflow.Errorf(llmflow.ENOTFOUND, "no key %q", id)
+		}
+		return err
+	}
+	if !p.mayManageTeam(k.Org, k.Team) {
+		return llmflow.Errorf(llmflow.ENOTFOUND, "no key %q", id)
+	}
+	if err := g.keys.RevokeKey(r.Context(), id, g.now().UTC()); err != nil {
+		return err
+	}
+	g.auth.forget(k.Hash)
+	g.log.Info("key revoked", "id", id, "by", p.Name)
+	k, err = g.keys.KeyByID(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, viewOf(k))
+}

@@ -1,0 +1,380 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-llmflow/llmflow"
+)
+
+// KeyPrefix starts every client key; admin tokens will use "llma-".
+const KeyPrefix = "llmf-"
+
+// NewKeySecret returns a fresh client key secret: "llmf-" and 256 random
+// bits as 64 hex digits, with its SHA-256 and a listing hint.
+func NewKeySecret() (secret string, hash [32]byte, hint string) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("crypto/rand: " + err.Error()) // never fails on supported platforms
+	}
+	secret = KeyPrefix + hex.EncodeToString(b[:])
+	return secret, sha256.Sum256([]byte(secret)), secret[:len(KeyPrefix)+4] + "…"
+}
+
+// newID returns prefix and 16 random hex digits.
+func newID(prefix string) string {
+	var b [8]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// bearer returns the token of an "Authorization: Bearer <token>" header.
+func bearer(h string) (string, bool) {
+	const p = "Bearer "
+	if len(h) <= len(p) || !strings.EqualFold(h[:len(p)], p) {
+		return "", false
+	}
+	return strings.TrimSpace(h[len(p):]), true
+}
+
+// keyCache holds keys known to be valid. It is bounded: when full, adding a
+// key evicts one other valid key (never the whole map). Misses live in a
+// separate cache, so a spray of random keys never touches this one.
+type keyCache struct {
+	mu   sync.RWMutex
+	max  int
+	ttl  time.Duration
+	m    map[[32]byte]*cachedKey
+	ring [][32]byte // insertion order, for eviction
+	next int
+}
+
+// cachedKey is a valid key as the request path sees it.
+type cachedKey struct {
+	key     llmflow.Key
+	expires time.Time // re-read from the store after this
+}
+
+func newKeyCache(max int, ttl time.Duration) *keyCache {
+	return &keyCache{max: max, ttl: ttl, m: make(map[[32]byte]*cachedKey, min(max, 1024))}
+}
+
+// get returns the cached key and whether it is still fresh. A stale entry
+// is still a key that was valid: the caller re-reads it from the store
+// without counting it against the failure limit.
+func (c *keyCache) get(h [32]byte, now time.Time) (e *cachedKey, fresh bool) {
+	c.mu.RLock()
+	e = c.m[h]
+	c.mu.RUnlock()
+	return e, e != nil && !now.After(e.expires)
+}
+
+func (c *keyCache) put(h [32]byte, k llmflow.Key, now time.Time) *cachedKey {
+	e := &cachedKey{key: k, expires: now.Add(c.ttl)}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[h]; ok {
+		c.m[h] = e
+		return e
+	}
+	if len(c.ring) < c.max {
+		c.ring = append(c.ring, h)
+	} else {
+		delete(c.m, c.ring[c.next])
+		c.ring[c.next] = h
+		c.next = (c.next + 1) % c.max
+	}
+	c.m[h] = e
+	return e
+}
+
+func (c *keyCache) remove(h [32]byte) {
+	c.mu.Lock()
+	delete(c.m, h)
+	c.mu.Unlock()
+}
+
+func (c *keyCache) len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.m)
+}
+
+// missCache remembers hashes the store did not know, for a short time, so
+// a repeated bad key does not reach the store again. Bounded; when full the
+// oldest miss is forgotten.
+type missCache struct {
+	mu   sync.Mutex
+	max  int
+	ttl  time.Duration
+	m    map[[32]byte]time.Time
+	ring [][32]byte
+	next int
+}
+
+func newMissCache(max int, ttl time.Duration) *missCache {
+	return &missCache{max: max, ttl: ttl, m: make(map[[32]byte]time.Time, min(max, 1024))}
+}
+
+func (c *missCache) has(h [32]byte, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	exp, ok := c.m[h]
+	return ok && now.Before(exp)
+}
+
+func (c *missCache) add(h [32]byte, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[h]; ok {
+		c.m[h] = now.Add(c.ttl)
+		return
+	}
+	if len(c.ring) < c.max {
+		c.ring = append(c.ring, h)
+	} else {
+		delete(c.m, c.ring[c.next])
+		c.ring[c.next] = h
+		c.next = (c.next + 1) % c.max
+	}
+	c.m[h] = now.Add(c.ttl)
+}
+
+func (c *missCache) remove(h [32]byte) {
+	c.mu.Lock()
+	delete(c.m, h)
+	c.mu.Unlock()
+}
+
+// failureLimiter limits failed authentications per client network (an
+// IPv4 address or an IPv6 /64): a token bucket of perMinute tokens refilled
+// continuously. Only failures take tokens. The table is bounded; when full,
+// buckets that are full again are dropped first.
+type failureLimiter struct {
+	mu        sync.Mutex
+	perMinute float64
+	max       int
+	m         map[netip.Prefix]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+func newFailureLimiter(perMinute, max int) *failureLimiter {
+	if perMinute <= 0 {
+		return nil
+	}
+	return &failureLimiter{perMinute: float64(perMinute), max: max, m: make(map[netip.Prefix]*bucket)}
+}
+
+// clientNetwork returns the network a connection's remote address belongs
+// to: the address itself for IPv4, its /64 for IPv6. Proxy headers are
+// never consulted.
+func clientNetwork(remoteAddr string) netip.Prefix {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return netip.Prefix{}
+	}
+	a = a.Unmap().WithZone("")
+	if a.Is4() {
+		return netip.PrefixFrom(a, 32)
+	}
+	p, _ := a.Prefix(64)
+	return p
+}
+
+func (l *failureLimiter) refill(b *bucket, now time.Time) {
+	if el := now.Sub(b.at); el > 0 {
+		b.tokens = min(l.perMinute, b.tokens+el.Minutes()*l.perMinute)
+		b.at = now
+	}
+}
+
+// blocked reports whether the network has no failures left, and when it
+// gets one back.
+func (l *failureLimiter) blocked(n netip.Prefix, now time.Time) (bool, time.Duration) {
+	if l == nil {
+		return false, 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.m[n]
+	if !ok {
+		return false, 0
+	}
+	l.refill(b, now)
+	if b.tokens >= 1 {
+		return false, 0
+	}
+	return true, time.Duration((1 - b.tokens) / l.perMinute * float64(time.Minute))
+}
+
+// fail takes one token from the network's bucket.
+func (l *failureLimiter) fail(n netip.Prefix, now time.Time) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.m[n]
+	if !ok {
+		if len(l.m) >= l.max {
+			l.evict(now)
+		}
+		b = &bucket{tokens: l.perMinute, at: now}
+		l.m[n] = b
+	}
+	l.refill(b, now)
+	b.tokens = max(0, b.tokens-1)
+}
+
+// evict drops full buckets, or failing that an arbitrary one.
+func (l *failureLimiter) evict(now time.Time) {
+	for n, b := range l.m {
+		l.refill(b, now)
+		if b.tokens >= l.perMinute {
+			delete(l.m, n)
+		}
+	}
+	for n := range l.m {
+		if len(l.m) < l.max {
+			return
+		}
+		delete(l.m, n)
+	}
+}
+
+// KeyLookup is what the gateway needs of a store to authenticate keys.
+type KeyLookup interface {
+	KeyByHash(ctx context.Context, hash [32]byte) (llmflow.Key, error)
+}
+
+var (
+	errNoKey      = &llmflow.Error{Code: llmflow.EUNAUTHORIZED, Message: "missing API key: send Authorization: Bearer llmf-…"}
+	errBadKey     = &llmflow.Error{Code: llmflow.EUNAUTHORIZED, Message: "invalid API key"}
+	errTooManyBad = &llmflow.Error{Code: llmflow.ERATELIMIT, Message: "too many failed authentications from your network; retry later"}
+)
+
+// authenticator resolves client keys: hit cache, failure limiter, miss
+// cache, then the store.
+type authenticator struct {
+	store   KeyLookup
+	hits    *keyCache
+	misses  *missCache
+	limiter *failureLimiter
+	lookups func() // counts store lookups (metrics); may be nil
+}
+
+// authenticate returns the key for an Authorization header value.
+func (a *authenticator) authenticate(ctx context.Context, header, remoteAddr string, now time.Time) (*cachedKey, error) {
+	tok, ok := bearer(header)
+	if !ok || tok == "" {
+		return nil, a.failed(remoteAddr, now, errNoKey)
+	}
+	h := sha256.Sum256([]byte(tok))
+	cached, fresh := a.hits.get(h, now)
+	if cached != nil && subtle.ConstantTimeCompare(h[:], cached.key.Hash[:]) != 1 {
+		cached, fresh = nil, false // cannot happen with a map keyed by the digest
+	}
+	if fresh {
+		return cached, nil
+	}
+	if cached != nil {
+		return a.refresh(ctx, h, cached, now)
+	}
+	net := clientNetwork(remoteAddr)
+	if blocked, after := a.limiter.blocked(net, now); blocked {
+		return nil, withRetryAfter(errTooManyBad, after)
+	}
+	if !strings.HasPrefix(tok, KeyPrefix) || a.misses.has(h, now) {
+		a.limiter.fail(net, now)
+		return nil, errBadKey
+	}
+	if a.lookups != nil {
+		a.lookups()
+	}
+	k, err := a.store.KeyByHash(ctx, h)
+	switch {
+	case errors.Is(err, llmflow.ErrNotFound) || llmflow.ErrorCode(err) == llmflow.ENOTFOUND:
+		a.misses.add(h, now)
+		a.limiter.fail(net, now)
+		return nil, errBadKey
+	case err != nil:
+		return nil, &llmflow.Error{Code: llmflow.EUNAVAILABLE, Message: "key store unavailable", Err: err}
+	case subtle.ConstantTimeCompare(h[:], k.Hash[:]) != 1:
+		return nil, &llmflow.Error{Code: llmflow.EINTERNAL, Message: "internal error", Err: errors.New("store returned a key with another hash")}
+	case !k.Active():
+		a.misses.add(h, now)
+		a.limiter.fail(net, now)
+		return nil, errBadKey
+	}
+	return a.hits.put(h, k, now), nil
+}
+
+// refresh re-reads a key whose cache entry went stale. The caller presented
+// a key that was valid, so the failure limit does not apply; when the store
+// cannot be read the stale entry keeps serving.
+func (a *authenticator) refresh(ctx context.Context, h [32]byte, stale *cachedKey, now time.Time) (*cachedKey, error) {
+	if a.lookups != nil {
+		a.lookups()
+	}
+	k, err := a.store.KeyByHash(ctx, h)
+	switch {
+	case errors.Is(err, llmflow.ErrNotFound) || llmflow.ErrorCode(err) == llmflow.ENOTFOUND || (err == nil && !k.Active()):
+		a.hits.remove(h)
+		a.misses.add(h, now)
+		return nil, errBadKey
+	case err != nil:
+		return stale, nil
+	}
+	return a.hits.put(h, k, now), nil
+}
+
+func (a *authenticator) failed(remoteAddr string, now time.Time, err error) error {
+	net := clientNetwork(remoteAddr)
+	if blocked, after := a.limiter.blocked(net, now); blocked {
+		return withRetryAfter(errTooManyBad, after)
+	}
+	a.limiter.fail(net, now)
+	return err
+}
+
+// forget drops a key from both caches (after a revocation).
+func (a *authenticator) forget(h [32]byte) {
+	a.hits.remove(h)
+	a.misses.remove(h)
+}
+
+// secretMatcher compares a presented token with a secret after hashing
+// both, so neither the content nor the length leaks through timing.
+type secretMatcher struct{ sum [32]byte }
+
+func newSecretMatcher(secret string) *secretMatcher {
+	if secret == "" {
+		return nil
+	}
+	return &secretMatcher{sum: sha256.Sum256([]byte(secret))}
+}
+
+func (m *secretMatcher) match(tok string) bool {
+	if m == nil {
+		return false
+	}
+	s := sha256.Sum256([]byte(tok))
+	return subtle.ConstantTimeCompare(s[:], m.sum[:]) == 1
+}

@@ -1,0 +1,129 @@
+package gateway
+
+import (
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the gateway's Prometheus series. Label values are bounded by
+// the configuration (models, pools, upstreams, organisations, teams) and by
+// fixed sets (status codes, reasons); raw keys never appear.
+type metrics struct {
+	requests       *prometheus.CounterVec // model, pool, org, team, code
+	tokens         *prometheus.CounterVec // model, pool, org, team, kind
+	gpuHours       *prometheus.CounterVec // model, pool, org, team
+	estimated      *prometheus.CounterVec // model, pool
+	denied         *prometheus.CounterVec // reason
+	retries        *prometheus.CounterVec // pool, upstream
+	overhead       prometheus.Histogram
+	upstream       *prometheus.HistogramVec // pool
+	authLookups    prometheus.Counter
+	acctWritten    prometheus.Counter
+	acctFailed     prometheus.Counter
+	acctDroppedFun prometheus.CounterFunc
+
+	// per (model, team) children, resolved once: WithLabelValues hashes
+	// its labels on every call.
+	mu       sync.RWMutex
+	children map[childKey]*children
+}
+
+type childKey struct{ model, team string }
+
+type children struct {
+	prompt, completion, cached, gpu prometheus.Counter
+	codes                           sync.Map // int status → prometheus.Counter
+	labels                          [4]string
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmflow_requests_total", Help: "Proxied requests by model, pool, organisation, team and HTTP status.",
+		}, []string{"model", "pool", "org", "team", "code"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmflow_tokens_total", Help: "Tokens by kind (prompt, completion, cached), as reported by the engine or estimated.",
+		}, []string{"model", "pool", "org", "team", "kind"}),
+		gpuHours: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmflow_gpu_hours_total", Help: "GPU-hours charged by the cost formula.",
+		}, []string{"model", "pool", "org", "team"}),
+		estimated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmflow_usage_estimated_total", Help: "Requests whose usage was estimated because the engine never reported it.",
+		}, []string{"model", "pool"}),
+		denied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmflow_denied_total", Help: "Requests refused by the gateway, by reason.",
+		}, []string{"reason"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmflow_upstream_retries_total", Help: "Upstream attempts retried before the first response byte.",
+		}, []string{"pool", "upstream"}),
+		overhead: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "llmflow_overhead_seconds",
+			Help:    "Time the gateway spends on a request outside the upstream call.",
+			Buckets: []float64{25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 50e-3},
+		}),
+		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "llmflow_upstream_seconds",
+			Help:    "Time from sending a request upstream to the end of its answer.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 12),
+		}, []string{"pool"}),
+		authLookups: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "llmflow_auth_store_lookups_total", Help: "Key lookups that reached the store (cache misses).",
+		}),
+		acctWritten: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "llmflow_accounting_written_total", Help: "Accounting records written to the store.",
+		}),
+		acctFailed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "llmflow_accounting_failed_total", Help: "Accounting records lost because a batch write failed twice.",
+		}),
+		children: make(map[childKey]*children),
+	}
+	reg.MustRegister(m.requests, m.tokens, m.gpuHours, m.estimated, m.denied, m.retries,
+		m.overhead, m.upstream, m.authLookups, m.acctWritten, m.acctFailed)
+	return m
+}
+
+// Denial reasons; a fixed set.
+const (
+	reasonAuth        = "auth"
+	reasonAuthLimited = "auth_rate_limited"
+	reasonBadRequest  = "bad_request"
+	reasonTooLarge    = "too_large"
+	reasonModel       = "unknown_model"
+	reasonNoUpstream  = "no_upstream"
+)
+
+func (m *metrics) child(model, pool, org, team string) *children {
+	k := childKey{model, team}
+	m.mu.RLock()
+	c := m.children[k]
+	m.mu.RUnlock()
+	if c != nil {
+		return c
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c = m.children[k]; c != nil {
+		return c
+	}
+	c = &children{
+		prompt:     m.tokens.WithLabelValues(model, pool, org, team, "prompt"),
+		completion: m.tokens.WithLabelValues(model, pool, org, team, "completion"),
+		cached:     m.tokens.WithLabelValues(model, pool, org, team, "cached"),
+		gpu:        m.gpuHours.WithLabelValues(model, pool, org, team),
+		labels:     [4]string{model, pool, org, team},
+	}
+	m.children[k] = c
+	return c
+}
+
+func (c *children) request(m *metrics, status int) {
+	if v, ok := c.codes.Load(status); ok {
+		v.(prometheus.Counter).Inc()
+		return
+	}
+	ctr := m.requests.WithLabelValues(c.labels[0], c.labels[1], c.labels[2], c.labels[3], strconv.Itoa(status))
+	c.codes.Store(status, ctr)
+	ctr.Inc()
+}

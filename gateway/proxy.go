@@ -1,0 +1,467 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/sse"
+)
+
+var (
+	hdrJSON  = []string{"application/json"}
+	hdrUA    = []string{userAgent}
+	prioHdrs = func() (h [128][]string) {
+		for i := range h {
+			h[i] = []string{strconv.Itoa(i)}
+		}
+		return h
+	}()
+)
+
+// statusClientGone is recorded when the client left (nginx's 499).
+const statusClientGone = 499
+
+// exchange is one client request on its way through the gateway.
+type exchange struct {
+	id     string
+	start  time.Time
+	key    *llmflow.Key
+	rt     *route
+	rq     *clientRequest
+	ticket Ticket
+	up     *upstream
+	sentUp time.Time // first upstream attempt
+	upDone time.Time // upstream answer read
+	first  time.Time // first byte to the client
+	rec    llmflow.Record
+}
+
+// inference returns the handler of one proxied OpenAI route.
+func (g *Gateway) inference(ep endpoint) handler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		x := &exchange{start: g.now()}
+		ck, err := g.authenticate(r)
+		if err != nil {
+			return err
+		}
+		x.key = &ck.key
+		body, err := readBody(w, r, g.cfg.Limits.MaxBodyBytes)
+		if err != nil {
+			g.m.denied.WithLabelValues(reasonTooLarge).Inc()
+			return err
+		}
+		rq, err := parseRequest(body, ep)
+		if err != nil {
+			g.m.denied.WithLabelValues(reasonBadRequest).Inc()
+			return err
+		}
+		rt := g.routes[rq.model]
+		if rt == nil {
+			g.m.denied.WithLabelValues(reasonModel).Inc()
+			e := llmflow.Errorf(llmflow.ENOTFOUND, "the model %q does not exist or you do not have access to it", rq.model)
+			e.Param = "model"
+			return e
+		}
+		x.rq, x.rt = rq, rt
+		x.id = g.requestID()
+		w.Header().Set("X-Request-Id", x.id)
+		ctx, cancel := context.WithTimeout(r.Context(), g.cfg.Limits.MaxRequestDuration)
+		defer cancel()
+		x.ticket = g.sched.Admit(Admission{
+			Pool: rt.pool.name, Capacity: rt.pool.capacity,
+			Org: ck.key.Org, Team: ck.key.Team, Project: ck.key.Project, Class: rt.class,
+		})
+		err = g.forward(ctx, w, r, ep, x)
+		g.finish(x)
+		return err
+	}
+}
+
+// readBody reads the whole body, refusing more than limit bytes.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, llmflow.Errorf(llmflow.ETOOLARGE, "request body larger than %d bytes", limit)
+	}
+	n := r.ContentLength
+	if n < 0 || n > 1<<20 {
+		n = 4096
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, n+1))
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return nil, llmflow.Errorf(llmflow.ETOOLARGE, "request body larger than %d bytes", limit)
+	case err != nil:
+		return nil, &llmflow.Error{Code: llmflow.EINVALID, Message: "could not read the request body", Err: err}
+	}
+	return buf.Bytes(), nil
+}
+
+// forward sends the request upstream (retrying before the first byte) and
+// relays the answer. It fills x.rec's outcome, status and usage.
+func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, ep endpoint, x *exchange) error {
+	rt, pl := x.rt, x.rt.pool
+	ub := upstreamBody{model: rt.upstreamModel, cacheSalt: g.salts[x.key.Org]}
+	if pl.prioBody {
+		ub.priority, ub.withPrio = x.ticket.Priority, true
+	}
+	body := x.rq.encode(ub)
+
+	resp, err := g.roundTrip(ctx, ep, x, body)
+	if err != nil {
+		x.rec.Outcome = llmflow.OutcomeUnreachable
+		if r.Context().Err() != nil {
+			x.rec.Outcome = llmflow.OutcomeClientGone
+			x.rec.Status = statusClientGone
+			g.estimate(x, 0)
+			return nil
+		}
+		x.rec.Status = statusOf(err)
+		return err
+	}
+	defer resp.Body.Close()
+
+	switch {
+	case resp.StatusCode == http.StatusOK && x.rq.stream && isEventStream(resp.Header):
+		return g.relayStream(w, r, x, resp)
+	case resp.StatusCode == http.StatusOK:
+		return g.relayBody(w, r, x, resp)
+	default:
+		return g.relayError(x, resp)
+	}
+}
+
+func isEventStream(h http.Header) bool {
+	ct := h.Get("Content-Type")
+	return len(ct) >= 17 && ct[:17] == "text/event-stream"
+}
+
+// roundTrip sends body to the least-loaded healthy upstream of x's route,
+// trying others on connection errors and on 502/503/504 answers, as long
+// as nothing has reached the client. Redirects are answers like any other:
+// they are never followed.
+func (g *Gateway) roundTrip(ctx context.Context, ep endpoint, x *exchange, body []byte) (*http.Response, error) {
+	rt, pl := x.rt, x.rt.pool
+	var tried []*upstream
+	var lastErr error
+	for attempt := 0; attempt <= g.cfg.Limits.Retries; attempt++ {
+		now := g.now()
+		up := rt.pick(now, tried)
+		if up == nil {
+			break
+		}
+		if attempt > 0 {
+			g.m.retries.WithLabelValues(pl.name, up.name).Inc()
+		}
+		tried = append(tried, up)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, up.urls[ep], bytes.NewReader(body))
+		if err != nil {
+			return nil, &llmflow.Error{Code: llmflow.EINTERNAL, Message: "internal error", Err: err}
+		}
+		h := make(http.Header, 4)
+		h["Content-Type"] = hdrJSON
+		h["Accept"] = hdrJSON
+		if x.rq.stream {
+			h["Accept"] = []string{"text/event-stream"}
+		}
+		h["User-Agent"] = hdrUA
+		if up.authHdr != nil {
+			h["Authorization"] = up.authHdr
+		}
+		if pl.prioHdr {
+			h["X-Vllm-Priority"] = priorityHeader(x.ticket.Priority)
+		}
+		req.Header = h
+		if x.sentUp.IsZero() {
+			x.sentUp = now
+		}
+		up.b.inflight.Add(1)
+		resp, err := pl.transport.RoundTrip(req)
+		if err == nil {
+			switch resp.StatusCode {
+			case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+				if attempt < g.cfg.Limits.Retries && len(tried) < len(rt.upstreams) {
+					drain(resp)
+					up.b.inflight.Add(-1)
+					lastErr = llmflow.Errorf(llmflow.EUPSTREAM, "upstream answered %d", resp.StatusCode)
+					continue
+				}
+			}
+			x.up = up
+			x.rec.Upstream = up.name
+			return resp, nil
+		}
+		up.b.inflight.Add(-1)
+		if ctx.Err() != nil {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return nil, &llmflow.Error{Code: llmflow.ETIMEOUT, Message: "the request exceeded the gateway's maximum duration", Err: err}
+			}
+			return nil, ctx.Err()
+		}
+		if !isConnError(err) {
+			return nil, &llmflow.Error{Code: llmflow.ETIMEOUT, Message: "the upstream did not answer in time", Err: err}
+		}
+		up.b.markDown(g.now(), g.cfg.Health.Cooldown)
+		g.log.Warn("upstream unreachable", "pool", pl.name, "upstream", up.name, "err", err)
+		lastErr = &llmflow.Error{Code: llmflow.EUPSTREAM, Message: "the upstream could not be reached", Err: err}
+	}
+	if lastErr == nil {
+		g.m.denied.WithLabelValues(reasonNoUpstream).Inc()
+		return nil, withRetryAfter(llmflow.Errorf(llmflow.EUNAVAILABLE, "no healthy upstream for model %q", rt.name), g.cfg.Health.Cooldown)
+	}
+	return nil, lastErr
+}
+
+func priorityHeader(p int) []string {
+	if p >= 0 && p < len(prioHdrs) {
+		return prioHdrs[p]
+	}
+	return []string{strconv.Itoa(p)}
+}
+
+func drain(resp *http.Response) {
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+}
+
+// flushWriter records the time of the first byte sent to the client and
+// flushes after each event.
+type flushWriter struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	x   *exchange
+	now func() time.Time
+}
+
+func (f *flushWriter) Write(p []byte) (int, error) {
+	if f.x.first.IsZero() {
+		f.x.first = f.now()
+	}
+	return f.w.Write(p)
+}
+
+func (f *flushWriter) Flush() error { return f.rc.Flush() }
+
+// relayStream forwards an SSE answer event by event.
+func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchange, resp *http.Response) error {
+	h := w.Header()
+	h["Content-Type"] = []string{"text/event-stream"}
+	h["Cache-Control"] = []string{"no-cache"}
+	h["X-Accel-Buffering"] = []string{"no"}
+	w.WriteHeader(http.StatusOK)
+	fw := &flushWriter{w: w, rc: http.NewResponseController(w), x: x, now: g.now}
+	res, err := sse.Copy(fw, resp.Body, sse.Options{KeepUsage: x.rq.wantsUsage, Flush: fw.Flush})
+	x.upDone = g.now()
+	x.rec.Status = http.StatusOK
+	var we *sse.WriteError
+	switch {
+	case errors.As(err, &we) || r.Context().Err() != nil:
+		// The client left: closing the upstream body (deferred) aborts the
+		// request in the engine at once.
+		x.rec.Outcome = llmflow.OutcomeClientGone
+		x.rec.Status = statusClientGone
+	case res.ErrorEvent:
+		x.rec.Outcome = llmflow.OutcomeUpstreamError
+	case err != nil || !res.Done:
+		x.rec.Outcome = llmflow.OutcomeIncomplete
+		if err != nil {
+			g.log.Warn("upstream stream broke", "request_id", x.id, "upstream", x.up.name, "err", err)
+		}
+	default:
+		x.rec.Outcome = llmflow.OutcomeOK
+	}
+	switch {
+	case res.HasUsage && (res.Done || !x.rq.continuousOK):
+		x.setUsage(res.Usage) // the final usage chunk came
+	case res.HasUsage:
+		// continuous usage stats of an interrupted stream: a running count
+		x.setUsage(res.Usage)
+		x.rec.Estimated = true
+	default:
+		g.estimate(x, int64(res.Deltas))
+	}
+	return nil
+}
+
+func (x *exchange) setUsage(u sse.Usage) {
+	x.rec.PromptTokens, x.rec.CompletionTokens, x.rec.CachedTokens = u.PromptTokens, u.CompletionTokens, u.CachedTokens
+}
+
+// estimate charges prompt bytes / 4 and the content deltas already
+// forwarded, and flags the record.
+func (g *Gateway) estimate(x *exchange, deltas int64) {
+	if x.rq == nil {
+		return
+	}
+	x.rec.PromptTokens = int64(x.rq.promptBytes+3) / 4
+	x.rec.CompletionTokens = deltas
+	x.rec.CachedTokens = 0
+	x.rec.Estimated = true
+}
+
+// relayBody forwards a complete JSON answer, capped in size.
+func (g *Gateway) relayBody(w http.ResponseWriter, r *http.Request, x *exchange, resp *http.Response) error {
+	limit := g.cfg.Limits.MaxResponseBytes
+	n := resp.ContentLength
+	if n < 0 || n > 1<<20 {
+		n = 16 << 10
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, n+1))
+	_, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1))
+	x.upDone = g.now()
+	if err != nil {
+		if r.Context().Err() != nil {
+			x.rec.Outcome, x.rec.Status = llmflow.OutcomeClientGone, statusClientGone
+			g.estimate(x, 0)
+			return nil
+		}
+		x.rec.Outcome = llmflow.OutcomeIncomplete
+		g.estimate(x, 0)
+		e := &llmflow.Error{Code: llmflow.EUPSTREAM, Message: "the upstream answer broke off", Err: err}
+		x.rec.Status = statusOf(e)
+		return e
+	}
+	if int64(buf.Len()) > limit {
+		x.rec.Outcome = llmflow.OutcomeUpstreamError
+		g.estimate(x, 0)
+		e := llmflow.Errorf(llmflow.EUPSTREAM, "the upstream answer is larger than %d bytes", limit)
+		x.rec.Status = statusOf(e)
+		return e
+	}
+	b := buf.Bytes()
+	if u, ok := sse.ParseUsage(b); ok {
+		x.setUsage(u)
+	} else {
+		g.estimate(x, 0)
+	}
+	x.rec.Outcome, x.rec.Status = llmflow.OutcomeOK, http.StatusOK
+	h := w.Header()
+	h["Content-Type"] = hdrJSON
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	w.WriteHeader(http.StatusOK)
+	x.first = g.now()
+	if _, err := w.Write(b); err != nil {
+		x.rec.Outcome, x.rec.Status = llmflow.OutcomeClientGone, statusClientGone
+	}
+	return nil
+}
+
+// relayError turns an upstream error answer into the gateway's own: the
+// engine's message for request errors the client can fix, a generic one
+// for everything else (which may reveal engine internals).
+func (g *Gateway) relayError(x *exchange, resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	x.upDone = g.now()
+	x.rec.Outcome = llmflow.OutcomeUpstreamError
+	var e *llmflow.Error
+	switch resp.StatusCode {
+	case http.StatusBadRequest, http.StatusUnprocessableEntity:
+		e = llmflow.Errorf(llmflow.EINVALID, "%s", upstreamMessage(b))
+	case http.StatusRequestEntityTooLarge:
+		e = llmflow.Errorf(llmflow.ETOOLARGE, "%s", upstreamMessage(b))
+	case http.StatusTooManyRequests:
+		e = llmflow.Errorf(llmflow.ERATELIMIT, "the engine is overloaded; retry later")
+	default:
+		if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+			e = &llmflow.Error{Code: llmflow.EUPSTREAM, Message: "the upstream answered with a redirect, which is not followed",
+				Err: errors.New("redirect status " + strconv.Itoa(resp.StatusCode))}
+			break
+		}
+		e = &llmflow.Error{Code: llmflow.EUPSTREAM, Message: "the upstream failed",
+			Err: errors.New("status " + strconv.Itoa(resp.StatusCode) + ": " + truncate(string(b), 256))}
+	}
+	x.rec.Status = statusOf(e)
+	return e
+}
+
+// upstreamMessage takes error.message out of an engine error body.
+func upstreamMessage(b []byte) string {
+	var body struct {
+		Error json.RawMessage `json:"error"`
+	}
+	msg := "the engine refused the request"
+	if json.Unmarshal(b, &body) != nil || len(body.Error) == 0 {
+		return msg
+	}
+	var obj struct {
+		Message string `json:"message"`
+	}
+	var s string
+	switch {
+	case json.Unmarshal(body.Error, &obj) == nil && obj.Message != "":
+		msg = obj.Message
+	case json.Unmarshal(body.Error, &s) == nil && s != "":
+		msg = s
+	}
+	return truncate(msg, 1024)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// finish completes x's record, settles the scheduler and metrics, and
+// queues the record. It runs once per proxied request, whatever happened.
+func (g *Gateway) finish(x *exchange) {
+	end := g.now()
+	if x.up != nil {
+		x.up.b.inflight.Add(-1)
+	}
+	rec := &x.rec
+	rec.Time = x.start
+	rec.RequestID = x.id
+	rec.KeyID, rec.Project, rec.Team, rec.Org = x.key.ID, x.key.Project, x.key.Team, x.key.Org
+	rec.Model, rec.Pool = x.rt.name, x.rt.pool.name
+	rec.Stream = x.rq.stream
+	rec.Priority = x.ticket.Priority
+	rec.Latency = end.Sub(x.start)
+	if !x.first.IsZero() {
+		rec.TTFB = x.first.Sub(x.start)
+	}
+	rec.GPUHours = x.rt.cost.GPUHours(rec.PromptTokens, rec.CompletionTokens, rec.CachedTokens)
+	g.sched.Finish(x.ticket, rec.GPUHours)
+
+	c := g.m.child(rec.Model, rec.Pool, rec.Org, rec.Team)
+	c.request(g.m, rec.Status)
+	c.prompt.Add(float64(rec.PromptTokens))
+	c.completion.Add(float64(rec.CompletionTokens))
+	c.cached.Add(float64(rec.CachedTokens))
+	c.gpu.Add(rec.GPUHours)
+	if rec.Estimated {
+		g.m.estimated.WithLabelValues(rec.Model, rec.Pool).Inc()
+	}
+	if !x.sentUp.IsZero() {
+		upEnd := x.upDone
+		if upEnd.IsZero() {
+			upEnd = end
+		}
+		g.m.upstream.WithLabelValues(rec.Pool).Observe(upEnd.Sub(x.sentUp).Seconds())
+		g.m.overhead.Observe((x.sentUp.Sub(x.start) + end.Sub(upEnd)).Seconds())
+	}
+	if g.rec != nil {
+		g.rec.Enqueue(*rec)
+	}
+}
+
+// writeJSON writes v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return &llmflow.Error{Code: llmflow.EINTERNAL, Message: "internal error", Err: err}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+	return nil
+}

@@ -1,0 +1,176 @@
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-llmflow/llmflow/config"
+)
+
+// pool is a set of engines sharing one capacity and one transport.
+type pool struct {
+	name      string
+	capacity  int
+	prioBody  bool // send the priority in the body
+	prioHdr   bool // send X-Vllm-Priority
+	transport http.RoundTripper
+}
+
+// route is a client-facing model: where its requests go and what they cost.
+type route struct {
+	name          string
+	upstreamModel string
+	pool          *pool
+	class         int // 0 interactive, 1 batch
+	cost          config.Cost
+	upstreams     []*upstream
+	rr            atomic.Uint32 // rotates the start of least-in-flight ties
+}
+
+// upstream is one engine endpoint of a route. Several routes may share an
+// engine (one vLLM serving two model names): they share its backend state.
+type upstream struct {
+	name    string
+	urls    [3]string // per endpoint
+	authHdr []string  // "Bearer <key>", nil = none
+	b       *backend
+}
+
+// backend is the live state of one engine base URL.
+type backend struct {
+	base      string
+	pool      string
+	name      string
+	inflight  atomic.Int64
+	downUntil atomic.Int64 // unix nanoseconds; the engine is skipped before this
+}
+
+func (b *backend) up(now time.Time) bool { return now.UnixNano() >= b.downUntil.Load() }
+
+// markDown takes the engine out of rotation for d.
+func (b *backend) markDown(now time.Time, d time.Duration) { b.downUntil.Store(now.Add(d).UnixNano()) }
+
+// pick returns the healthy upstream with the fewest requests in flight,
+// skipping those in tried; ties rotate. nil when none is left.
+func (r *route) pick(now time.Time, tried []*upstream) *upstream {
+	n := len(r.upstreams)
+	start := int(r.rr.Add(1)) % n
+	var best *upstream
+	var bestN int64
+	for i := range n {
+		u := r.upstreams[(start+i)%n]
+		if !u.b.up(now) || containsUpstream(tried, u) {
+			continue
+		}
+		if f := u.b.inflight.Load(); best == nil || f < bestN {
+			best, bestN = u, f
+		}
+	}
+	return best
+}
+
+func containsUpstream(s []*upstream, u *upstream) bool {
+	for _, x := range s {
+		if x == u {
+			return true
+		}
+	}
+	return false
+}
+
+// newTransport builds a pool's transport: no environment proxy, no
+// compression, an idle pool large enough for the pool's concurrency, and
+// bounded dial and header waits. Redirects cannot be followed: the gateway
+// calls RoundTrip directly.
+func newTransport(capacity int, lim config.Limits) *http.Transport {
+	idle := min(max(capacity, 16), 4096)
+	d := &net.Dialer{Timeout: lim.ConnectTimeout, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:                  nil,
+		DialContext:            d.DialContext,
+		TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:    lim.ConnectTimeout,
+		MaxIdleConns:           idle * 2,
+		MaxIdleConnsPerHost:    idle,
+		IdleConnTimeout:        90 * time.Second,
+		ResponseHeaderTimeout:  lim.ResponseHeaderTimeout,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: 64 << 10,
+		ForceAttemptHTTP2:      false,
+	}
+}
+
+// isConnError reports whether err means the engine could not be reached
+// or dropped the connection before answering: worth marking it down and
+// trying another.
+func isConnError(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return false
+	}
+	return true
+}
+
+// healthChecker probes every backend's health path on an interval.
+type healthChecker struct {
+	backends []*backend
+	client   func(b *backend) http.RoundTripper
+	cfg      config.Health
+	now      func() time.Time
+	onChange func(b *backend, healthy bool)
+}
+
+// run probes until ctx ends. A failed probe marks the engine down for the
+// cooldown; a successful one clears a mark left by passive failures.
+func (h *healthChecker) run(ctx context.Context) {
+	t := time.NewTicker(h.cfg.Interval)
+	defer t.Stop()
+	for {
+		for _, b := range h.backends {
+			h.probe(ctx, b)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (h *healthChecker) probe(ctx context.Context, b *backend) {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base+h.cfg.Path, nil)
+	if err != nil {
+		return
+	}
+	req.Header.Set("User-Agent", userAgent)
+	resp, err := h.client(b).RoundTrip(req)
+	ok := err == nil && resp.StatusCode == http.StatusOK
+	if err == nil {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+	}
+	if ctx.Err() != nil && err != nil && errors.Is(err, context.Canceled) {
+		return // shutting down
+	}
+	now := h.now()
+	was := b.up(now)
+	if ok {
+		b.downUntil.Store(0)
+	} else {
+		b.markDown(now, h.cfg.Cooldown)
+	}
+	if h.onChange != nil && was != ok {
+		h.onChange(b, ok)
+	}
+}

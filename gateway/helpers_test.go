@@ -250,3 +250,12 @@ func (e *testEnv) post(t testing.TB, path, body string, hdr ...string) *http.Res
 	}
 	return resp
 }
+
+func writeSecret(t testing.TB, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(p, []byte(content+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -1,0 +1,194 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-llmflow/llmflow"
+)
+
+func newTestAuth(keys *fakeKeys, perMinute int) *authenticator {
+	return &authenticator{
+		store:   keys,
+		hits:    newKeyCache(100_000, time.Minute),
+		misses:  newMissCache(100_000, 30*time.Second),
+		limiter: newFailureLimiter(perMinute, 100_000),
+	}
+}
+
+func addKey(t testing.TB, keys *fakeKeys) (string, llmflow.Key) {
+	secret, hash, hint := NewKeySecret()
+	k := llmflow.Key{ID: newID("key_"), Hash: hash, Hint: hint, Team: "lab-nlp", Org: "etabA"}
+	keys.CreateKey(context.Background(), k)
+	return secret, k
+}
+
+func TestNewKeySecret(t *testing.T) {
+	s, h, hint := NewKeySecret()
+	if !strings.HasPrefix(s, "llmf-") || len(s) != 5+64 {
+		t.Fatalf("secret %q: want llmf- and 64 hex digits", s)
+	}
+	if _, err := hex.DecodeString(s[5:]); err != nil {
+		t.Fatal(err)
+	}
+	if h != sha256.Sum256([]byte(s)) {
+		t.Fatal("hash is not SHA-256 of the secret")
+	}
+	if !strings.HasPrefix(s, strings.TrimSuffix(hint, "…")) || len(hint) > 15 {
+		t.Errorf("hint %q", hint)
+	}
+	s2, _, _ := NewKeySecret()
+	if s == s2 {
+		t.Fatal("two secrets are equal")
+	}
+}
+
+// A spray of 200,000 random keys must not evict a valid key: the valid key
+// keeps being served from the cache without reaching the store.
+func TestRandomKeySprayDoesNotEvictValidKey(t *testing.T) {
+	keys := newFakeKeys()
+	a := newTestAuth(keys, 0) // the failure limit would stop the spray early; test the caches alone
+	secret, _ := addKey(t, keys)
+	now := time.Unix(1_800_000_000, 0)
+	ctx := context.Background()
+	if _, err := a.authenticate(ctx, "Bearer "+secret, "192.0.2.1:1234", now); err != nil {
+		t.Fatal(err)
+	}
+	before := keys.lookups.Load()
+	var b [32]byte
+	for i := range 200_000 {
+		rand.Read(b[:])
+		_, err := a.authenticate(ctx, "Bearer llmf-"+hex.EncodeToString(b[:]), "198.51.100.7:1", now)
+		if !errors.Is(err, errBadKey) {
+			t.Fatalf("random key %d: %v", i, err)
+		}
+		if i%50_000 == 0 {
+			if _, err := a.authenticate(ctx, "Bearer "+secret, "192.0.2.1:1234", now); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := keys.lookups.Load() - before; got != 200_000 {
+		t.Errorf("store lookups during the spray: %d, want one per random key", got)
+	}
+	before = keys.lookups.Load()
+	ck, err := a.authenticate(ctx, "Bearer "+secret, "192.0.2.1:1234", now)
+	if err != nil || ck == nil {
+		t.Fatalf("valid key after the spray: %v", err)
+	}
+	if keys.lookups.Load() != before {
+		t.Error("valid key was evicted: it reached the store again")
+	}
+	if n := a.hits.len(); n != 1 {
+		t.Errorf("valid-key cache holds %d entries, want 1", n)
+	}
+	if n := len(a.misses.m); n > a.misses.max {
+		t.Errorf("miss cache holds %d entries, bound %d", n, a.misses.max)
+	}
+}
+
+func TestKeyCacheBoundedEviction(t *testing.T) {
+	c := newKeyCache(3, time.Minute)
+	now := time.Unix(0, 0)
+	var hs [5][32]byte
+	for i := range hs {
+		hs[i][0] = byte(i + 1)
+		c.put(hs[i], llmflow.Key{Hash: hs[i]}, now)
+	}
+	if c.len() != 3 {
+		t.Fatalf("len %d, want 3", c.len())
+	}
+	for i, want := range []bool{false, false, true, true, true} {
+		if e, _ := c.get(hs[i], now); (e != nil) != want {
+			t.Errorf("key %d cached = %v, want %v (oldest evicted one at a time)", i, e != nil, want)
+		}
+	}
+}
+
+func TestFailureLimitPerNetwork(t *testing.T) {
+	keys := newFakeKeys()
+	a := newTestAuth(keys, 5)
+	secret, _ := addKey(t, keys)
+	ctx := context.Background()
+	now := time.Unix(1_800_000_000, 0)
+	// warm the cache for the valid key from the attacked network
+	if _, err := a.authenticate(ctx, "Bearer "+secret, "203.0.113.9:5", now); err != nil {
+		t.Fatal(err)
+	}
+	bad := "Bearer llmf-" + strings.Repeat("0", 64)
+	for i := range 5 {
+		if _, err := a.authenticate(ctx, bad, "203.0.113.9:5", now); !errors.Is(err, errBadKey) {
+			t.Fatalf("failure %d: %v", i, err)
+		}
+	}
+	lookups := keys.lookups.Load()
+	_, err := a.authenticate(ctx, "Bearer llmf-"+strings.Repeat("1", 64), "203.0.113.9:6", now)
+	if llmflow.ErrorCode(err) != llmflow.ERATELIMIT {
+		t.Fatalf("6th failure: %v, want rate limited", err)
+	}
+	if keys.lookups.Load() != lookups {
+		t.Error("a limited network reached the store")
+	}
+	var ra *retryAfter
+	if !errors.As(err, &ra) || ra.after <= 0 || ra.after > time.Minute {
+		t.Errorf("no sensible Retry-After: %v", err)
+	}
+	// a valid key already cached still works from the limited network
+	if _, err := a.authenticate(ctx, "Bearer "+secret, "203.0.113.9:7", now); err != nil {
+		t.Errorf("cached valid key refused on a limited network: %v", err)
+	}
+	// other networks are unaffected; IPv6 is limited per /64
+	if _, err := a.authenticate(ctx, bad, "203.0.113.10:5", now); !errors.Is(err, errBadKey) {
+		t.Errorf("another IPv4 address: %v", err)
+	}
+	for i := range 5 {
+		a.authenticate(ctx, bad, "[2001:db8:1:2::"+string(rune('a'+i))+"]:1", now)
+	}
+	if _, err := a.authenticate(ctx, bad, "[2001:db8:1:2:ffff::1]:1", now); llmflow.ErrorCode(err) != llmflow.ERATELIMIT {
+		t.Errorf("same /64: %v, want rate limited", err)
+	}
+	if _, err := a.authenticate(ctx, bad, "[2001:db8:1:3::1]:1", now); !errors.Is(err, errBadKey) {
+		t.Errorf("another /64: %v", err)
+	}
+	// the bucket refills over a minute
+	if _, err := a.authenticate(ctx, bad, "203.0.113.9:5", now.Add(13*time.Second)); !errors.Is(err, errBadKey) {
+		t.Errorf("after refill: %v", err)
+	}
+}
+
+func TestRevokedKeyRefused(t *testing.T) {
+	up := newRecordingUpstream(t, nil)
+	e := newEnv(t, []string{up.srv.URL}, "")
+	resp := e.post(t, "/v1/chat/completions", `{"model":"m","messages":[]}`)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	list := adminDo(t, e, http.MethodGet, "/admin/keys", "")
+	var keys struct {
+		Data []keyView `json:"data"`
+	}
+	decodeJSON(t, list, &keys)
+	if len(keys.Data) != 1 || keys.Data[0].Key != "" {
+		t.Fatalf("listing %+v: want one key without secret", keys.Data)
+	}
+	resp = adminDo(t, e, http.MethodDelete, "/admin/keys/"+keys.Data[0].ID, "")
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("revoke status %d", resp.StatusCode)
+	}
+	resp = e.post(t, "/v1/chat/completions", `{"model":"m","messages":[]}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(b), `"type":"authentication_error"`) {
+		t.Fatalf("revoked key: %d %s", resp.StatusCode, b)
+	}
+}

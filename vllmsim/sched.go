@@ -529,7 +529,10 @@ func (s *Scheduler) CheckInvariants() error {
 	if sum != s.usedBlocks {
 		return fmt.Errorf("used blocks %d != sum over running seqs %d", s.usedBlocks, sum)
 	}
-	waiting := s.Waiting()
+	waiting := s.fifo
+	if s.cfg.Policy == PolicyPriority {
+		waiting = s.pq
+	}
 	for _, w := range waiting {
 		if w.State != SeqWaiting || w.Blocks != 0 || w.Computed != 0 {
 			return fmt.Errorf("waiting seq %d: state %v, %d blocks, %d computed", w.ID, w.State, w.Blocks, w.Computed)

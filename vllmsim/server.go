@@ -1,0 +1,953 @@
+package vllmsim
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// PriorityHeader is vLLM's request header that overrides the body priority.
+const PriorityHeader = "X-Vllm-Priority"
+
+// Config configures a Server. Zero values take the defaults.
+type Config struct {
+	Models            []string      // served model names, default ["sim/llama"]
+	APIKey            string        // "" = no auth; else "Authorization: Bearer <key>" on /v1/*
+	Sched             SchedConfig   // engine size and policy
+	StepInterval      time.Duration // wall time per engine step, default 20ms
+	DefaultMaxTokens  int           // when the request sets neither max_tokens nor max_completion_tokens, default 16
+	ForceIncludeUsage bool          // vLLM --enable-force-include-usage
+	ReceivedLimit     int           // how many received requests Received keeps, default 256
+	Log               *slog.Logger  // optional
+}
+
+// Stats is a snapshot of the server's counters, for tests.
+type Stats struct {
+	Running, Waiting      int
+	KVUsage               float64 // 0..1
+	UsedBlocks            int
+	Preemptions           int64
+	PreemptionsByPriority map[int]int64 // keyed by the victim's priority
+	Aborted               int64         // generation requests aborted (client left, or Close)
+	Served                int64         // requests accepted: generation requests queued, embeddings answered
+	Completed             int64         // generation requests that finished all their tokens
+	Rejected              int64         // requests answered with a 4xx
+	Steps                 int64         // engine steps run
+	PromptTokens          int64         // vllm:prompt_tokens_total
+	GenerationTokens      int64         // vllm:generation_tokens_total
+}
+
+// Received is one request as it reached the simulated engine.
+type Received struct {
+	Time     time.Time
+	Method   string
+	Path     string
+	Header   http.Header
+	Body     map[string]any // decoded JSON body; nil if it did not decode
+	RawBody  []byte
+	Model    string
+	Stream   bool
+	Priority int   // the priority the sim applied (header over body)
+	SeqID    SeqID // 0 when the request never reached the scheduler
+
+	// Filled in as the request progresses (0 = not yet / never).
+	AdmittedStep int64 // step of its first admission to running
+	FinishedStep int64 // step it generated its last token
+	Status       int   // HTTP status answered (200 for streams once started)
+}
+
+// Server is a simulated vLLM OpenAI-compatible server. It implements
+// http.Handler. Create it with New and stop it with Close.
+type Server struct {
+	cfg    Config
+	models map[string]bool
+	mux    *http.ServeMux
+	reg    *prometheus.Registry
+	log    *slog.Logger
+	maxLen int
+
+	wake chan struct{} // buffered(1): work was added
+	done chan struct{} // closed by Close
+	wg   sync.WaitGroup
+
+	mu       sync.Mutex
+	closed   bool
+	sched    *Scheduler
+	reqs     map[SeqID]*genReq
+	nextID   SeqID
+	arrival  int64
+	stats    Stats
+	received []*Received
+	prefix   map[string]bool // (salt, model, prompt) seen → prefix cache hit
+}
+
+// genReq is a generation request in flight.
+type genReq struct {
+	seq      *Seq
+	notify   chan struct{} // buffered(1): tokens generated or done
+	gen      int           // tokens generated so far (under Server.mu)
+	cached   int           // prefix-cached prompt tokens
+	done     bool
+	err      string // set when aborted by Close
+	received *Received
+}
+
+// New returns a started Server: its stepping goroutine sleeps until work
+// arrives.
+func New(cfg Config) *Server {
+	if len(cfg.Models) == 0 {
+		cfg.Models = []string{"sim/llama"}
+	}
+	cfg.Sched = cfg.Sched.withDefaults()
+	if cfg.StepInterval <= 0 {
+		cfg.StepInterval = 20 * time.Millisecond
+	}
+	if cfg.DefaultMaxTokens <= 0 {
+		cfg.DefaultMaxTokens = 16
+	}
+	if cfg.ReceivedLimit <= 0 {
+		cfg.ReceivedLimit = 256
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		cfg:    cfg,
+		models: make(map[string]bool),
+		log:    log,
+		maxLen: cfg.Sched.MaxModelLen(),
+		wake:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
+		sched:  NewScheduler(cfg.Sched),
+		reqs:   make(map[SeqID]*genReq),
+		prefix: make(map[string]bool),
+	}
+	for _, m := range cfg.Models {
+		s.models[m] = true
+	}
+	s.registerMetrics()
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, true) })
+	s.mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, false) })
+	s.mux.HandleFunc("POST /v1/embeddings", s.embeddings)
+	s.mux.HandleFunc("GET /v1/models", s.listModels)
+	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	s.wg.Add(1)
+	go s.loop()
+	return s
+}
+
+// Config returns the configuration with defaults applied.
+func (s *Server) Config() Config { return s.cfg }
+
+// MaxModelLen is the max_model_len reported by /v1/models and enforced on
+// prompt + max_tokens.
+func (s *Server) MaxModelLen() int { return s.maxLen }
+
+// ServeHTTP implements http.Handler, with vLLM's API-key middleware: when
+// APIKey is set, every path under /v1 except OPTIONS requests needs
+// "Authorization: Bearer <key>"; /health and /metrics stay open.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.APIKey != "" && r.Method != http.MethodOptions &&
+		(r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/")) {
+		got := sha256.Sum256([]byte(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")))
+		want := sha256.Sum256([]byte(s.cfg.APIKey))
+		if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			s.countRejected()
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "Unauthorized"})
+			return
+		}
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// Close stops the stepping goroutine and aborts every request in flight
+// (their handlers return at once). It is idempotent.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	close(s.done)
+	s.mu.Unlock()
+	s.wg.Wait()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, r := range s.reqs {
+		s.sched.Abort(id)
+		s.stats.Aborted++
+		r.done, r.err = true, "server closed"
+		delete(s.reqs, id)
+		notify(r.notify)
+	}
+}
+
+// ListenAndServe serves on addr until ctx is done, then shuts down
+// gracefully (in-flight requests get up to 5 s to finish) and closes the
+// Server. It returns nil after a shutdown caused by ctx.
+func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve is ListenAndServe on an existing listener.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.log.Info("vllmsim listening", "addr", ln.Addr().String(), "models", s.cfg.Models, "policy", s.cfg.Sched.Policy)
+	select {
+	case err := <-errc:
+		s.Close()
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	s.Close() // aborts what is left, so the handlers return
+	if err != nil {
+		srv.Close()
+	}
+	<-errc
+	return nil
+}
+
+// Stats returns a snapshot of the counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.Running = s.sched.NumRunning()
+	st.Waiting = s.sched.NumWaiting()
+	st.KVUsage = s.sched.KVUsage()
+	st.UsedBlocks = s.sched.UsedBlocks()
+	st.Preemptions = s.sched.Preemptions()
+	st.PreemptionsByPriority = s.sched.PreemptionsByPriority()
+	st.Steps = s.sched.Steps()
+	return st
+}
+
+// Received returns copies of the last ReceivedLimit POST requests under
+// /v1, oldest first.
+func (s *Server) Received() []Received {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Received, len(s.received))
+	for i, r := range s.received {
+		out[i] = *r
+		out[i].Header = r.Header.Clone()
+	}
+	return out
+}
+
+// ResetReceived forgets the received requests.
+func (s *Server) ResetReceived() {
+	s.mu.Lock()
+	s.received = nil
+	s.mu.Unlock()
+}
+
+func notify(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// loop steps the scheduler every StepInterval while there is work and
+// sleeps on s.wake otherwise.
+func (s *Server) loop() {
+	defer s.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		s.mu.Lock()
+		busy := s.sched.HasWork()
+		s.mu.Unlock()
+		if !busy {
+			select {
+			case <-s.done:
+				return
+			case <-s.wake:
+				continue
+			}
+		}
+		s.step()
+		timer.Reset(s.cfg.StepInterval)
+		select {
+		case <-s.done:
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+	}
+}
+
+func (s *Server) step() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	res := s.sched.Step()
+	for _, id := range res.Admitted {
+		r := s.reqs[id]
+		if r == nil || r.seq.Admissions != 1 {
+			continue
+		}
+		r.received.AdmittedStep = res.Step
+		s.stats.PromptTokens += int64(r.seq.PromptTokens)
+	}
+	s.stats.GenerationTokens += int64(len(res.Emitted))
+	for _, e := range res.Emitted {
+		if r := s.reqs[e.ID]; r != nil {
+			r.gen = e.Index + 1
+			notify(r.notify)
+		}
+	}
+	for _, id := range res.Finished {
+		if r := s.reqs[id]; r != nil {
+			r.done = true
+			r.received.FinishedStep = res.Step
+			delete(s.reqs, id)
+			s.stats.Completed++
+			notify(r.notify)
+		}
+	}
+}
+
+func (s *Server) countRejected() {
+	s.mu.Lock()
+	s.stats.Rejected++
+	s.mu.Unlock()
+}
+
+// ---- wire types ----
+
+type errorBody struct {
+	Error errorInfo `json:"error"`
+}
+
+type errorInfo struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    int     `json:"code"`
+}
+
+// writeError answers with vLLM's error shape.
+func (s *Server) writeError(w http.ResponseWriter, rec *Received, status int, typ, format string, args ...any) {
+	s.mu.Lock()
+	s.stats.Rejected++
+	if rec != nil {
+		rec.Status = status
+	}
+	s.mu.Unlock()
+	writeJSON(w, status, errorBody{Error: errorInfo{Message: fmt.Sprintf(format, args...), Type: typ, Code: status}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+type usageInfo struct {
+	PromptTokens        int            `json:"prompt_tokens"`
+	TotalTokens         int            `json:"total_tokens"`
+	CompletionTokens    *int           `json:"completion_tokens,omitempty"`
+	PromptTokensDetails *promptDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+type promptDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+func makeUsage(prompt, completion, cached int) *usageInfo {
+	u := &usageInfo{PromptTokens: prompt, TotalTokens: prompt + completion, CompletionTokens: &completion}
+	if cached > 0 { // vLLM omits the details when nothing was cached
+		u.PromptTokensDetails = &promptDetails{CachedTokens: cached}
+	}
+	return u
+}
+
+// genRequestBody is the part of a completion or chat request the sim reads.
+type genRequestBody struct {
+	Model               string          `json:"model"`
+	Messages            json.RawMessage `json:"messages"`
+	Prompt              json.RawMessage `json:"prompt"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage *bool `json:"include_usage"`
+	} `json:"stream_options"`
+	Priority  *int64          `json:"priority"`
+	CacheSalt json.RawMessage `json:"cache_salt"`
+}
+
+// textTokens approximates a token count as bytes / 4, at least 1.
+func textTokens(n int) int { return max(1, n/4) }
+
+// promptBytes counts the text bytes of a chat "messages" array (string
+// contents and the text of content parts).
+func messagesBytes(raw json.RawMessage) (int, error) {
+	var msgs []struct {
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &msgs); err != nil {
+		return 0, errors.New("'messages' must be a list of message objects")
+	}
+	if len(msgs) == 0 {
+		return 0, errors.New("'messages' must not be empty")
+	}
+	n := 0
+	for _, m := range msgs {
+		n += contentBytes(m.Content)
+	}
+	return n, nil
+}
+
+func contentBytes(raw json.RawMessage) int {
+	var str string
+	if json.Unmarshal(raw, &str) == nil {
+		return len(str)
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) == nil {
+		n := 0
+		for _, p := range parts {
+			n += len(p.Text)
+		}
+		return n
+	}
+	return 0
+}
+
+// promptTokens counts a completions "prompt": a string (bytes/4), a list of
+// strings, or a list of token ids.
+func promptTokens(raw json.RawMessage) (int, error) {
+	var str string
+	if json.Unmarshal(raw, &str) == nil {
+		return textTokens(len(str)), nil
+	}
+	var strs []string
+	if json.Unmarshal(raw, &strs) == nil && len(strs) > 0 {
+		n := 0
+		for _, x := range strs {
+			n += len(x)
+		}
+		return textTokens(n), nil
+	}
+	var ids []int64
+	if json.Unmarshal(raw, &ids) == nil && len(ids) > 0 {
+		return len(ids), nil
+	}
+	return 0, errors.New("'prompt' must be a string, a list of strings or a list of token ids")
+}
+
+// tokenText is the deterministic text of output token i.
+func tokenText(i int) string { return "tok" + strconv.Itoa(i) + " " }
+
+func newID(prefix string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// readBody reads a JSON body and records it in Received.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Received, bool) {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 16<<20))
+	rec := &Received{Time: time.Now(), Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), RawBody: raw}
+	var body map[string]any
+	if err == nil {
+		if json.Unmarshal(raw, &body) == nil {
+			rec.Body = body
+			rec.Model, _ = body["model"].(string)
+			rec.Stream, _ = body["stream"].(bool)
+		}
+	}
+	s.mu.Lock()
+	s.received = append(s.received, rec)
+	if over := len(s.received) - s.cfg.ReceivedLimit; over > 0 {
+		s.received = append([]*Received(nil), s.received[over:]...)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "could not read body: %v", err)
+		return nil, rec, false
+	}
+	if rec.Body == nil {
+		s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "JSON decode error: body is not a JSON object")
+		return nil, rec, false
+	}
+	return raw, rec, true
+}
+
+// generate serves /v1/chat/completions (chat) and /v1/completions.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
+	raw, rec, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	var req genRequestBody
+	if err := json.Unmarshal(raw, &req); err != nil {
+		s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "invalid request: %v", err)
+		return
+	}
+
+	// Priority: the header overrides the body when it parses as an int.
+	prio := int64(0)
+	if req.Priority != nil {
+		prio = *req.Priority
+	}
+	if h := r.Header.Get(PriorityHeader); h != "" {
+		if v, err := strconv.ParseInt(strings.TrimSpace(h), 10, 64); err == nil {
+			prio = v
+		}
+	}
+	if prio > math.MaxInt32 || prio < math.MinInt32 {
+		s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "priority %d out of the simulator's range", prio)
+		return
+	}
+	s.mu.Lock()
+	rec.Priority = int(prio)
+	s.mu.Unlock()
+
+	if !s.models[req.Model] {
+		s.writeError(w, rec, http.StatusNotFound, "NotFoundError", "The model `%s` does not exist.", req.Model)
+		return
+	}
+	if req.StreamOptions != nil && !req.Stream {
+		s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "Stream options can only be defined when `stream=True`.")
+		return
+	}
+	salt := ""
+	if len(req.CacheSalt) > 0 && string(req.CacheSalt) != "null" {
+		if json.Unmarshal(req.CacheSalt, &salt) != nil || salt == "" {
+			s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "Parameter 'cache_salt' must be a non-empty string if provided.")
+			return
+		}
+	}
+	if prio != 0 && s.cfg.Sched.Policy != PolicyPriority {
+		s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "Got priority %d but Priority scheduling is not enabled.", prio)
+		return
+	}
+
+	var nPrompt int
+	var promptKey []byte
+	if chat {
+		n, err := messagesBytes(req.Messages)
+		if err != nil {
+			s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "%v", err)
+			return
+		}
+		nPrompt, promptKey = textTokens(n), req.Messages
+	} else {
+		n, err := promptTokens(req.Prompt)
+		if err != nil {
+			s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "%v", err)
+			return
+		}
+		nPrompt, promptKey = n, req.Prompt
+	}
+
+	maxTokens, explicit := 0, false
+	switch {
+	case req.MaxCompletionTokens != nil:
+		maxTokens, explicit = *req.MaxCompletionTokens, true
+	case req.MaxTokens != nil:
+		maxTokens, explicit = *req.MaxTokens, true
+	default:
+		maxTokens = min(s.cfg.DefaultMaxTokens, s.maxLen-nPrompt)
+	}
+	if explicit && maxTokens < 1 {
+		s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "max_tokens must be at least 1, got %d.", maxTokens)
+		return
+	}
+	if nPrompt+maxTokens > s.maxLen || maxTokens < 1 {
+		s.writeError(w, rec, http.StatusBadRequest, "BadRequestError",
+			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
+			s.maxLen, nPrompt+maxTokens, nPrompt, maxTokens)
+		return
+	}
+	// Finish reason: "length" when the client set the limit, "stop" when
+	// the default applied (the simulated model "chose" to stop there).
+	finish := "stop"
+	if explicit {
+		finish = "length"
+	}
+	includeUsage := s.cfg.ForceIncludeUsage
+	if req.StreamOptions != nil && (req.StreamOptions.IncludeUsage == nil || *req.StreamOptions.IncludeUsage) {
+		includeUsage = true // vLLM: include_usage defaults to true inside stream_options
+	}
+
+	// Queue it.
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.writeError(w, rec, http.StatusServiceUnavailable, "ServiceUnavailableError", "The server is shutting down.")
+		return
+	}
+	s.nextID++
+	s.arrival++
+	g := &genReq{
+		seq: &Seq{ID: s.nextID, Priority: int(prio), Arrival: s.arrival,
+			PromptTokens: nPrompt, MaxTokens: maxTokens},
+		notify:   make(chan struct{}, 1),
+		received: rec,
+	}
+	rec.SeqID = g.seq.ID
+	key := salt + "\x00" + req.Model + "\x00" + string(promptKey)
+	if s.prefix[key] && nPrompt > 1 {
+		// Whole blocks only, and the last prompt token is always computed.
+		bs := s.cfg.Sched.BlockSize
+		g.cached = (nPrompt - 1) / bs * bs
+	}
+	if len(s.prefix) >= 100000 {
+		clear(s.prefix)
+	}
+	s.prefix[key] = true
+	s.sched.Add(g.seq)
+	s.reqs[g.seq.ID] = g
+	s.stats.Served++
+	s.mu.Unlock()
+	notify(s.wake)
+	s.log.Debug("vllmsim: queued", "seq", g.seq.ID, "model", req.Model, "priority", prio,
+		"prompt_tokens", nPrompt, "max_tokens", maxTokens, "stream", req.Stream)
+
+	created := time.Now().Unix()
+	var id string
+	if chat {
+		id = newID("chatcmpl-")
+	} else {
+		id = newID("cmpl-")
+	}
+	if req.Stream {
+		s.stream(w, r, g, chat, id, created, req.Model, finish, includeUsage)
+	} else {
+		s.unary(w, r, g, chat, id, created, req.Model, finish)
+	}
+}
+
+// abort removes a request whose client left.
+func (s *Server) abort(g *genReq) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g.done {
+		return
+	}
+	g.done = true
+	s.sched.Abort(g.seq.ID)
+	delete(s.reqs, g.seq.ID)
+	s.stats.Aborted++
+	s.log.Debug("vllmsim: aborted", "seq", g.seq.ID)
+}
+
+// wait blocks until new tokens or the end; it returns the tokens generated
+// so far, whether the request is done and the abort error, or ok=false when
+// the client left (the request is then aborted).
+func (s *Server) wait(r *http.Request, g *genReq) (gen int, done bool, errMsg string, ok bool) {
+	select {
+	case <-r.Context().Done():
+		s.abort(g)
+		return 0, true, "", false
+	case <-g.notify:
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return g.gen, g.done, g.err, true
+}
+
+func (s *Server) unary(w http.ResponseWriter, r *http.Request, g *genReq, chat bool, id string, created int64, model, finish string) {
+	var gen int
+	for {
+		n, done, errMsg, ok := s.wait(r, g)
+		if !ok {
+			return
+		}
+		gen = n
+		if errMsg != "" {
+			s.writeError(w, g.received, http.StatusInternalServerError, "InternalServerError", "%s", errMsg)
+			return
+		}
+		if done {
+			break
+		}
+	}
+	var text strings.Builder
+	for i := range gen {
+		text.WriteString(tokenText(i))
+	}
+	usage := makeUsage(g.seq.PromptTokens, gen, g.cached)
+	var resp any
+	if chat {
+		resp = map[string]any{
+			"id": id, "object": "chat.completion", "created": created, "model": model,
+			"choices": []any{map[string]any{
+				"index":         0,
+				"message":       map[string]any{"role": "assistant", "content": text.String()},
+				"logprobs":      nil,
+				"finish_reason": finish,
+				"stop_reason":   nil,
+			}},
+			"usage": usage,
+		}
+	} else {
+		resp = map[string]any{
+			"id": id, "object": "text_completion", "created": created, "model": model,
+			"choices": []any{map[string]any{
+				"index": 0, "text": text.String(), "logprobs": nil,
+				"finish_reason": finish, "stop_reason": nil,
+			}},
+			"usage": usage,
+		}
+	}
+	s.mu.Lock()
+	g.received.Status = http.StatusOK
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *genReq, chat bool, id string, created int64, model, finish string, includeUsage bool) {
+	flusher, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	if flusher != nil {
+		flusher.Flush()
+	}
+	s.mu.Lock()
+	g.received.Status = http.StatusOK
+	s.mu.Unlock()
+
+	object := "text_completion"
+	if chat {
+		object = "chat.completion.chunk"
+	}
+	var buf bytes.Buffer
+	send := func(v any) {
+		b, _ := json.Marshal(v)
+		buf.WriteString("data: ")
+		buf.Write(b)
+		buf.WriteString("\n\n")
+	}
+	chunk := func(choice map[string]any) map[string]any {
+		return map[string]any{"id": id, "object": object, "created": created, "model": model,
+			"choices": []any{choice}}
+	}
+	flush := func() bool {
+		if buf.Len() == 0 {
+			return true
+		}
+		_, err := w.Write(buf.Bytes())
+		buf.Reset()
+		if flusher != nil {
+			flusher.Flush()
+		}
+		if err != nil {
+			s.abort(g)
+			return false
+		}
+		return true
+	}
+	if chat {
+		send(chunk(map[string]any{"index": 0, "delta": map[string]any{"role": "assistant", "content": ""},
+			"logprobs": nil, "finish_reason": nil}))
+		if !flush() {
+			return
+		}
+	}
+	sent := 0
+	for {
+		gen, done, errMsg, ok := s.wait(r, g)
+		if !ok {
+			return
+		}
+		for ; sent < gen; sent++ {
+			if chat {
+				send(chunk(map[string]any{"index": 0, "delta": map[string]any{"content": tokenText(sent)},
+					"logprobs": nil, "finish_reason": nil}))
+			} else {
+				send(chunk(map[string]any{"index": 0, "text": tokenText(sent), "logprobs": nil, "finish_reason": nil}))
+			}
+		}
+		if errMsg != "" {
+			send(errorBody{Error: errorInfo{Message: errMsg, Type: "InternalServerError", Code: http.StatusInternalServerError}})
+			buf.WriteString("data: [DONE]\n\n")
+			flush()
+			return
+		}
+		if done {
+			break
+		}
+		if !flush() {
+			return
+		}
+	}
+	if chat {
+		send(chunk(map[string]any{"index": 0, "delta": map[string]any{}, "logprobs": nil,
+			"finish_reason": finish, "stop_reason": nil}))
+	} else {
+		send(chunk(map[string]any{"index": 0, "text": "", "logprobs": nil,
+			"finish_reason": finish, "stop_reason": nil}))
+	}
+	if includeUsage {
+		send(map[string]any{"id": id, "object": object, "created": created, "model": model,
+			"choices": []any{}, "usage": makeUsage(g.seq.PromptTokens, sent, g.cached)})
+	}
+	buf.WriteString("data: [DONE]\n\n")
+	flush()
+}
+
+// embeddings answers at once with deterministic unit vectors.
+func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
+	raw, rec, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	var req struct {
+		Model string          `json:"model"`
+		Input json.RawMessage `json:"input"`
+	}
+	if err := json.Unmarshal(raw, &req); err != nil {
+		s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "invalid request: %v", err)
+		return
+	}
+	if !s.models[req.Model] {
+		s.writeError(w, rec, http.StatusNotFound, "NotFoundError", "The model `%s` does not exist.", req.Model)
+		return
+	}
+	var inputs []string
+	var one string
+	switch {
+	case json.Unmarshal(req.Input, &one) == nil:
+		inputs = []string{one}
+	case json.Unmarshal(req.Input, &inputs) == nil && len(inputs) > 0:
+	default:
+		inputs = nil
+		var ids [][]int64
+		var flat []int64
+		if json.Unmarshal(req.Input, &flat) == nil && len(flat) > 0 {
+			ids = [][]int64{flat}
+		} else if json.Unmarshal(req.Input, &ids) != nil || len(ids) == 0 {
+			s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "'input' must be a string, a list of strings or token ids")
+			return
+		}
+		for _, t := range ids {
+			inputs = append(inputs, fmt.Sprint(t))
+		}
+	}
+	data := make([]any, len(inputs))
+	total := 0
+	for i, in := range inputs {
+		total += textTokens(len(in))
+		data[i] = map[string]any{"object": "embedding", "index": i, "embedding": embed(in)}
+	}
+	s.mu.Lock()
+	s.stats.Served++
+	s.stats.PromptTokens += int64(total)
+	rec.Status = http.StatusOK
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{
+		"id": newID("embd-"), "object": "list", "created": time.Now().Unix(), "model": req.Model, "data": data,
+		"usage": usageInfo{PromptTokens: total, TotalTokens: total},
+	})
+}
+
+// embed is a deterministic 8-dimensional unit vector derived from text.
+func embed(text string) []float64 {
+	v := make([]float64, 8)
+	var norm float64
+	for i := range v {
+		h := fnv.New64a()
+		h.Write([]byte{byte(i)})
+		h.Write([]byte(text))
+		x := float64(h.Sum64()%2001)/1000 - 1
+		v[i] = x
+		norm += x * x
+	}
+	norm = math.Sqrt(norm)
+	if norm == 0 {
+		norm = 1
+	}
+	for i := range v {
+		v[i] = math.Round(v[i]/norm*1e6) / 1e6
+	}
+	return v
+}
+
+var startTime = time.Now().Unix()
+
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+	data := make([]any, len(s.cfg.Models))
+	for i, m := range s.cfg.Models {
+		data[i] = map[string]any{
+			"id": m, "object": "model", "created": startTime, "owned_by": "vllm",
+			"root": m, "parent": nil, "max_model_len": s.maxLen, "permission": []any{},
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+// registerMetrics exposes vLLM's metric names from a private registry, with
+// labels model_name (the first served name) and engine="0".
+func (s *Server) registerMetrics() {
+	s.reg = prometheus.NewRegistry()
+	labels := prometheus.Labels{"model_name": s.cfg.Models[0], "engine": "0"}
+	read := func(f func(st *Stats) float64) func() float64 {
+		return func() float64 {
+			st := s.Stats()
+			return f(&st)
+		}
+	}
+	s.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vllm:num_requests_running",
+			Help: "Number of requests in model execution batches.", ConstLabels: labels},
+			read(func(st *Stats) float64 { return float64(st.Running) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vllm:num_requests_waiting",
+			Help: "Number of requests waiting to be processed.", ConstLabels: labels},
+			read(func(st *Stats) float64 { return float64(st.Waiting) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vllm:kv_cache_usage_perc",
+			Help: "KV-cache usage. 1 means 100 percent usage.", ConstLabels: labels},
+			read(func(st *Stats) float64 { return st.KVUsage })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "vllm:num_preemptions_total",
+			Help: "Cumulative number of preemption from the engine.", ConstLabels: labels},
+			read(func(st *Stats) float64 { return float64(st.Preemptions) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "vllm:prompt_tokens_total",
+			Help: "Number of prefill tokens processed.", ConstLabels: labels},
+			read(func(st *Stats) float64 { return float64(st.PromptTokens) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "vllm:generation_tokens_total",
+			Help: "Number of generation tokens processed.", ConstLabels: labels},
+			read(func(st *Stats) float64 { return float64(st.GenerationTokens) })),
+	)
+}

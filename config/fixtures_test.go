@@ -22,7 +22,6 @@ type marker struct {
 	hit       bool
 }
 
-
 // readMarkers returns the markers of a fixture, by line.
 func readMarkers(t *testing.T, src []byte) map[int][]*marker {
 	t.Helper()

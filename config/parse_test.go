@@ -449,3 +449,18 @@ func TestLookups(t *testing.T) {
 		t.Error("Pool does not point into Config.Pools")
 	}
 }
+
+// TestParse_GoodFixtures checks that every testdata/good file is accepted.
+func TestParse_GoodFixtures(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "good", "*.hcl"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			if _, err := config.Load(file); err != nil {
+				t.Errorf("Load:\n%v", err)
+			}
+		})
+	}
+}

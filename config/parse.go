@@ -665,12 +665,16 @@ func intAttr[T int | int64](d *decoder, attrs hcl.Attributes, name string, lo, h
 		d.errorf(a.Expr.Range(), "%s must be a whole number", name)
 		return nil
 	}
-	if bf.Cmp(new(big.Float).SetInt64(lo)) < 0 || bf.Cmp(new(big.Float).SetInt64(hi)) > 0 {
-		if hi >= math.MaxInt32 {
-			d.errorf(a.Expr.Range(), "%s must be at least %d", name, lo)
-		} else {
-			d.errorf(a.Expr.Range(), "%s must be between %d and %d", name, lo, hi)
-		}
+	below, above := bf.Cmp(new(big.Float).SetInt64(lo)) < 0, bf.Cmp(new(big.Float).SetInt64(hi)) > 0
+	switch {
+	case (below || above) && hi < math.MaxInt32:
+		d.errorf(a.Expr.Range(), "%s must be between %d and %d", name, lo, hi)
+		return nil
+	case below:
+		d.errorf(a.Expr.Range(), "%s must be at least %d", name, lo)
+		return nil
+	case above:
+		d.errorf(a.Expr.Range(), "%s must be at most %d", name, hi)
 		return nil
 	}
 	n, _ := bf.Int64()

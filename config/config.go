@@ -138,7 +138,7 @@ type Limits struct {
 	MaxRequestDuration    time.Duration // whole request including the upstream, default 30m
 	ConnectTimeout        time.Duration // upstream dial, default 5s
 	ResponseHeaderTimeout time.Duration // upstream first byte, default 10m (prefill under load)
-	Retries               int           // upstream attempts after the first, before the first byte; default 2, 0 disables
+	Retries               int           // upstream attempts after the first, before the first byte; default 2, 0 disables, at most 100
 	AuthFailuresPerMinute int           // per client network, default 60, 0 disables
 }
 

@@ -49,7 +49,8 @@ func Load(path string) (*Config, error) {
 // opened. The file is evaluated without variables or functions.
 //
 // Any non-nil error is Diagnostics, listing every problem found, each with
-// its file:line:col.
+// its file:line:col, in file order. A syntax error stops there: the
+// decoding and semantic checks only run on a file that parses.
 func Parse(filename string, src []byte) (*Config, error) {
 	file, hds := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
 	if ds := fromHCL(filename, hds); len(ds) > 0 || file == nil {

@@ -1,0 +1,18 @@
+// Command llmflow is the llmflow gateway: an OpenAI-compatible front for
+// vLLM and other engines that shares a GPU cluster fairly between
+// institutions. See `llmflow --help`.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

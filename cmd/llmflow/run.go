@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+
+	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/gateway"
+)
+
+// version is set with -ldflags "-X main.version=…"; otherwise it comes
+// from the module's build information.
+var version = ""
+
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+// exitError carries an exit status; its message was already printed.
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// Run is the whole command line: main calls it with the process's
+// arguments and streams, end-to-end tests call it directly. It returns the
+// exit status.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	gateway.Version = buildVersion()
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	var ee *exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	default:
+		fmt.Fprintf(stderr, "llmflow: %v\n", err)
+		return 1
+	}
+}
+
+// env binds command options to flags and LLMFLOW_* variables. Secrets are
+// never bound: they come from files named in the configuration.
+type env struct {
+	v      *viper.Viper
+	stdout io.Writer
+	stderr io.Writer
+}
+
+func newEnv(stdout, stderr io.Writer) *env {
+	v := viper.New()
+	v.SetEnvPrefix("LLMFLOW")
+	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+	v.AutomaticEnv()
+	return &env{v: v, stdout: stdout, stderr: stderr}
+}
+
+// bind makes flag name readable through e.v, overridable by LLMFLOW_NAME.
+func (e *env) bind(cmd *cobra.Command, name string) {
+	if err := e.v.BindPFlag(cmd.Name()+"."+name, cmd.Flags().Lookup(name)); err != nil {
+		panic(err)
+	}
+	if err := e.v.BindEnv(cmd.Name()+"."+name, "LLMFLOW_"+strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); err != nil {
+		panic(err)
+	}
+}
+
+func (e *env) str(cmd *cobra.Command, name string) string { return e.v.GetString(cmd.Name() + "." + name) }
+
+// logger writes leveled text logs to stderr.
+func (e *env) logger(cmd *cobra.Command) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(e.str(cmd, "log-level"))); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lvl})), nil
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	e := newEnv(stdout, stderr)
+	root := &cobra.Command{
+		Use:           "llmflow",
+		Short:         "Share a GPU cluster's LLM inference fairly between institutions",
+		Long:          "llmflow is an OpenAI-compatible gateway in front of vLLM, llama-server and other engines,\nwith virtual keys, accounting in GPU-hours and fair-share scheduling.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(serveCmd(e), checkConfigCmd(e), versionCmd(e), vllmsimCmd(e), quickstartCmd(e))
+	return root
+}
+
+func versionCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintf(e.stdout, "llmflow %s\n", buildVersion())
+			return nil
+		},
+	}
+}
+
+func checkConfigCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "check-config",
+		Short: "Validate a configuration file and every secret file it names",
+		Long: "check-config parses the configuration, runs every semantic check and opens every secret\n" +
+			"file it names. Each problem is printed as file:line:col: message, one per line.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			path := e.str(cmd, "config")
+			if path == "" {
+				return fmt.Errorf("no configuration: pass -c FILE or set LLMFLOW_CONFIG")
+			}
+			cfg, err := config.Load(path)
+			if err == nil {
+				err = config.CheckSecrets(cfg)
+			}
+			if err != nil {
+				var d config.Diagnostics
+				if errors.As(err, &d) {
+					fmt.Fprintln(e.stderr, err)
+					return &exitError{code: 1}
+				}
+				return err
+			}
+			fmt.Fprintf(e.stdout, "%s: ok (%d organisations, %d pools, %d models)\n", path, len(cfg.Orgs), len(cfg.Pools), len(cfg.Models))
+			return nil
+		},
+	}
+	cmd.Flags().StringP("config", "c", "", "configuration file (LLMFLOW_CONFIG)")
+	e.bind(cmd, "config")
+	return cmd
+}

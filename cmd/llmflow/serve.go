@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+
+	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/gateway"
+	"github.com/go-llmflow/llmflow/store"
+)
+
+// Interface guards: the store satisfies what the gateway declares.
+var (
+	_ gateway.KeyStore     = (*store.SQLite)(nil)
+	_ gateway.RecordWriter = (*store.SQLite)(nil)
+	_ gateway.Pinger       = (*store.SQLite)(nil)
+)
+
+func serveCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the gateway",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			path := e.str(cmd, "config")
+			if path == "" {
+				return fmt.Errorf("no configuration: pass -c FILE or set LLMFLOW_CONFIG (or run `llmflow quickstart`)")
+			}
+			log, err := e.logger(cmd)
+			if err != nil {
+				return err
+			}
+			cfg, err := config.Load(path)
+			if err != nil {
+				var d config.Diagnostics
+				if errors.As(err, &d) {
+					fmt.Fprintln(e.stderr, err)
+					return &exitError{code: 1}
+				}
+				return err
+			}
+			return serve(cmd.Context(), cfg, e.str(cmd, "listen"), log, nil)
+		},
+	}
+	cmd.Flags().StringP("config", "c", "", "configuration file (LLMFLOW_CONFIG)")
+	cmd.Flags().String("listen", "127.0.0.1:8080", "address to listen on (LLMFLOW_LISTEN)")
+	cmd.Flags().String("log-level", "info", "debug, info, warn or error (LLMFLOW_LOG_LEVEL)")
+	for _, f := range []string{"config", "listen", "log-level"} {
+		e.bind(cmd, f)
+	}
+	return cmd
+}
+
+// serve runs a gateway for cfg on addr until ctx ends, then shuts down
+// gracefully: in-flight requests finish (up to 30 s), the accounting queue
+// is written, the store closed. ready, when set, is called once the
+// listener is open.
+func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logger, ready func(addr string, gw *gateway.Gateway)) error {
+	if err := config.CheckSecrets(cfg); err != nil {
+		return fmt.Errorf("configuration secrets:\n%w", err)
+	}
+	db, err := store.OpenSQLite(ctx, cfg.Store.Path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	gw, err := gateway.New(gateway.Options{Config: cfg, Keys: db, Records: db, Registry: reg, Log: log})
+	if err != nil {
+		return err
+	}
+	lim := cfg.Limits
+	srv := &http.Server{
+		Handler:           gw,
+		ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		ReadTimeout:       lim.ReadTimeout,
+		IdleTimeout:       lim.IdleTimeout,
+		MaxHeaderBytes:    lim.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	gw.Start(ctx)
+	log.Info("llmflow gateway listening", "addr", ln.Addr().String(), "version", gateway.Version,
+		"models", len(cfg.Models), "store", cfg.Store.Path)
+	if ready != nil {
+		ready(ln.Addr().String(), gw)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+
+	select {
+	case err = <-errc:
+		err = fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+		log.Info("shutting down")
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if serr := srv.Shutdown(sctx); serr != nil {
+			log.Warn("requests still running at shutdown were cut", "err", serr)
+			srv.Close()
+		}
+		cancel()
+		err = nil
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if cerr := gw.Close(dctx); cerr != nil {
+		log.Error("accounting not fully written", "err", cerr)
+	}
+	w, f, d := gw.Recorder().Counts()
+	log.Info("accounting", "written", w, "failed", f, "dropped", d)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}

@@ -180,12 +180,17 @@ func TestOpenSQLite_Reopen(t *testing.T) {
 
 func TestOpenSQLite_Errors(t *testing.T) {
 	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.db")
+	if err := os.WriteFile(garbage, []byte(strings.Repeat("not a database ", 100)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name, path, want string
 	}{
 		{"MissingDirectory", filepath.Join(dir, "missing", "llmflow.db"), "no such file or directory"},
 		{"Directory", dir, "is a directory"},
 		{"Empty", "", "empty path"},
+		{"NotADatabase", garbage, "not a database"},
 		{"Memory", ":memory:", "must name a file"},
 	}
 	for _, tt := range tests {
@@ -195,6 +200,7 @@ func TestOpenSQLite_Errors(t *testing.T) {
 				s.Close()
 				t.Fatal("nil error")
 			}
+			t.Log(err)
 			if !strings.HasPrefix(err.Error(), "open sqlite store: ") || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %q, want prefix %q and %q", err, "open sqlite store: ", tt.want)
 			}

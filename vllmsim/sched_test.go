@@ -430,8 +430,8 @@ func FuzzScheduler(f *testing.F) {
 	f.Add(uint64(3), []byte{0, 1, 0, 1, 0, 1, 3, 3, 3, 3, 2, 2, 3})
 	f.Add(uint64(42), []byte{0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 2, 3})
 	f.Fuzz(func(t *testing.T, seed uint64, ops []byte) {
-		if len(ops) > 2000 {
-			ops = ops[:2000]
+		if len(ops) > 400 {
+			ops = ops[:400]
 		}
 		randomRun(t, seed, ops)
 	})

@@ -184,15 +184,36 @@ type chunk struct {
 	isError      bool  // a non-null top-level "error"
 }
 
+var doneMarker = []byte("[DONE]")
+
+// Key patterns, searched without their leading quote: bytes.Index skips
+// ahead with IndexByte on the first byte of the pattern, and in JSON a quote
+// is the most common byte of all.
 var (
-	doneMarker     = []byte("[DONE]")
-	usageKey       = []byte(`"usage"`)
-	errorKey       = []byte(`"error"`)
-	choicesKey     = []byte(`"choices"`)
-	choicesFull    = []byte(`"choices":[{`)
-	choicesEmpty   = []byte(`"choices":[]`)
-	usageNullShort = []byte(`"usage":null`)
+	usageTail       = []byte(`usage"`)
+	errorTail       = []byte(`error"`)
+	choicesTail     = []byte(`choices"`)
+	choicesFullTail = []byte(`choices":[{`)
+	choicesNullTail = []byte(`choices":[]`)
+	nullValue       = []byte(`:null`)
 )
+
+// indexKey returns the index of the first `"`+tail in data at or after
+// from, or -1. The result is the index of the quote.
+func indexKey(data []byte, from int, tail []byte) int {
+	for from < len(data) {
+		i := bytes.Index(data[from:], tail)
+		if i < 0 {
+			return -1
+		}
+		i += from
+		if i > 0 && data[i-1] == '"' {
+			return i - 1
+		}
+		from = i + 1
+	}
+	return -1
+}
 
 // inspect classifies one event's data.
 //
@@ -200,10 +221,9 @@ var (
 // `"usage"` and `"error"` can only appear as a key or as a whole string
 // value. A chunk with neither (every ordinary content chunk) cannot carry
 // usage or an error and is classified by byte searches alone: compact
-// `"choices":[{` means it carries choices. Only chunks that might be
-// something else (and `"usage":null`, which OpenAI puts on every chunk, is
-// recognised without decoding) go through the JSON scanner, which looks at
-// top-level members only.
+// `"choices":[{` means it carries choices. `"usage":null`, which OpenAI
+// puts on every chunk, is recognised without decoding. Anything else goes
+// through the JSON scanner, which looks at top-level members only.
 func inspect(data []byte) (c chunk) {
 	if bytes.HasPrefix(data, doneMarker) {
 		c.done = true
@@ -212,19 +232,21 @@ func inspect(data []byte) (c chunk) {
 	if i := skipWS(data, 0); i >= len(data) || data[i] != '{' {
 		return c // not a JSON object: forward as it is
 	}
-	mayUsage := bytes.Contains(data, usageKey)
-	if mayUsage && bytes.Count(data, usageKey) == 1 && bytes.Contains(data, usageNullShort) {
-		mayUsage = false // the OpenAI shape: "usage":null on a content chunk
+	slow := false
+	if i := indexKey(data, 0, usageTail); i >= 0 {
+		// The OpenAI shape is one "usage":null on a content chunk.
+		end := i + 1 + len(usageTail)
+		slow = !bytes.HasPrefix(data[end:], nullValue) || indexKey(data, end, usageTail) >= 0
 	}
-	if !mayUsage && !bytes.Contains(data, errorKey) {
-		if bytes.Contains(data, choicesFull) {
+	if !slow && indexKey(data, 0, errorTail) < 0 {
+		i := indexKey(data, 0, choicesTail)
+		switch {
+		case i < 0:
+			return c
+		case bytes.HasPrefix(data[i+1:], choicesFullTail):
 			c.choices = true
 			return c
-		}
-		if !bytes.Contains(data, choicesKey) {
-			return c
-		}
-		if bytes.Count(data, choicesKey) == 1 && bytes.Contains(data, choicesEmpty) {
+		case bytes.HasPrefix(data[i+1:], choicesNullTail) && indexKey(data, i+1, choicesTail) < 0:
 			c.emptyChoices = true
 			return c
 		}

@@ -200,9 +200,31 @@ func skipWS(b []byte, i int) int {
 }
 
 // skipString returns the index just after the string starting at b[i]
-// (which is '"'), or -1 if it is not terminated.
+// (which is '"'), or -1 if it is not terminated. Keys and most values in
+// chunks are short, so a plain loop beats calling IndexByte per string;
+// long strings (message content) switch to IndexByte.
 func skipString(b []byte, i int) int {
 	i++
+	for n := 0; i < len(b); n++ {
+		if n == 32 {
+			return skipLongString(b, i)
+		}
+		switch b[i] {
+		case '"':
+			return i + 1
+		case '\\':
+			i += 2
+		default:
+			i++
+		}
+	}
+	return -1
+}
+
+// skipLongString continues skipString at b[i], inside the string and not
+// inside an escape. It jumps from quote to quote with IndexByte; a quote is
+// escaped when an odd run of backslashes precedes it.
+func skipLongString(b []byte, i int) int {
 	for {
 		j := bytes.IndexByte(b[i:], '"')
 		if j < 0 {

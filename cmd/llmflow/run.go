@@ -83,7 +83,9 @@ func (e *env) bind(cmd *cobra.Command, name string) {
 	}
 }
 
-func (e *env) str(cmd *cobra.Command, name string) string { return e.v.GetString(cmd.Name() + "." + name) }
+func (e *env) str(cmd *cobra.Command, name string) string {
+	return e.v.GetString(cmd.Name() + "." + name)
+}
 
 // logger writes leveled text logs to stderr.
 func (e *env) logger(cmd *cobra.Command) (*slog.Logger, error) {

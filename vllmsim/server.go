@@ -472,6 +472,14 @@ func promptTokens(raw json.RawMessage) (int, error) {
 	if json.Unmarshal(raw, &ids) == nil && len(ids) > 0 {
 		return len(ids), nil
 	}
+	var idLists [][]int64
+	if json.Unmarshal(raw, &idLists) == nil && len(idLists) > 0 {
+		n := 0
+		for _, l := range idLists {
+			n += len(l)
+		}
+		return max(1, n), nil
+	}
 	return 0, errors.New("'prompt' must be a string, a list of strings or a list of token ids")
 }
 

@@ -1,0 +1,106 @@
+package vllmsim
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+)
+
+// The official Go SDK parses every response shape the simulator produces.
+func TestOpenAISDK(t *testing.T) {
+	s, hs := newTestServer(t, Config{APIKey: "k"})
+	client := openai.NewClient(
+		option.WithBaseURL(hs.URL+"/v1/"),
+		option.WithUnsafeAllowHTTP(),
+		option.WithAPIKey("k"),
+		option.WithMaxRetries(0),
+	)
+	ctx := t.Context()
+
+	chat, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:     testModel,
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello there, simulator")},
+		MaxTokens: openai.Int(3),
+	}, option.WithHeader(PriorityHeader, "4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if chat.Choices[0].Message.Content != "tok0 tok1 tok2 " || chat.Choices[0].FinishReason != "length" ||
+		chat.Usage.CompletionTokens != 3 || chat.Usage.PromptTokens != 5 {
+		t.Fatalf("chat %+v", chat)
+	}
+	if r := s.Received(); r[len(r)-1].Priority != 4 {
+		t.Fatalf("priority %d", r[len(r)-1].Priority)
+	}
+
+	stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+		Model:         testModel,
+		Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello there, simulator")},
+		MaxTokens:     openai.Int(4),
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	})
+	acc := openai.ChatCompletionAccumulator{}
+	for stream.Next() {
+		if !acc.AddChunk(stream.Current()) {
+			t.Fatal("chunk not accumulated")
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if acc.Choices[0].Message.Content != "tok0 tok1 tok2 tok3 " || acc.Usage.TotalTokens != 9 {
+		t.Fatalf("accumulated %+v usage %+v", acc.Choices[0].Message, acc.Usage)
+	}
+
+	comp, err := client.Completions.New(ctx, openai.CompletionNewParams{
+		Model:     testModel,
+		Prompt:    openai.CompletionNewParamsPromptUnion{OfArrayOfTokens: []int64{1, 2, 3}},
+		MaxTokens: openai.Int(2),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if comp.Choices[0].Text != "tok0 tok1 " || comp.Usage.PromptTokens != 3 {
+		t.Fatalf("completion %+v", comp)
+	}
+
+	cstream := client.Completions.NewStreaming(ctx, openai.CompletionNewParams{
+		Model:     testModel,
+		Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String("abcd")},
+		MaxTokens: openai.Int(2),
+	})
+	var text strings.Builder
+	for cstream.Next() {
+		for _, c := range cstream.Current().Choices {
+			text.WriteString(c.Text)
+		}
+	}
+	if err := cstream.Err(); err != nil || text.String() != "tok0 tok1 " {
+		t.Fatalf("completion stream %q %v", text.String(), err)
+	}
+
+	emb, err := client.Embeddings.New(ctx, openai.EmbeddingNewParams{
+		Model: testModel,
+		Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: []string{"a", "b"}},
+	})
+	if err != nil || len(emb.Data) != 2 || len(emb.Data[0].Embedding) != 8 || emb.Usage.PromptTokens != 2 {
+		t.Fatalf("embeddings %+v %v", emb, err)
+	}
+
+	models, err := client.Models.List(ctx)
+	if err != nil || len(models.Data) != 1 || models.Data[0].ID != testModel || models.Data[0].OwnedBy != "vllm" {
+		t.Fatalf("models %+v %v", models, err)
+	}
+
+	_, err = client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:    "nope",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")},
+	})
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || !strings.Contains(apiErr.Message, "does not exist") {
+		t.Fatalf("unknown model error %v", err)
+	}
+}

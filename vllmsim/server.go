@@ -112,7 +112,12 @@ type genReq struct {
 }
 
 // New returns a started Server: its stepping goroutine sleeps until work
-// arrives.
+// arrives. It panics on an unknown Sched.Policy.
+//
+// Simplifications: prompt tokens are text bytes / 4 (at least 1), output
+// token i is "tok<i> ", n and sampling parameters are ignored (one choice),
+// finish_reason is "length" when the request set max_tokens or
+// max_completion_tokens and "stop" when DefaultMaxTokens applied.
 func New(cfg Config) *Server {
 	if len(cfg.Models) == 0 {
 		cfg.Models = []string{"sim/llama"}
@@ -256,7 +261,8 @@ func (s *Server) Stats() Stats {
 }
 
 // Received returns copies of the last ReceivedLimit POST requests under
-// /v1, oldest first.
+// /v1 that passed authentication (generation and embeddings, rejected ones
+// included, with Status), oldest first.
 func (s *Server) Received() []Received {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/internal/jsonscan"
 )
 
 // endpoint is one of the proxied OpenAI routes.
@@ -46,17 +47,25 @@ var strippedFields = []string{
 	"cache_salt",
 }
 
-// clientRequest is a parsed client body. Fields holds every top-level
-// member once (the last of duplicates, names unescaped by the decoder);
-// re-encoding it is what makes smuggling through duplicate keys or escaped
-// spellings impossible.
+// member is one top-level member of a client body: its name decoded (so
+// "\u0070riority" is "priority") and its raw value.
+type member struct {
+	name    []byte
+	escaped bool // the name had escapes: re-encode it
+	val     []byte
+}
+
+// clientRequest is a parsed client body. members holds every top-level
+// member once (the last of duplicates wins, as in encoding/json); writing
+// the upstream body from it is what makes smuggling through duplicate keys
+// or escaped spellings impossible.
 type clientRequest struct {
-	fields       map[string]json.RawMessage
+	members      []member
 	model        string
 	stream       bool
 	wantsUsage   bool // the client asked for stream_options.include_usage
-	promptBytes  int  // size of messages / prompt / input, for estimates
 	continuousOK bool // stream_options.continuous_usage_stats = true
+	promptBytes  int  // size of messages / prompt / input, for estimates
 }
 
 func invalid(param, format string, args ...any) error {
@@ -65,29 +74,61 @@ func invalid(param, format string, args ...any) error {
 	return e
 }
 
-// parseRequest decodes and checks a client body for ep.
+// parseRequest checks a client body for ep and splits its top-level
+// members. The body is validated strictly first; the members are then
+// sliced out without decoding them.
 func parseRequest(body []byte, ep endpoint) (*clientRequest, error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+	if !json.Valid(body) {
+		return nil, invalid("", "request body must be valid JSON")
+	}
+	if !utf8.Valid(body) {
+		return nil, invalid("", "request body must be UTF-8")
+	}
+	it, ok := jsonscan.NewObject(body)
+	if !ok {
 		return nil, invalid("", "request body must be a JSON object")
 	}
-	rq := &clientRequest{fields: fields}
-	raw, ok := fields["model"]
-	if !ok {
+	rq := &clientRequest{members: make([]member, 0, 16)}
+	var index map[string]int // built once there are many members, so duplicates stay linear
+	for {
+		k, v, more := it.Next()
+		if !more {
+			break
+		}
+		m := member{name: k, val: v}
+		if bytes.IndexByte(k, '\\') >= 0 {
+			var s string
+			q := make([]byte, 0, len(k)+2)
+			q = append(append(append(q, '"'), k...), '"')
+			if json.Unmarshal(q, &s) != nil {
+				return nil, invalid("", "request body must be valid JSON")
+			}
+			m.name, m.escaped = []byte(s), true
+		}
+		rq.add(m, &index)
+	}
+	if it.Bad() {
+		return nil, invalid("", "request body must be a JSON object")
+	}
+
+	raw := rq.get("model")
+	if raw == nil {
 		return nil, invalid("model", "you must provide a model parameter")
 	}
 	if err := json.Unmarshal(raw, &rq.model); err != nil || rq.model == "" {
 		return nil, invalid("model", "model must be a non-empty string")
 	}
-	if raw, ok := fields["stream"]; ok && !isNull(raw) {
-		if err := json.Unmarshal(raw, &rq.stream); err != nil {
-			return nil, invalid("stream", "stream must be a boolean")
-		}
+	switch raw := rq.get("stream"); string(raw) {
+	case "", "null", "false":
+	case "true":
+		rq.stream = true
+	default:
+		return nil, invalid("stream", "stream must be a boolean")
 	}
 	if rq.stream && ep == embeddings {
 		return nil, invalid("stream", "embeddings cannot be streamed")
 	}
-	if raw, ok := fields["stream_options"]; ok && !isNull(raw) {
+	if raw := rq.get("stream_options"); raw != nil && string(raw) != "null" {
 		if !rq.stream {
 			return nil, invalid("stream_options", "stream_options is only allowed when stream is true")
 		}
@@ -102,12 +143,47 @@ func parseRequest(body []byte, ep endpoint) (*clientRequest, error) {
 		rq.continuousOK = so.ContinuousUsageStats != nil && *so.ContinuousUsageStats
 	}
 	for _, f := range [...]string{"messages", "prompt", "input"} {
-		rq.promptBytes += len(fields[f])
+		rq.promptBytes += len(rq.get(f))
 	}
 	return rq, nil
 }
 
-func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+// add appends m, or replaces the value of an earlier member of that name.
+func (rq *clientRequest) add(m member, index *map[string]int) {
+	const linear = 32
+	if *index == nil && len(rq.members) < linear {
+		for i := range rq.members {
+			if bytes.Equal(rq.members[i].name, m.name) {
+				rq.members[i] = m
+				return
+			}
+		}
+		rq.members = append(rq.members, m)
+		return
+	}
+	if *index == nil {
+		*index = make(map[string]int, 2*linear)
+		for i, x := range rq.members {
+			(*index)[string(x.name)] = i
+		}
+	}
+	if i, ok := (*index)[string(m.name)]; ok {
+		rq.members[i] = m
+		return
+	}
+	(*index)[string(m.name)] = len(rq.members)
+	rq.members = append(rq.members, m)
+}
+
+// get returns the raw value of the member name, nil when absent.
+func (rq *clientRequest) get(name string) []byte {
+	for i := range rq.members {
+		if string(rq.members[i].name) == name {
+			return rq.members[i].val
+		}
+	}
+	return nil
+}
 
 // upstreamBody is what the rewrite adds to a request.
 type upstreamBody struct {
@@ -117,36 +193,35 @@ type upstreamBody struct {
 	withPrio  bool // put priority in the body
 }
 
-// encode writes the upstream body: the client's fields minus the stripped
-// ones, with model, cache_salt, stream_options and priority set by the
-// gateway. Keys are written in sorted order.
+// encode writes the upstream body: the client's members in their order,
+// minus the stripped ones, with model, stream_options, cache_salt and
+// priority set by the gateway.
 func (rq *clientRequest) encode(u upstreamBody) []byte {
-	keys := make([]string, 0, len(rq.fields)+3)
-	for k := range rq.fields {
-		switch k {
+	size := 128 + len(u.model) + len(u.cacheSalt)
+	for _, m := range rq.members {
+		size += len(m.name) + len(m.val) + 4
+	}
+	b := make([]byte, 0, size)
+	b = append(b, `{"model":`...)
+	b = appendJSONString(b, u.model)
+	for _, m := range rq.members {
+		switch string(m.name) {
 		case "model", "stream_options":
 			continue
 		}
-		if slices.Contains(strippedFields, k) {
+		if slices.Contains(strippedFields, string(m.name)) {
 			continue
 		}
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	size := 64 + len(u.model) + len(u.cacheSalt)
-	for _, k := range keys {
-		size += len(k) + len(rq.fields[k]) + 4
-	}
-	b := make([]byte, 0, size)
-	b = append(b, '{')
-	b = appendJSONString(b, "model")
-	b = append(b, ':')
-	b = appendJSONString(b, u.model)
-	for _, k := range keys {
 		b = append(b, ',')
-		b = appendJSONString(b, k)
+		if m.escaped {
+			b = appendJSONString(b, string(m.name))
+		} else {
+			b = append(b, '"')
+			b = append(b, m.name...)
+			b = append(b, '"')
+		}
 		b = append(b, ':')
-		b = append(b, rq.fields[k]...)
+		b = append(b, m.val...)
 	}
 	if rq.stream {
 		b = append(b, `,"stream_options":{"include_usage":true`...)

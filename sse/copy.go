@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"io"
 	"sync"
+
+	"github.com/go-llmflow/llmflow/internal/jsonscan"
 )
 
 // Options configure Copy. The zero value drops the final usage chunk,
@@ -229,7 +231,7 @@ func inspect(data []byte) (c chunk) {
 		c.done = true
 		return c
 	}
-	if i := skipWS(data, 0); i >= len(data) || data[i] != '{' {
+	if i := jsonscan.SkipWS(data, 0); i >= len(data) || data[i] != '{' {
 		return c // not a JSON object: forward as it is
 	}
 	slow := false
@@ -257,12 +259,12 @@ func inspect(data []byte) (c chunk) {
 // inspectSlow classifies data by walking its top-level members. Malformed
 // JSON gives a zero chunk (an ordinary event, forwarded as it is).
 func inspectSlow(data []byte) (c chunk) {
-	it, ok := newObjIter(data)
+	it, ok := jsonscan.NewObject(data)
 	if !ok {
 		return chunk{}
 	}
 	for {
-		k, v, more := it.next()
+		k, v, more := it.Next()
 		if !more {
 			break
 		}
@@ -270,7 +272,7 @@ func inspectSlow(data []byte) (c chunk) {
 		case "choices":
 			c.choices, c.emptyChoices = false, false
 			if len(v) > 0 && v[0] == '[' {
-				i := skipWS(v, 1)
+				i := jsonscan.SkipWS(v, 1)
 				c.emptyChoices = i < len(v) && v[i] == ']'
 				c.choices = !c.emptyChoices
 			}
@@ -280,7 +282,7 @@ func inspectSlow(data []byte) (c chunk) {
 			c.isError = string(v) != "null"
 		}
 	}
-	if it.bad {
+	if it.Bad() {
 		return chunk{}
 	}
 	return c

@@ -1,0 +1,163 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/gateway"
+	"github.com/go-llmflow/llmflow/store"
+)
+
+const benchAnswer = `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"sim/llama","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there."},"finish_reason":"stop"}],"usage":{"prompt_tokens":21,"completion_tokens":3,"total_tokens":24}}`
+
+const benchBody = `{"model":"m","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Say hello in two words."}],"max_tokens":16,"temperature":0}`
+
+// BenchmarkOverhead interleaves, on one client and its keep-alive
+// connections, a request straight to an instant upstream, one through the
+// gateway (SQLite store, auth, accounting and metrics on) and one through a
+// bare httputil.ReverseProxy, and reports the percentiles of each and of
+// what each adds to the direct request of the same iteration.
+//
+//	go test -run '^$' -bench Overhead -benchtime 20000x ./gateway
+func BenchmarkOverhead(b *testing.B) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, benchAnswer)
+	}))
+	defer upstream.Close()
+
+	dir := b.TempDir()
+	os.WriteFile(filepath.Join(dir, "master.key"), []byte("bench-master\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "vllm.key"), []byte("bench-upstream\n"), 0o600)
+	src := fmt.Sprintf(`
+master_key_file = "master.key"
+org "a" {
+  share = 1
+  team "t" {}
+}
+pool "p" { capacity = 64 }
+model "m" {
+  upstream_model = "sim/llama"
+  pool           = "p"
+  key_file       = "vllm.key"
+  cost {
+    input_per_mtok  = 0.02
+    output_per_mtok = 0.2
+  }
+  upstream "u" { base_url = %q }
+}
+store { path = "bench.db" }
+limits { auth_failures_per_minute = 0 }
+`, upstream.URL)
+	cfg, err := config.Parse(filepath.Join(dir, "gateway.hcl"), []byte(src))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	db, err := store.OpenSQLite(ctx, cfg.Store.Path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	gw, err := gateway.New(gateway.Options{Config: cfg, Keys: db, Records: db})
+	if err != nil {
+		b.Fatal(err)
+	}
+	gwSrv := httptest.NewServer(gw)
+	defer gwSrv.Close()
+	defer gw.Close(ctx)
+	_, key, err := gw.CreateKey(httptest.NewRequest("POST", "/admin/keys", nil), gateway.KeyRequest{Team: "t", Name: "bench"},
+		gateway.Principal{Name: "bench", Role: gateway.RoleProxyAdmin})
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	target, _ := url.Parse(upstream.URL)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rpSrv := httptest.NewServer(rp)
+	defer rpSrv.Close()
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8, DisableCompression: true}}
+	do := func(u, auth string) time.Duration {
+		req, _ := http.NewRequest(http.MethodPost, u+"/v1/chat/completions", strings.NewReader(benchBody))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", auth)
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		d := time.Since(start)
+		if resp.StatusCode != http.StatusOK {
+			b.Fatalf("%s: status %d", u, resp.StatusCode)
+		}
+		return d
+	}
+	// warm every connection and the key cache
+	for range 50 {
+		do(upstream.URL, "Bearer bench-upstream")
+		do(gwSrv.URL, "Bearer "+key)
+		do(rpSrv.URL, "Bearer bench-upstream")
+	}
+
+	direct := make([]time.Duration, 0, b.N)
+	viaGW := make([]time.Duration, 0, b.N)
+	viaRP := make([]time.Duration, 0, b.N)
+	addGW := make([]time.Duration, 0, b.N)
+	addRP := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		// rotate the order so no path always runs first
+		var d, g, r time.Duration
+		switch i % 3 {
+		case 0:
+			d = do(upstream.URL, "Bearer bench-upstream")
+			g = do(gwSrv.URL, "Bearer "+key)
+			r = do(rpSrv.URL, "Bearer bench-upstream")
+		case 1:
+			g = do(gwSrv.URL, "Bearer "+key)
+			r = do(rpSrv.URL, "Bearer bench-upstream")
+			d = do(upstream.URL, "Bearer bench-upstream")
+		default:
+			r = do(rpSrv.URL, "Bearer bench-upstream")
+			d = do(upstream.URL, "Bearer bench-upstream")
+			g = do(gwSrv.URL, "Bearer "+key)
+		}
+		direct, viaGW, viaRP = append(direct, d), append(viaGW, g), append(viaRP, r)
+		addGW, addRP = append(addGW, g-d), append(addRP, r-d)
+	}
+	b.StopTimer()
+	report := func(name string, ds []time.Duration) {
+		slices.Sort(ds)
+		p := func(q float64) float64 { return float64(ds[int(q*float64(len(ds)-1))]) / 1e3 }
+		b.ReportMetric(p(0.50), name+"-p50-µs")
+		b.ReportMetric(p(0.99), name+"-p99-µs")
+	}
+	report("direct", direct)
+	report("gateway", viaGW)
+	report("proxy", viaRP)
+	report("gw-added", addGW)
+	report("proxy-added", addRP)
+	if err := gw.Close(ctx); err != nil {
+		b.Fatal(err)
+	}
+	w, f, dr := gw.Recorder().Counts()
+	if f != 0 || dr != 0 || w < uint64(b.N) {
+		b.Fatalf("accounting: written %d failed %d dropped %d for %d requests", w, f, dr, b.N)
+	}
+}

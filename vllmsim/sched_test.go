@@ -2,6 +2,7 @@ package vllmsim
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -118,6 +119,9 @@ func TestPreemptionVictimLargestPriorityArrivalAndSelf(t *testing.T) {
 	for s.HasWork() {
 		r := s.Step()
 		mustInv(t, s)
+		if slices.Contains(r.Admitted, c.ID) && (c.Blocks != 2 || r.PrefillTokens != 5 || c.Admissions != 2) {
+			t.Fatalf("re-admitted c: %d blocks, %d prefill tokens in step, %d admissions", c.Blocks, r.PrefillTokens, c.Admissions)
+		}
 		for _, e := range r.Emitted {
 			if e.Index != emitted[e.ID] {
 				t.Fatalf("seq %d emitted index %d, want %d", e.ID, e.Index, emitted[e.ID])
@@ -127,6 +131,9 @@ func TestPreemptionVictimLargestPriorityArrivalAndSelf(t *testing.T) {
 		if s.Steps() > 100 {
 			t.Fatal("no progress")
 		}
+	}
+	if c.Admissions != 2 || b.Admissions != 2 || a.Preemptions != 0 {
+		t.Fatalf("admissions c %d b %d, a preempted %d times", c.Admissions, b.Admissions, a.Preemptions)
 	}
 	for _, q := range []*Seq{a, b, c} {
 		if emitted[q.ID] != q.MaxTokens || q.State != SeqFinished {

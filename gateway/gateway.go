@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -217,6 +218,7 @@ func New(o Options) (*Gateway, error) {
 	}
 
 	g.m = newMetrics(g.reg)
+
 	size := o.KeyCacheSize
 	if size <= 0 {
 		size = 100_000
@@ -234,7 +236,7 @@ func New(o Options) (*Gateway, error) {
 	}
 
 	for _, p := range cfg.Pools {
-		pl := &pool{name: p.Name, capacity: p.Capacity}
+		pl := &pool{name: p.Name, capacity: p.Capacity, upstreamSeconds: g.m.upstream.WithLabelValues(p.Name)}
 		if p.Scheduler == "priority" {
 			pl.prioBody = p.PriorityVia == "body" || p.PriorityVia == "both"
 			pl.prioHdr = p.PriorityVia == "header" || p.PriorityVia == "both"
@@ -273,7 +275,9 @@ func New(o Options) (*Gateway, error) {
 			}
 			u := &upstream{name: uc.Name, b: b}
 			for ep := chatCompletions; ep <= embeddings; ep++ {
-				u.urls[ep] = base + ep.path()
+				if u.urls[ep], err = url.Parse(base + ep.path()); err != nil {
+					return nil, fmt.Errorf("model %q upstream %q: %w", mc.Name, uc.Name, err)
+				}
 			}
 			if key != "" {
 				u.authHdr = []string{"Bearer " + key}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -86,21 +87,42 @@ func (g *Gateway) inference(ep endpoint) handler {
 
 // readBody reads the whole body, refusing more than limit bytes.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	if r.ContentLength > limit {
-		return nil, llmflow.Errorf(llmflow.ETOOLARGE, "request body larger than %d bytes", limit)
-	}
-	n := r.ContentLength
-	if n < 0 || n > 1<<20 {
-		n = 4096
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, n+1))
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
-	var mbe *http.MaxBytesError
+	b, err := readAll(r.Body, r.ContentLength, limit)
 	switch {
-	case errors.As(err, &mbe):
+	case errors.Is(err, errTooLong):
 		return nil, llmflow.Errorf(llmflow.ETOOLARGE, "request body larger than %d bytes", limit)
 	case err != nil:
 		return nil, &llmflow.Error{Code: llmflow.EINVALID, Message: "could not read the request body", Err: err}
+	}
+	return b, nil
+}
+
+var errTooLong = errors.New("body over the size limit")
+
+// readAll reads a body of announced length n (-1 = unknown) up to limit
+// bytes: into an exact buffer when n is known, growing otherwise.
+func readAll(r io.Reader, n, limit int64) ([]byte, error) {
+	if n > limit {
+		return nil, errTooLong
+	}
+	if n >= 0 {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return nil, err
+		}
+		var one [1]byte
+		if m, _ := r.Read(one[:]); m > 0 {
+			return nil, errors.New("body longer than its Content-Length")
+		}
+		return b, nil
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, 4096))
+	m, err := buf.ReadFrom(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if m > limit {
+		return nil, errTooLong
 	}
 	return buf.Bytes(), nil
 }
@@ -162,11 +184,7 @@ func (g *Gateway) roundTrip(ctx context.Context, ep endpoint, x *exchange, body 
 			g.m.retries.WithLabelValues(pl.name, up.name).Inc()
 		}
 		tried = append(tried, up)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, up.urls[ep], bytes.NewReader(body))
-		if err != nil {
-			return nil, &llmflow.Error{Code: llmflow.EINTERNAL, Message: "internal error", Err: err}
-		}
-		h := make(http.Header, 4)
+		h := make(http.Header, 5)
 		h["Content-Type"] = hdrJSON
 		h["Accept"] = hdrJSON
 		if x.rq.stream {
@@ -179,7 +197,7 @@ func (g *Gateway) roundTrip(ctx context.Context, ep endpoint, x *exchange, body 
 		if pl.prioHdr {
 			h["X-Vllm-Priority"] = priorityHeader(x.ticket.Priority)
 		}
-		req.Header = h
+		req := newUpstreamRequest(ctx, up.urls[ep], h, body)
 		if x.sentUp.IsZero() {
 			x.sentUp = now
 		}
@@ -218,6 +236,25 @@ func (g *Gateway) roundTrip(ctx context.Context, ep endpoint, x *exchange, body 
 		return nil, withRetryAfter(llmflow.Errorf(llmflow.EUNAVAILABLE, "no healthy upstream for model %q", rt.name), g.cfg.Health.Cooldown)
 	}
 	return nil, lastErr
+}
+
+// newUpstreamRequest builds a POST of body to u without parsing u again.
+func newUpstreamRequest(ctx context.Context, u *url.URL, h http.Header, body []byte) *http.Request {
+	req := &http.Request{
+		Method:        http.MethodPost,
+		URL:           u,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        h,
+		Host:          u.Host,
+		ContentLength: int64(len(body)),
+		Body:          io.NopCloser(bytes.NewReader(body)),
+		GetBody: func() (io.ReadCloser, error) {
+			return io.NopCloser(bytes.NewReader(body)), nil
+		},
+	}
+	return req.WithContext(ctx)
 }
 
 func priorityHeader(p int) []string {
@@ -310,14 +347,9 @@ func (g *Gateway) estimate(x *exchange, deltas int64) {
 // relayBody forwards a complete JSON answer, capped in size.
 func (g *Gateway) relayBody(w http.ResponseWriter, r *http.Request, x *exchange, resp *http.Response) error {
 	limit := g.cfg.Limits.MaxResponseBytes
-	n := resp.ContentLength
-	if n < 0 || n > 1<<20 {
-		n = 16 << 10
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, n+1))
-	_, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1))
+	b, err := readAll(resp.Body, resp.ContentLength, limit)
 	x.upDone = g.now()
-	if err != nil {
+	if err != nil && !errors.Is(err, errTooLong) {
 		if r.Context().Err() != nil {
 			x.rec.Outcome, x.rec.Status = llmflow.OutcomeClientGone, statusClientGone
 			g.estimate(x, 0)
@@ -329,14 +361,13 @@ func (g *Gateway) relayBody(w http.ResponseWriter, r *http.Request, x *exchange,
 		x.rec.Status = statusOf(e)
 		return e
 	}
-	if int64(buf.Len()) > limit {
+	if err != nil {
 		x.rec.Outcome = llmflow.OutcomeUpstreamError
 		g.estimate(x, 0)
 		e := llmflow.Errorf(llmflow.EUPSTREAM, "the upstream answer is larger than %d bytes", limit)
 		x.rec.Status = statusOf(e)
 		return e
 	}
-	b := buf.Bytes()
 	if u, ok := sse.ParseUsage(b); ok {
 		x.setUsage(u)
 	} else {
@@ -446,7 +477,7 @@ func (g *Gateway) finish(x *exchange) {
 		if upEnd.IsZero() {
 			upEnd = end
 		}
-		g.m.upstream.WithLabelValues(rec.Pool).Observe(upEnd.Sub(x.sentUp).Seconds())
+		x.rt.pool.upstreamSeconds.Observe(upEnd.Sub(x.sentUp).Seconds())
 		g.m.overhead.Observe((x.sentUp.Sub(x.start) + end.Sub(upEnd)).Seconds())
 	}
 	if g.rec != nil {

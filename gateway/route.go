@@ -1,9 +1,12 @@
 package gateway
 
 import (
+	"net/url"
+
 	"context"
 	"crypto/tls"
 	"errors"
+	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"net"
 	"net/http"
@@ -15,11 +18,12 @@ import (
 
 // pool is a set of engines sharing one capacity and one transport.
 type pool struct {
-	name      string
-	capacity  int
-	prioBody  bool // send the priority in the body
-	prioHdr   bool // send X-Vllm-Priority
-	transport http.RoundTripper
+	name            string
+	capacity        int
+	prioBody        bool // send the priority in the body
+	prioHdr         bool // send X-Vllm-Priority
+	transport       http.RoundTripper
+	upstreamSeconds prometheus.Observer
 }
 
 // route is a client-facing model: where its requests go and what they cost.
@@ -37,8 +41,8 @@ type route struct {
 // engine (one vLLM serving two model names): they share its backend state.
 type upstream struct {
 	name    string
-	urls    [3]string // per endpoint
-	authHdr []string  // "Bearer <key>", nil = none
+	urls    [3]*url.URL // per endpoint, parsed once
+	authHdr []string    // "Bearer <key>", nil = none
 	b       *backend
 }
 

@@ -41,8 +41,8 @@ type SQLite struct {
 	write *sql.DB
 	read  *sql.DB
 
-	keyByHash    *sql.Stmt // on read
-	insertRecord *sql.Stmt // on write
+	keyByHash     *sql.Stmt // on read
+	insertRecords *sql.Stmt // on write, recordsPerInsert rows
 
 	closeOnce sync.Once
 	closeErr  error
@@ -133,7 +133,7 @@ func openSQLite(ctx context.Context, path string) (_ *SQLite, err error) {
 	if s.keyByHash, err = s.read.PrepareContext(ctx, `SELECT `+keyColumns+` FROM keys WHERE hash = ?`); err != nil {
 		return nil, err
 	}
-	if s.insertRecord, err = s.write.PrepareContext(ctx, insertRecordSQL); err != nil {
+	if s.insertRecords, err = s.write.PrepareContext(ctx, insertRecordsSQL(recordsPerInsert)); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -214,7 +214,7 @@ func (s *SQLite) Ping(ctx context.Context) error {
 func (s *SQLite) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
-		for _, st := range []*sql.Stmt{s.keyByHash, s.insertRecord} {
+		for _, st := range []*sql.Stmt{s.keyByHash, s.insertRecords} {
 			if st != nil {
 				errs = append(errs, st.Close())
 			}
@@ -381,11 +381,42 @@ func scanKey(row rowScanner) (llmflow.Key, error) {
 	return k, nil
 }
 
-const insertRecordSQL = `INSERT OR IGNORE INTO records (
+// recordColumns is the number of columns insertRecordsSQL binds per row.
+const recordColumns = 20
+
+// recordsPerInsert is how many rows one INSERT carries: a batch goes in
+// as few statements as possible, which is where the write throughput
+// comes from (the per-statement cost of the driver dominates a one-row
+// insert). 64 rows × 20 columns stays far under SQLite's bound of 32766
+// parameters.
+const recordsPerInsert = 64
+
+// insertRecordsSQL is an INSERT of n rows.
+func insertRecordsSQL(n int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT OR IGNORE INTO records (
 	request_id, time, key_id, project, team, org, model, pool, upstream,
 	prompt_tokens, completion_tokens, cached_tokens, gpu_hours,
 	status, outcome, estimated, stream, priority, latency_us, ttfb_us
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+) VALUES `)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+	}
+	return b.String()
+}
+
+// recordArgs appends r's column values in insertRecordsSQL's order.
+func recordArgs(args []any, r *llmflow.Record) []any {
+	return append(args,
+		r.RequestID, toMicros(r.Time), r.KeyID, r.Project, r.Team, r.Org, r.Model, r.Pool, r.Upstream,
+		r.PromptTokens, r.CompletionTokens, r.CachedTokens, r.GPUHours,
+		r.Status, string(r.Outcome), r.Estimated, r.Stream, r.Priority,
+		r.Latency.Microseconds(), r.TTFB.Microseconds(),
+	)
+}
 
 // WriteRecords stores rs in one transaction. A record whose RequestID is
 // already stored (by this or an earlier call) is skipped: the first write
@@ -411,18 +442,25 @@ func (s *SQLite) WriteRecords(ctx context.Context, rs []llmflow.Record) (err err
 		return err
 	}
 	defer tx.Rollback()
-	st := tx.StmtContext(ctx, s.insertRecord)
-	defer st.Close()
-	for i := range rs {
-		r := &rs[i]
-		if _, err := st.ExecContext(ctx,
-			r.RequestID, toMicros(r.Time), r.KeyID, r.Project, r.Team, r.Org, r.Model, r.Pool, r.Upstream,
-			r.PromptTokens, r.CompletionTokens, r.CachedTokens, r.GPUHours,
-			r.Status, string(r.Outcome), r.Estimated, r.Stream, r.Priority,
-			r.Latency.Microseconds(), r.TTFB.Microseconds(),
-		); err != nil {
-			return fmt.Errorf("record %s: %w", r.RequestID, err)
+	full := tx.StmtContext(ctx, s.insertRecords)
+	defer full.Close()
+	args := make([]any, 0, recordsPerInsert*recordColumns)
+	for len(rs) > 0 {
+		n := min(len(rs), recordsPerInsert)
+		args = args[:0]
+		for i := range n {
+			args = recordArgs(args, &rs[i])
 		}
+		var err error
+		if n == recordsPerInsert {
+			_, err = full.ExecContext(ctx, args...)
+		} else {
+			_, err = tx.ExecContext(ctx, insertRecordsSQL(n), args...)
+		}
+		if err != nil {
+			return fmt.Errorf("records %s…: %w", rs[0].RequestID, err)
+		}
+		rs = rs[n:]
 	}
 	return tx.Commit()
 }

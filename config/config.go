@@ -129,17 +129,21 @@ type FairShare struct {
 
 // Limits bound what a client can make the gateway do.
 type Limits struct {
-	MaxBodyBytes          int64         // request body, default 8 MiB
-	MaxHeaderBytes        int           // default 64 KiB
-	MaxResponseBytes      int64         // non-streaming upstream answer, default 64 MiB
-	ReadHeaderTimeout     time.Duration // default 10s
-	ReadTimeout           time.Duration // whole request read, default 60s
-	IdleTimeout           time.Duration // keep-alive, default 120s
-	MaxRequestDuration    time.Duration // whole request including the upstream, default 30m
-	ConnectTimeout        time.Duration // upstream dial, default 5s
-	ResponseHeaderTimeout time.Duration // upstream first byte, default 10m (prefill under load)
-	Retries               int           // upstream attempts after the first, before the first byte; default 2, 0 disables, at most 100
-	AuthFailuresPerMinute int           // per client network, default 60, 0 disables
+	MaxBodyBytes       int64         // request body, default 8 MiB
+	MaxHeaderBytes     int           // default 64 KiB
+	MaxResponseBytes   int64         // non-streaming upstream answer, default 64 MiB
+	ReadHeaderTimeout  time.Duration // default 10s
+	ReadTimeout        time.Duration // whole request read, default 60s
+	IdleTimeout        time.Duration // keep-alive, default 120s
+	MaxRequestDuration time.Duration // whole request including the upstream, default 30m
+	ConnectTimeout     time.Duration // upstream dial, default 5s
+	// ResponseHeaderTimeout bounds the wait for an upstream's response headers
+	// (for a non-streaming request: the whole generation). 0, the default,
+	// sets no separate bound: MaxRequestDuration covers it, and a timer per
+	// request is saved on the hot path.
+	ResponseHeaderTimeout time.Duration
+	Retries               int // upstream attempts after the first, before the first byte; default 2, 0 disables, at most 100
+	AuthFailuresPerMinute int // per client network, default 60, 0 disables
 }
 
 // Health configures active upstream health checks.

@@ -414,7 +414,6 @@ func (d *decoder) decodeLimits(b *hcl.Block) {
 		IdleTimeout:           120 * time.Second,
 		MaxRequestDuration:    30 * time.Minute,
 		ConnectTimeout:        5 * time.Second,
-		ResponseHeaderTimeout: 10 * time.Minute,
 		Retries:               2,
 		AuthFailuresPerMinute: 60,
 	}

@@ -74,7 +74,6 @@ func defaults(filename string) config.Config {
 			IdleTimeout:           120 * time.Second,
 			MaxRequestDuration:    30 * time.Minute,
 			ConnectTimeout:        5 * time.Second,
-			ResponseHeaderTimeout: 10 * time.Minute,
 			Retries:               2,
 			AuthFailuresPerMinute: 60,
 		},

@@ -1,10 +1,6 @@
 package sse
 
-import (
-	"encoding/json"
-
-	"github.com/go-llmflow/llmflow/internal/jsonscan"
-)
+import "github.com/go-llmflow/llmflow/internal/jsonscan"
 
 // Usage is the token usage of one request, as the engine reported it.
 // Fields the engine left out are 0; TotalTokens is not computed.
@@ -20,14 +16,16 @@ type Usage struct {
 
 // ParseUsage extracts the top-level "usage" object of a JSON response body
 // (a non-streaming chat, completion or embeddings answer). ok is false when
-// the body is not valid JSON, is not an object, or has no "usage" object
-// ("usage":null included). If "usage" appears several times the last one
-// wins. Token counts that are not JSON integers (or overflow int64) count
-// as 0.
+// the body is not an object or has no "usage" object ("usage":null
+// included). If "usage" appears several times the last one wins. Token
+// counts that are not JSON integers (or overflow int64) count as 0.
+//
+// It is lenient, like the stream path: the body is walked, not validated,
+// since the gateway forwards it as it is either way. A body that is not
+// well-formed JSON may still yield the usage the walk finds (malformed
+// members before it make it fail); on valid JSON it agrees with
+// encoding/json.
 func ParseUsage(body []byte) (u Usage, ok bool) {
-	if !json.Valid(body) {
-		return Usage{}, false
-	}
 	it, ok := jsonscan.NewObject(body)
 	if !ok {
 		return Usage{}, false

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The test command: sets up what the tests need on a fresh Debian machine
+# (as root, with apt-get), then runs every test with the race detector.
+#
+#   scripts/test.sh              # everything
+#   scripts/test.sh ./gateway    # some packages (extra args go to go test)
+#
+# Nothing is skipped silently: a test that needs something missing fails
+# and says what to install. To skip the npm SDK test on purpose, set
+# LLMFLOW_SKIP_NODE_SDK=1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '== %s\n' "$*" >&2; }
+die() { printf 'scripts/test.sh: %s\n' "$*" >&2; exit 1; }
+
+command -v go >/dev/null || die "Go is not installed (need Go 1.26): see https://go.dev/dl/"
+
+apt_install() {
+	[ "$(id -u)" = 0 ] || die "need root to apt-get install $*; install it yourself or run as root"
+	log "apt-get install $*"
+	if [ -z "${_APT_UPDATED:-}" ]; then
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+		_APT_UPDATED=1
+	fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# Node.js and the official openai npm package, for the SDK end-to-end test.
+setup_node_sdk() {
+	if [ "${LLMFLOW_SKIP_NODE_SDK:-}" = 1 ]; then
+		log "LLMFLOW_SKIP_NODE_SDK=1: the npm SDK test will be skipped"
+		return
+	fi
+	command -v node >/dev/null && command -v npm >/dev/null || apt_install nodejs npm
+	local dir=testdata/sdk/node
+	if [ ! -f "$dir/node_modules/openai/package.json" ] ||
+		[ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+		log "npm ci in $dir"
+		(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) || die "npm ci failed in $dir"
+	fi
+}
+
+setup_node_sdk
+
+log "go test -race ${*:-./...}"
+go test -race -count=1 -timeout 20m "${@:-./...}"

@@ -1,5 +1,5 @@
 # llmflow gateway: two institutions share a 4-node HGX B300 cluster.
-# Validate with: llmflow-gateway check-config -c examples/gateway.hcl
+# Validate with: llmflow check-config -c examples/gateway.hcl
 master_key_file = "/etc/llmflow/master.key"
 
 org "etabA" {

@@ -1,7 +1,11 @@
-package vllmsim
+package sdkcheck_test
 
 import (
+	"net/http/httptest"
+	"time"
+
 	"errors"
+	"github.com/go-llmflow/llmflow/vllmsim"
 	"strings"
 	"testing"
 
@@ -10,8 +14,15 @@ import (
 )
 
 // The official Go SDK parses every response shape the simulator produces.
+const testModel = "sim/llama"
+
 func TestOpenAISDK(t *testing.T) {
-	s, hs := newTestServer(t, Config{APIKey: "k"})
+	s := vllmsim.New(vllmsim.Config{APIKey: "k", StepInterval: time.Millisecond})
+	hs := httptest.NewServer(s)
+	t.Cleanup(func() {
+		s.Close()
+		hs.Close()
+	})
 	client := openai.NewClient(
 		option.WithBaseURL(hs.URL+"/v1/"),
 		option.WithUnsafeAllowHTTP(),
@@ -24,7 +35,7 @@ func TestOpenAISDK(t *testing.T) {
 		Model:     testModel,
 		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello there, simulator")},
 		MaxTokens: openai.Int(3),
-	}, option.WithHeader(PriorityHeader, "4"))
+	}, option.WithHeader(vllmsim.PriorityHeader, "4"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -192,3 +192,71 @@ func TestRevokedKeyRefused(t *testing.T) {
 		t.Fatalf("revoked key: %d %s", resp.StatusCode, b)
 	}
 }
+
+// A key revoked elsewhere (another gateway, the store directly) stops
+// working once its cache entry goes stale; a store outage keeps a stale
+// valid key serving.
+func TestStaleCacheEntryIsRefreshed(t *testing.T) {
+	keys := newFakeKeys()
+	a := newTestAuth(keys, 1)
+	secret, k := addKey(t, keys)
+	ctx := context.Background()
+	now := time.Unix(1_800_000_000, 0)
+	if _, err := a.authenticate(ctx, "Bearer "+secret, "192.0.2.1:1", now); err != nil {
+		t.Fatal(err)
+	}
+	// store outage after expiry: the stale entry keeps serving
+	keys.fail = errors.New("database is locked")
+	if _, err := a.authenticate(ctx, "Bearer "+secret, "192.0.2.1:1", now.Add(2*time.Minute)); err != nil {
+		t.Fatalf("stale key during a store outage: %v", err)
+	}
+	keys.fail = nil
+	keys.RevokeKey(ctx, k.ID, now)
+	if _, err := a.authenticate(ctx, "Bearer "+secret, "192.0.2.1:1", now.Add(30*time.Second)); err != nil {
+		t.Fatalf("fresh cache entry should still serve: %v", err)
+	}
+	if _, err := a.authenticate(ctx, "Bearer "+secret, "192.0.2.1:1", now.Add(3*time.Minute)); !errors.Is(err, errBadKey) {
+		t.Fatalf("revoked key after the cache TTL: %v, want refused", err)
+	}
+	if a.hits.len() != 0 {
+		t.Error("revoked key still in the valid-key cache")
+	}
+}
+
+func TestStoreOutageIsUnavailableNotUnauthorized(t *testing.T) {
+	keys := newFakeKeys()
+	keys.fail = errors.New("connection refused")
+	a := newTestAuth(keys, 60)
+	_, err := a.authenticate(context.Background(), "Bearer llmf-"+strings.Repeat("a", 64), "192.0.2.1:1", time.Now())
+	if llmflow.ErrorCode(err) != llmflow.EUNAVAILABLE {
+		t.Fatalf("%v, want unavailable", err)
+	}
+	if strings.Contains(llmflow.ErrorMessage(err), "refused") {
+		t.Error("internal error detail in the public message")
+	}
+}
+
+func TestBearer(t *testing.T) {
+	for in, want := range map[string]string{
+		"Bearer abc": "abc", "bearer abc": "abc", "BEARER  abc ": "abc",
+		"Basic abc": "", "Bearer": "", "": "", "Bearerabc": "",
+	} {
+		if got, _ := bearer(in); got != want {
+			t.Errorf("bearer(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestClientNetwork(t *testing.T) {
+	for in, want := range map[string]string{
+		"192.0.2.1:5":              "192.0.2.1/32",
+		"[::ffff:192.0.2.1]:5":     "192.0.2.1/32",
+		"[2001:db8:a:b:c:d:e:f]:5": "2001:db8:a:b::/64",
+		"[fe80::1%eth0]:5":         "fe80::/64",
+		"[2001:db8:a:b::1]:443":    "2001:db8:a:b::/64",
+	} {
+		if got := clientNetwork(in).String(); got != want {
+			t.Errorf("clientNetwork(%q) = %s, want %s", in, got, want)
+		}
+	}
+}

@@ -125,13 +125,14 @@ type Gateway struct {
 	salts    map[string]string // organisation → cache_salt
 	teams    map[string]config.Team
 
-	health  *healthChecker
-	mux     *http.ServeMux
-	reqSeq  atomic.Uint64
-	reqPfx  string
-	started time.Time
-	cancel  context.CancelFunc
-	done    chan struct{}
+	health         *healthChecker
+	metricsHandler http.Handler
+	mux            *http.ServeMux
+	reqSeq         atomic.Uint64
+	reqPfx         string
+	started        time.Time
+	cancel         context.CancelFunc
+	done           chan struct{}
 }
 
 type modelCard struct {
@@ -291,6 +292,7 @@ func New(o Options) (*Gateway, error) {
 		g.models = append(g.models, modelCard{ID: mc.Name, Object: "model", Created: g.started.Unix(), OwnedBy: "llmflow"})
 	}
 	g.registerGauges()
+	g.metricsHandler = promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)})
 
 	if o.Records != nil {
 		g.rec = NewRecorder(o.Records, cfg.Store.QueueSize, cfg.Store.BatchSize, cfg.Store.FlushInterval, g.log)
@@ -480,7 +482,7 @@ func (g *Gateway) serveMetrics(w http.ResponseWriter, r *http.Request) error {
 			return llmflow.Errorf(llmflow.EUNAUTHORIZED, "metrics need Authorization: Bearer <metrics token>")
 		}
 	}
-	promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+	g.metricsHandler.ServeHTTP(w, r)
 	return nil
 }
 

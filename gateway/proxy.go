@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -482,6 +483,12 @@ func (g *Gateway) finish(x *exchange) {
 	}
 	if g.rec != nil {
 		g.rec.Enqueue(*rec)
+	}
+	if g.log.Enabled(context.Background(), slog.LevelDebug) {
+		g.log.Debug("request", "id", rec.RequestID, "key", rec.KeyID, "team", rec.Team, "model", rec.Model,
+			"upstream", rec.Upstream, "status", rec.Status, "outcome", rec.Outcome, "stream", rec.Stream,
+			"prompt", rec.PromptTokens, "completion", rec.CompletionTokens, "cached", rec.CachedTokens,
+			"estimated", rec.Estimated, "priority", rec.Priority, "latency", rec.Latency, "ttfb", rec.TTFB)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-llmflow/llmflow/config"
 )
 
 func TestClientErrors(t *testing.T) {
@@ -288,5 +290,46 @@ func TestResponseSizeCapped(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadGateway {
 		t.Errorf("oversized answer: %d, want 502", resp.StatusCode)
+	}
+}
+
+func TestRetryOnUnavailableAnswer(t *testing.T) {
+	busy := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	ok := newRecordingUpstream(t, nil)
+	e := newEnv(t, []string{busy.srv.URL, ok.srv.URL}, "")
+	for range 4 {
+		resp := e.post(t, "/v1/chat/completions", `{"model":"m","messages":[]}`)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d: a 503 was not retried on the other upstream", resp.StatusCode)
+		}
+	}
+	if len(busy.requests()) == 0 {
+		t.Fatal("the busy upstream was never tried")
+	}
+	req, _ := http.NewRequest("GET", e.srv.URL+"/metrics", nil)
+	resp, _ := e.srv.Client().Do(req)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `llmflow_upstream_retries_total{pool="p",upstream="u1"}`) {
+		t.Errorf("no retry counted:\n%s", b)
+	}
+}
+
+func TestTransportIgnoresEnvironmentProxies(t *testing.T) {
+	tr := newTransport(16, config.Limits{ConnectTimeout: time.Second})
+	if tr.Proxy != nil {
+		t.Fatal("the upstream transport consults a proxy")
+	}
+	if tr.MaxIdleConnsPerHost < 16 {
+		t.Errorf("idle pool %d smaller than the pool's capacity", tr.MaxIdleConnsPerHost)
+	}
+	if !tr.DisableCompression {
+		t.Error("compression on: usage could not be read from compressed answers")
 	}
 }

@@ -1,0 +1,54 @@
+package llmflow
+
+import "fmt"
+
+// Kind is an account's level in the organisation tree.
+type Kind uint8
+
+const (
+	KindOrg     Kind = iota + 1 // an institution: an account directly under Slurm's root
+	KindTeam                    // a lab: a child of an organisation
+	KindProject                 // anything deeper: a project of a team (or of a project)
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindOrg:
+		return "org"
+	case KindTeam:
+		return "team"
+	case KindProject:
+		return "project"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Account is one node of the organisation tree the gateway serves, from
+// the configuration or imported from Slurm. Names are unique across the
+// whole tree (Slurm account names are).
+type Account struct {
+	Name   string
+	Kind   Kind
+	Parent string // "" for an organisation
+
+	// Shares is the account's raw share among its siblings: a fraction
+	// from the configuration or Slurm's integer Fairshare. Siblings are
+	// normalised against each other, so only ratios matter.
+	Shares float64
+	// UseParent is Slurm's Fairshare=parent: the account has no level of
+	// its own; its children compete as if they were its parent's children.
+	UseParent bool
+
+	// Disabled accounts (removed in Slurm, or disabled by an admin) are
+	// kept with their records; their keys stop working at once.
+	Disabled bool
+
+	// Members are the Slurm users with an association in this account.
+	Members []string
+
+	// Source says where the account comes from: "config" or "slurm".
+	Source string
+}
+
+// Accounts is a whole organisation tree, parents before children.
+type Accounts []Account

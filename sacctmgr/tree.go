@@ -1,0 +1,41 @@
+package sacctmgr
+
+// Tree is Slurm's association tree of one cluster, as sacctmgr shows it
+// or slurmdbd stores it. Both sources (package slurmsync) produce a Tree,
+// and the same Slurm state gives equal Trees.
+//
+// Names are as Slurm stores them (lower-cased). Deleted associations are
+// present only when the source listed them (withdeleted, or the deleted
+// column of the database), flagged Deleted.
+type Tree struct {
+	Cluster  string
+	Accounts []Account // parents before children; root first; siblings by name
+	Users    []User    // user associations, in tree order
+}
+
+// Account is an account association (user = ''): one node of the tree.
+type Account struct {
+	Name         string
+	Parent       string // "" for root
+	Description  string
+	Organization string
+	Shares       uint32 // raw Fairshare; meaningless when UseParent
+	UseParent    bool   // Fairshare=parent (2147483647 in the database)
+	Deleted      bool
+}
+
+// User is a user association: a user in an account, on a partition or
+// on all partitions ("").
+type User struct {
+	Name      string
+	Account   string
+	Partition string
+	Shares    uint32
+	UseParent bool
+	Default   bool // the user's default account (is_def, DefaultAccount)
+	Deleted   bool
+}
+
+// ParentShares is the value slurmdbd stores for Fairshare=parent
+// (SLURMDB_FS_USE_PARENT).
+const ParentShares = 0x7FFFFFFF

@@ -13,7 +13,7 @@ type Tree struct {
 	Users    []User    // user associations, in tree order
 }
 
-// Account is an account association (user = ''): one node of the tree.
+// Account is an account association (user = ”): one node of the tree.
 type Account struct {
 	Name         string
 	Parent       string // "" for root

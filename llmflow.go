@@ -150,3 +150,10 @@ func ErrorMessage(err error) string {
 
 // ErrNotFound is returned by stores when a lookup finds nothing.
 var ErrNotFound = &Error{Code: ENOTFOUND, Message: "not found"}
+
+// ShareUsage is the decayed fair-share usage of one account of a pool, as
+// saved so that it survives a restart.
+type ShareUsage struct {
+	Path     []string // organisation, team, project…
+	GPUHours float64
+}

@@ -54,6 +54,12 @@ type Store interface {
 	WriteRecords(ctx context.Context, rs []llmflow.Record) error
 	// Records returns from ≤ Time < to, ordered by Time, then RequestID.
 	Records(ctx context.Context, from, to time.Time) ([]llmflow.Record, error)
+	// SaveShareUsage replaces the saved fair-share usage of a pool and
+	// records when it was taken. EINVALID for a zero time.
+	SaveShareUsage(ctx context.Context, pool string, at time.Time, usage []llmflow.ShareUsage) error
+	// ShareUsage returns a pool's saved usage ordered by path and when it
+	// was saved; nothing and a zero time for a pool never saved.
+	ShareUsage(ctx context.Context, pool string) ([]llmflow.ShareUsage, time.Time, error)
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error
 	// Close releases the store; a second call returns without harm.
@@ -67,6 +73,11 @@ var base = time.Date(2026, 3, 1, 12, 0, 0, 123456000, time.UTC)
 // time it is called.
 func Run(t *testing.T, open func(t *testing.T) Store) {
 	t.Run("Ping", func(t *testing.T) { testPing(t, open(t)) })
+	t.Run("ShareUsage", func(t *testing.T) {
+		t.Run("Never", func(t *testing.T) { testShareUsageNever(t, open(t)) })
+		t.Run("RoundTrip", func(t *testing.T) { testShareUsageRoundTrip(t, open(t)) })
+		t.Run("ErrZeroTime", func(t *testing.T) { testShareUsageZeroTime(t, open(t)) })
+	})
 	t.Run("Close", func(t *testing.T) { testClose(t, open(t)) })
 
 	t.Run("CreateKey", func(t *testing.T) {

@@ -65,14 +65,23 @@ type Pool struct {
 	Name     string
 	Capacity int // C, sustainable concurrency, 1..1048576
 	// Scheduler is "priority" (the default: engines run vLLM's
-	// --scheduling-policy priority and receive a priority with each request)
-	// or "fcfs" (engines without a priority scheduler; no priority is sent).
+	// --scheduling-policy priority and receive the fair-share priority with
+	// each request), "gateway" (engines without a priority scheduler, such
+	// as llama-server or vLLM in FCFS mode: the gateway keeps at most
+	// Capacity requests in flight and queues the rest in (priority,
+	// arrival) order) or "fcfs" (no priority anywhere: the control).
 	Scheduler string
 	// PriorityVia says how the priority reaches a "priority" engine:
 	// "header" (X-Vllm-Priority), "body" (the priority field) or "both"
 	// (the default: vLLM releases before mid-2026 ignore the header).
 	PriorityVia string
-	DefRange    hcl.Range
+	// QueueTimeout is the longest a request waits in a "gateway" queue
+	// before a 503 with Retry-After; default 30s.
+	QueueTimeout time.Duration
+	// QueueSize bounds the "gateway" queue; beyond it requests get a 503 at
+	// once. Default 10000.
+	QueueSize int
+	DefRange  hcl.Range
 }
 
 // Model is a client-facing model name routed to a pool's upstreams.

@@ -20,10 +20,15 @@ import (
 const (
 	DefaultScheduler   = "priority"
 	DefaultPriorityVia = "both"
-	DefaultClass       = "interactive"
-	DefaultStoreKind   = "sqlite"
-	DefaultStorePath   = "llmflow.db"
-	DefaultHealthPath  = "/health"
+	// DefaultQueueTimeout is how long a request may wait in a gateway-side
+	// queue (scheduler = "gateway") before a 503.
+	DefaultQueueTimeout = 30 * time.Second
+	// DefaultQueueSize bounds a gateway-side queue.
+	DefaultQueueSize  = 10000
+	DefaultClass      = "interactive"
+	DefaultStoreKind  = "sqlite"
+	DefaultStorePath  = "llmflow.db"
+	DefaultHealthPath = "/health"
 
 	// MaxCapacity is the largest pool capacity accepted.
 	MaxCapacity = 1 << 20
@@ -234,6 +239,8 @@ var poolSchema = &hcl.BodySchema{
 		{Name: "capacity", Required: true},
 		{Name: "scheduler"},
 		{Name: "priority_via"},
+		{Name: "queue_timeout"},
+		{Name: "queue_size"},
 	},
 }
 
@@ -242,9 +249,12 @@ func (d *decoder) decodePools(blocks hcl.Blocks) {
 	for _, b := range blocks.OfType("pool") {
 		name, ok := d.label(b, "pool", seen)
 		c := d.content(b.Body, poolSchema)
-		p := Pool{Name: name, Scheduler: DefaultScheduler, PriorityVia: DefaultPriorityVia, DefRange: b.DefRange}
+		p := Pool{Name: name, Scheduler: DefaultScheduler, PriorityVia: DefaultPriorityVia,
+			QueueTimeout: DefaultQueueTimeout, QueueSize: DefaultQueueSize, DefRange: b.DefRange}
 		intAttr(d, c.Attributes, "capacity", 1, MaxCapacity, &p.Capacity)
-		d.enum(c.Attributes, "scheduler", &p.Scheduler, "priority", "fcfs")
+		d.enum(c.Attributes, "scheduler", &p.Scheduler, "priority", "fcfs", "gateway")
+		d.duration(c.Attributes, "queue_timeout", &p.QueueTimeout)
+		intAttr(d, c.Attributes, "queue_size", 1, 1<<24, &p.QueueSize)
 		d.enum(c.Attributes, "priority_via", &p.PriorityVia, "both", "header", "body")
 		if ok {
 			d.cfg.Pools = append(d.cfg.Pools, p)

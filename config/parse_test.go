@@ -102,7 +102,7 @@ func TestLoad_Examples(t *testing.T) {
 	gateway := defaults("../examples/gateway.hcl")
 	gateway.MasterKeyFile = "/etc/llmflow/master.key"
 	gateway.Orgs = twoOrgs()
-	gateway.Pools = []config.Pool{{Name: "b300", Capacity: 256, Scheduler: "priority", PriorityVia: "both"}}
+	gateway.Pools = []config.Pool{{Name: "b300", Capacity: 256, Scheduler: "priority", PriorityVia: "both", QueueTimeout: 30 * time.Second, QueueSize: 10000}}
 	gateway.Models = []config.Model{{
 		Name:          "llama-3.3-70b",
 		UpstreamModel: "meta-llama/Llama-3.3-70B-Instruct",
@@ -119,7 +119,7 @@ func TestLoad_Examples(t *testing.T) {
 	quick := defaults("../examples/quickstart.hcl")
 	quick.MasterKeyFile = filepath.Join("..", "examples", "master.key")
 	quick.Orgs = twoOrgs()
-	quick.Pools = []config.Pool{{Name: "sim", Capacity: 16, Scheduler: "priority", PriorityVia: "both"}}
+	quick.Pools = []config.Pool{{Name: "sim", Capacity: 16, Scheduler: "priority", PriorityVia: "both", QueueTimeout: 30 * time.Second, QueueSize: 10000}}
 	quick.Models = []config.Model{{
 		Name:          "sim-llama",
 		UpstreamModel: "sim/llama",
@@ -246,8 +246,8 @@ func TestParse_Full(t *testing.T) {
 			{Name: "borrower", Share: 0},
 		},
 		Pools: []config.Pool{
-			{Name: "p", Capacity: 1048576, Scheduler: "fcfs", PriorityVia: "header"},
-			{Name: "q", Capacity: 1, Scheduler: "priority", PriorityVia: "body"},
+			{Name: "p", Capacity: 1048576, Scheduler: "gateway", PriorityVia: "header", QueueTimeout: 2 * time.Minute, QueueSize: 50},
+			{Name: "q", Capacity: 1, Scheduler: "priority", PriorityVia: "body", QueueTimeout: 30 * time.Second, QueueSize: 10000},
 		},
 		Models: []config.Model{{
 			Name:          "batchy",

@@ -6,11 +6,17 @@ pool "exp" { capacity = 1e300 } # ERROR: capacity must be between 1 and 1048576
 pool "max" { capacity = 1048576 }
 pool "sched" {
   capacity  = 4
-  scheduler = "lottery" # ERROR@col=15: scheduler must be one of "priority", "fcfs", got "lottery"
+  scheduler = "lottery" # ERROR@col=15: scheduler must be one of "priority", "fcfs", "gateway", got "lottery"
 }
 pool "via" {
   capacity     = 4
   priority_via = "pigeon" # ERROR@col=18: priority_via must be one of "both", "header", "body"
+}
+pool "queue" {
+  capacity      = 4
+  scheduler     = "gateway"
+  queue_timeout = "0s" # ERROR@col=19: queue_timeout must be a positive duration
+  queue_size    = 0    # ERROR@col=19: queue_size must be between 1 and 16777216
 }
 pool "none" {} # ERROR: Missing required argument; The argument "capacity" is required
 pool "" { capacity = 1 } # ERROR@col=6: pool name must not be empty

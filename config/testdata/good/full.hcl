@@ -12,9 +12,11 @@ org "b" { share = 0.25 }
 org "borrower" { share = 0 }
 
 pool "p" {
-  capacity     = 1048576
-  scheduler    = "fcfs"
-  priority_via = "header"
+  capacity      = 1048576
+  scheduler     = "gateway"
+  priority_via  = "header"
+  queue_timeout = "2m"
+  queue_size    = 50
 }
 pool "q" {
   capacity     = 1

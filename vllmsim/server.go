@@ -274,6 +274,22 @@ func (s *Server) Received() []Received {
 	return out
 }
 
+// RunningBy counts the requests running in the engine right now (not
+// waiting, not preempted) by a label computed from each one as received,
+// such as its cache_salt: the demo and tests measure running fractions per
+// tenant with it. label must not keep the Received.
+func (s *Server) RunningBy(label func(r *Received) string) map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int)
+	for _, seq := range s.sched.Running() {
+		if g := s.reqs[seq.ID]; g != nil && g.received != nil {
+			out[label(g.received)]++
+		}
+	}
+	return out
+}
+
 // ResetReceived forgets the received requests.
 func (s *Server) ResetReceived() {
 	s.mu.Lock()

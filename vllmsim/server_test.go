@@ -748,3 +748,28 @@ func TestServeUntilContextDone(t *testing.T) {
 		t.Fatal("ListenAndServe on a bad address succeeded")
 	}
 }
+
+func TestRunningBy(t *testing.T) {
+	s, hs := newTestServer(t, Config{Sched: SchedConfig{MaxNumSeqs: 2}, StepInterval: 50 * time.Millisecond})
+	for _, salt := range []string{"a", "a", "b"} {
+		go func() {
+			resp, err := http.Post(hs.URL+"/v1/completions", "application/json",
+				strings.NewReader(`{"model":"`+testModel+`","prompt":"x","max_tokens":1000,"cache_salt":"`+salt+`"}`))
+			if err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	var got map[string]int
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		got = s.RunningBy(func(r *Received) string { v, _ := r.Body["cache_salt"].(string); return v })
+		if got["a"]+got["b"] == 2 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got["a"]+got["b"] != 2 || s.Stats().Waiting != 1 {
+		t.Fatalf("running by salt %v, waiting %d: want 2 running (MaxNumSeqs) and 1 waiting", got, s.Stats().Waiting)
+	}
+}

@@ -58,7 +58,7 @@ func ParseDump(data []byte) (*Tree, error) {
 		}
 		shares, useParent := uint32(1), false
 		if v, ok := fields["fairshare"]; ok {
-			if shares, useParent, err = parseShares(v, num); err != nil {
+			if shares, useParent, err = parseShares(strings.TrimSpace(v), num); err != nil {
 				return nil, err
 			}
 		}
@@ -99,10 +99,10 @@ func ParseDump(data []byte) (*Tree, error) {
 			}
 			t.Users = append(t.Users, User{
 				Name: name, Account: parent,
-				Partition: strings.ToLower(fields["partition"]),
+				Partition: strings.ToLower(strings.TrimSpace(fields["partition"])),
 				Shares:    shares, UseParent: useParent,
 			})
-			defAcct = append(defAcct, strings.ToLower(fields["defaultaccount"]))
+			defAcct = append(defAcct, strings.ToLower(strings.TrimSpace(fields["defaultaccount"])))
 			userLine = append(userLine, num)
 		default:
 			return nil, errorf(num, "unknown record %q (want Cluster, Parent, Account or User)", kind)

@@ -382,9 +382,6 @@ func parseUint(s, what string, line int) (uint64, error) {
 }
 
 func readAll(r io.Reader) ([]byte, error) {
-	if b, ok := r.(interface{ Bytes() []byte }); ok {
-		return b.Bytes(), nil
-	}
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, fmt.Errorf("read listing: %w", err)

@@ -45,10 +45,10 @@ func mustParse(tb testing.TB, name string, opts sacctmgr.Options) *sacctmgr.Tree
 
 // goldenCases covers every association, account and dump capture.
 var goldenCases = []struct {
-	name   string // golden file name
-	file   string
-	kind   string // "assoc" (default), "accounts", "dump"
-	opts   sacctmgr.Options
+	name string // golden file name
+	file string
+	kind string // "assoc" (default), "accounts", "dump"
+	opts sacctmgr.Options
 }{
 	{name: "assoc.psv.partial", file: "assoc.psv", opts: sacctmgr.Options{Partial: true}},
 	{name: "assoc.psv", file: "assoc.psv"},

@@ -1,0 +1,323 @@
+package slurmsync
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-llmflow/llmflow/sacctmgr"
+)
+
+// Listing is one sacctmgr output the Sacctmgr source combines. sacctmgr has
+// no column for "deleted", "default" is empty in `show assoc`, and
+// descriptions are not association columns, so a full tree takes several
+// listings (run concurrently):
+type Listing int
+
+const (
+	// Assocs is the tree itself, deleted associations included:
+	//   sacctmgr --parsable2 show assoc withdeleted where cluster=C
+	//     format=Cluster,Account,User,Partition,Share,ParentName
+	Assocs Listing = iota
+	// LiveAssocs is the same without withdeleted: associations of Assocs
+	// missing here are flagged Deleted.
+	LiveAssocs
+	// Defaults lists the default associations (is_def):
+	//   sacctmgr --parsable2 show assoc onlydefaults where cluster=C format=Account,User,Partition
+	Defaults
+	// Descriptions: sacctmgr --parsable2 show account withdeleted format=Account,Descr
+	Descriptions
+	// Organizations: sacctmgr --parsable2 show account withdeleted format=Account,Org
+	// (separate from Descriptions: sacctmgr does not escape '|', so each
+	// free-text column goes last in its own listing).
+	Organizations
+
+	numListings
+)
+
+var listingNames = [numListings]string{"assocs", "live-assocs", "defaults", "descriptions", "organizations"}
+
+func (l Listing) String() string {
+	if l >= 0 && l < numListings {
+		return listingNames[l]
+	}
+	return "listing(" + strconv.Itoa(int(l)) + ")"
+}
+
+// DefaultArgs returns the sacctmgr arguments for listing l of cluster.
+// Outputs keep their header line: columns are found by name.
+func DefaultArgs(l Listing, cluster string) []string {
+	where := []string{"where", "cluster=" + cluster}
+	switch l {
+	case Assocs, LiveAssocs:
+		args := []string{"--parsable2", "show", "assoc"}
+		if l == Assocs {
+			args = append(args, "withdeleted")
+		}
+		args = append(args, where...)
+		return append(args, "format=Cluster,Account,User,Partition,Share,ParentName")
+	case Defaults:
+		return append(append([]string{"--parsable2", "show", "assoc", "onlydefaults"}, where...),
+			"format=Cluster,Account,User,Partition")
+	case Descriptions:
+		return []string{"--parsable2", "show", "account", "withdeleted", "format=Account,Descr"}
+	case Organizations:
+		return []string{"--parsable2", "show", "account", "withdeleted", "format=Account,Org"}
+	}
+	return nil
+}
+
+// Sacctmgr reads the association tree with sacctmgr, or from files holding
+// sacctmgr's output. The zero value plus Cluster runs "sacctmgr" from PATH
+// with DefaultArgs for every Listing.
+type Sacctmgr struct {
+	// Cluster whose tree is read (required).
+	Cluster string
+	// Path of the sacctmgr binary; default "sacctmgr" (looked up in PATH).
+	Path string
+	// Args, when non-nil, replaces DefaultArgs: exactly the listings in the
+	// map are run, with these arguments (Assocs is required).
+	Args map[Listing][]string
+	// Files, when non-nil, reads the listings from these files instead of
+	// running sacctmgr (Assocs is required; a missing LiveAssocs means
+	// nothing is flagged Deleted, a missing Defaults nothing Default).
+	Files map[Listing]string
+	// Timeout bounds one Tree call; default 2 minutes.
+	Timeout time.Duration
+}
+
+// DefaultTimeout is the Sacctmgr timeout when none is set.
+const DefaultTimeout = 2 * time.Minute
+
+// String describes the source for logs.
+func (s *Sacctmgr) String() string {
+	if s.Files != nil {
+		return "sacctmgr files " + s.Files[Assocs] + ", cluster " + s.Cluster
+	}
+	return "sacctmgr (" + s.path() + "), cluster " + s.Cluster
+}
+
+func (s *Sacctmgr) path() string {
+	if s.Path == "" {
+		return "sacctmgr"
+	}
+	return s.Path
+}
+
+// Tree runs (or reads) the listings and combines them.
+func (s *Sacctmgr) Tree(ctx context.Context) (*sacctmgr.Tree, error) {
+	cluster := strings.ToLower(strings.TrimSpace(s.Cluster))
+	if !ValidCluster(cluster) {
+		return nil, fmt.Errorf("sacctmgr: invalid cluster name %q", s.Cluster)
+	}
+	timeout := s.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	var outs [numListings][]byte
+	var have [numListings]bool
+	var wg sync.WaitGroup
+	switch {
+	case s.Files != nil:
+		for l, f := range s.Files {
+			if l < 0 || l >= numListings {
+				return nil, fmt.Errorf("sacctmgr: unknown listing %d", l)
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return nil, fmt.Errorf("sacctmgr: %s listing: %w", l, err)
+			}
+			outs[l], have[l] = b, true
+		}
+	default:
+		args := s.Args
+		if args == nil {
+			args = make(map[Listing][]string, numListings)
+			for l := range numListings {
+				args[l] = DefaultArgs(l, cluster)
+			}
+		}
+		// The first failure stops the other runs and is the one reported.
+		rctx, rcancel := context.WithCancel(ctx)
+		defer rcancel()
+		var (
+			mu       sync.Mutex
+			firstErr error
+		)
+		for l, a := range args {
+			if l < 0 || l >= numListings {
+				return nil, fmt.Errorf("sacctmgr: unknown listing %d", l)
+			}
+			have[l] = true
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out, err := s.run(rctx, timeout, a)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+					rcancel()
+				}
+				outs[l] = out
+			}()
+		}
+		wg.Wait()
+		if firstErr != nil {
+			return nil, firstErr
+		}
+	}
+	if !have[Assocs] {
+		return nil, errors.New("sacctmgr: no Assocs listing configured")
+	}
+	t, err := combine(cluster, outs, have)
+	if err != nil {
+		return nil, fmt.Errorf("sacctmgr: cluster %s: %w", cluster, err)
+	}
+	return t, nil
+}
+
+// combine parses the listings with package sacctmgr and merges them.
+func combine(cluster string, outs [numListings][]byte, have [numListings]bool) (*sacctmgr.Tree, error) {
+	opts := sacctmgr.Options{Cluster: cluster}
+	t, err := sacctmgr.ParseAssociations(bytes.NewReader(outs[Assocs]), opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s listing: %w", Assocs, err)
+	}
+	if have[LiveAssocs] {
+		live, err := sacctmgr.ParseAssociations(bytes.NewReader(outs[LiveAssocs]), opts)
+		if err != nil {
+			return nil, fmt.Errorf("%s listing: %w", LiveAssocs, err)
+		}
+		t = sacctmgr.MergeDeleted(live, t)
+	}
+	if t.Cluster == "" {
+		t.Cluster = cluster
+	}
+	if have[Defaults] {
+		o := opts
+		o.OnlyDefaults, o.Partial = true, true
+		defs, err := sacctmgr.ParseAssociations(bytes.NewReader(outs[Defaults]), o)
+		if err != nil {
+			return nil, fmt.Errorf("%s listing: %w", Defaults, err)
+		}
+		t.Annotate(nil, defs.Users)
+	}
+	for _, l := range []Listing{Descriptions, Organizations} {
+		if !have[l] {
+			continue
+		}
+		var o sacctmgr.Options
+		if hasColumns(outs[l], "Descr", "Org") {
+			// Both free-text columns (a capture of the default "show
+			// account"): an unescaped '|' is taken to be in Descr.
+			o.PipeColumn = "Descr"
+		}
+		accts, err := sacctmgr.ParseAccounts(bytes.NewReader(outs[l]), o)
+		if err != nil {
+			return nil, fmt.Errorf("%s listing: %w", l, err)
+		}
+		if l == Descriptions {
+			for i := range accts {
+				accts[i].Organization = ""
+			}
+		} else {
+			for i := range accts {
+				accts[i].Description = ""
+			}
+		}
+		t.Annotate(accts, nil)
+	}
+	if err := Normalize(t); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// hasColumns reports whether the header line of a listing has every column.
+func hasColumns(out []byte, cols ...string) bool {
+	header, _, _ := bytes.Cut(out, []byte{'\n'})
+	fields := strings.Split(strings.TrimRight(string(header), "|\r"), "|")
+	for _, c := range cols {
+		found := false
+		for _, f := range fields {
+			if f == c {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// maxStderr bounds the stderr kept for an error message.
+const maxStderr = 2048
+
+// run runs sacctmgr once and returns its stdout.
+func (s *Sacctmgr) run(ctx context.Context, timeout time.Duration, args []string) ([]byte, error) {
+	path := s.path()
+	cmdline := path + " " + strings.Join(args, " ")
+	cmd := exec.CommandContext(ctx, path, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &limitedBuffer{b: &stderr, n: maxStderr}
+	cmd.WaitDelay = 2 * time.Second
+	err := cmd.Run()
+	if err == nil {
+		return stdout.Bytes(), nil
+	}
+	msg := strings.TrimSpace(stderr.String())
+	switch {
+	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("sacctmgr: %s not found (install Debian's slurm-client or set the sacctmgr path): %w", path, err)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return nil, fmt.Errorf("sacctmgr: %s: timed out after %s%s", cmdline, timeout, suffix(msg))
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("sacctmgr: %s: %w", cmdline, ctx.Err())
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if msg == "" {
+			msg = "no error output"
+		}
+		return nil, fmt.Errorf("sacctmgr: %s: %s: %s", cmdline, ee.ProcessState, msg)
+	}
+	return nil, fmt.Errorf("sacctmgr: %s: %w", cmdline, err)
+}
+
+func suffix(msg string) string {
+	if msg == "" {
+		return ""
+	}
+	return ": " + msg
+}
+
+// limitedBuffer keeps the first n bytes written and discards the rest.
+type limitedBuffer struct {
+	b *bytes.Buffer
+	n int
+}
+
+func (w *limitedBuffer) Write(p []byte) (int, error) {
+	if room := w.n - w.b.Len(); room > 0 {
+		if len(p) > room {
+			w.b.Write(p[:room])
+		} else {
+			w.b.Write(p)
+		}
+	}
+	return len(p), nil
+}

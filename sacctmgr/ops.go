@@ -1,7 +1,9 @@
 package sacctmgr
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -181,22 +183,43 @@ func (t *Tree) Sort() {
 	}
 	t.Accounts = accts
 
-	sort.SliceStable(t.Users, func(x, y int) bool {
-		ux, uy := &t.Users[x], &t.Users[y]
-		rx, okx := rank[ux.Account]
-		ry, oky := rank[uy.Account]
-		switch {
-		case okx != oky:
-			return okx
-		case okx && rx != ry:
-			return rx < ry
-		case !okx && ux.Account != uy.Account:
-			return ux.Account < uy.Account
-		case ux.Name != uy.Name:
-			return ux.Name < uy.Name
+	// Users: by account rank (accounts not in the Tree last, by name),
+	// user, partition.
+	type key struct {
+		rank, i int
+		u       *User
+	}
+	keys := make([]key, len(t.Users))
+	for i := range t.Users {
+		r, ok := rank[t.Users[i].Account]
+		if !ok {
+			r = n
 		}
-		return ux.Partition < uy.Partition
+		keys[i] = key{r, i, &t.Users[i]}
+	}
+	// Keys are unique in a valid Tree, so an unstable sort is
+	// deterministic; the index breaks ties in an invalid one.
+	slices.SortFunc(keys, func(kx, ky key) int {
+		ux, uy := kx.u, ky.u
+		if c := cmp.Compare(kx.rank, ky.rank); c != 0 {
+			return c
+		}
+		if c := strings.Compare(ux.Account, uy.Account); c != 0 {
+			return c
+		}
+		if c := strings.Compare(ux.Name, uy.Name); c != 0 {
+			return c
+		}
+		if c := strings.Compare(ux.Partition, uy.Partition); c != 0 {
+			return c
+		}
+		return cmp.Compare(kx.i, ky.i)
 	})
+	users := make([]User, len(t.Users))
+	for i, k := range keys {
+		users[i] = *k.u
+	}
+	t.Users = users
 }
 
 // FindAccount returns the account named name (lower-case) and whether it

@@ -438,7 +438,7 @@ func parseAssociations(data []byte, opts Options) (*Tree, error) {
 
 	t := &Tree{Cluster: strings.ToLower(opts.Cluster)}
 	clusterLine := 0
-	var rows []row
+	rows := make([]row, 0, bytes.Count(data, []byte{'\n'})+1)
 	indented := false
 	for {
 		f, num, ok, err := rd.next()

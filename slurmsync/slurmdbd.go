@@ -50,6 +50,13 @@ func NewSlurmDBD(dsn, cluster string) (*SlurmDBD, error) {
 	}
 	dsn = strings.TrimSpace(dsn)
 	secrets := []string{dsn}
+	// The password as the driver would read it (user:password@...), known
+	// even when the DSN does not parse.
+	if at := strings.LastIndex(dsn, "@"); at > 0 {
+		if _, pw, ok := strings.Cut(dsn[:at], ":"); ok && pw != "" {
+			secrets = append(secrets, pw)
+		}
+	}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("slurmdbd: invalid DSN (not shown): %s", redact(err.Error(), secrets))

@@ -150,11 +150,6 @@ func runSim(t *testing.T, cfg simConfig) simResult {
 		res.within[g] /= float64(cfg.window)
 	}
 	res.kv /= float64(cfg.window)
-	for _, row := range pool.Snapshot(t0.Add(time.Duration(cfg.steps) * time.Second)).Rows {
-		if row.Depth == 1 {
-			t.Logf("end: %s NormUsage %s LevelFS %s", row.Name, row.NormUsage, row.LevelFS)
-		}
-	}
 	res.preempt = s.PreemptionsByPriority()
 	res.preemptions = s.Preemptions()
 	return res

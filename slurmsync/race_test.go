@@ -1,0 +1,5 @@
+//go:build race
+
+package slurmsync
+
+const raceEnabled = true

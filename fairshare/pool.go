@@ -24,14 +24,14 @@
 // node's reservation, not all requests in flight. For a request whose path
 // is org → team [→ project]:
 //
-//	leaf within at every level below the organisation  → class (0 interactive, 1 batch)
-//	  (team, and project when the path has one: within < reservation); it counts as
-//	  within for the leaf and every ancestor, whose count may then exceed its
-//	  reservation: the sibling borrowers become the victims
-//	over at some level, organisation within             → 2 + 2·b + class ∈ [2, 9]
-//	  borrowing from a sibling of the node where it overflowed (the highest such level);
-//	  b ∈ 0..3 is that node's Fair Tree rank (LF) among its siblings; counts as within
-//	  for the organisation and the levels above the overflow
+//	leaf within its own reservation                      → class (0 interactive, 1 batch)
+//	  (the team, or the project when the path has one: within < reservation); it
+//	  counts as within for the leaf and every ancestor, whose count may then exceed
+//	  its reservation: the sibling borrowers become the victims
+//	leaf over, organisation within                       → 2 + 2·b + class ∈ [2, 9]
+//	  borrowing from a sibling at the highest level below the organisation without
+//	  room (or the leaf's); b ∈ 0..3 is that node's Fair Tree rank (LF) among its
+//	  siblings; counts as within for the organisation and the levels above it
 //	organisation over its reservation                    → 10 + 10·rank + class
 //	  rank ∈ 0..9 is the leaf's Fair Tree rank among all leaves of the pool
 //	  (competition ranking, compressed to 10 buckets when there are more leaves)
@@ -401,20 +401,15 @@ func decide(st *state, chain [maxDepth]*pnode, n, class int, acquire bool) decis
 		}
 		return decision{priority: PriorityUnknown + class}
 	}
-	leafStart := 1
-	if m == 1 {
-		leafStart = 0
-	}
-	// Leaf-within: every level from leafStart down is under its reservation.
-	j := leafStart
-	for ; j < m; j++ {
-		if !tryAcquire(lv[j], acquire) {
-			break
-		}
-	}
+	// Leaf-within: the deepest level is under its own reservation. Its
+	// ancestors count it whatever their counts (they may then exceed their
+	// reservations: that is correct, the siblings borrowing from them become
+	// the victims). A project under its reservation is thus never ranked
+	// behind a sibling project that borrowed its team's slots.
+	leaf := lv[m-1]
 	var within uint8
-	if j == m {
-		for i := 0; i < leafStart; i++ { // ancestors: may exceed their reservation
+	if tryAcquire(leaf, acquire) {
+		for i := 0; i < m-1; i++ {
 			if acquire {
 				lv[i].cell.within.Add(1)
 			}
@@ -424,18 +419,22 @@ func decide(st *state, chain [maxDepth]*pnode, n, class int, acquire bool) decis
 		}
 		return decision{priority: class, within: within, top: true}
 	}
-	// Overflowed at level j (j ≥ leafStart). Levels leafStart..j-1 are held.
-	if j > 0 && tryAcquire(lv[0], acquire) {
-		for i := 0; i < j; i++ {
-			within |= 1 << idx[i]
+	// The leaf is over its own reservation. With room in its organisation
+	// it borrows from a sibling: the levels below the organisation are taken
+	// from the top down while they have room; the first without (or the
+	// leaf) is the level at which it borrows, and its band rank among its
+	// siblings orders the request.
+	if m > 1 && tryAcquire(lv[0], acquire) {
+		within |= 1 << idx[0]
+		j := 1
+		for ; j < m-1; j++ {
+			if !tryAcquire(lv[j], acquire) {
+				break
+			}
+			within |= 1 << idx[j]
 		}
 		b := int(st.bandRank[lv[j].id])
 		return decision{priority: PriorityBandBase + 2*b + class, within: within, top: true}
-	}
-	if acquire {
-		for i := leafStart; i < j; i++ {
-			lv[i].cell.within.Add(-1)
-		}
 	}
 	return decision{priority: PriorityBorrowBase + RankBuckets*int(st.leafRank[chain[n-1].id]) + class}
 }

@@ -276,15 +276,16 @@ func TestPriorities(t *testing.T) {
 	admit(asr, 0, 2)
 	// nlp is full (8): now asr overflows at the team level: still a band.
 	admit(asr, 0, 2)
-	// llm returns while nlp is at 8: the leaf rule checks the team too, so
-	// llm overflows at the team level (borrowing from vision): a band.
-	admit(llm, 0, 2)
+	// llm returns while nlp is at 8 (full of asr's borrowers): llm is under
+	// its own reservation, so it is within (0), and nlp counts it past its
+	// reservation: asr's borrowers become the victims.
+	admit(llm, 0, 0)
 	snap := p.Snapshot(t0)
 	for _, r := range snap.Rows {
 		switch strings.Join(r.Path, "/") {
 		case "A/nlp":
-			if r.WithinShare != 8 || r.InFlight != 10 || r.Borrowing != 2 {
-				t.Errorf("nlp within %d inflight %d borrowing %d, want 8 10 2", r.WithinShare, r.InFlight, r.Borrowing)
+			if r.WithinShare != 9 || r.InFlight != 10 || r.Borrowing != 1 {
+				t.Errorf("nlp within %d inflight %d borrowing %d, want 9 10 1", r.WithinShare, r.InFlight, r.Borrowing)
 			}
 		case "A":
 			if r.WithinShare != 10 {

@@ -1,6 +1,7 @@
 package fairshare
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"time"
@@ -35,6 +36,25 @@ func (v Value) MarshalJSON() ([]byte, error) {
 		return []byte(strconv.Quote(v.String())), nil
 	}
 	return strconv.AppendFloat(nil, f, 'g', -1, 64), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (v *Value) UnmarshalJSON(b []byte) error {
+	switch string(b) {
+	case "null":
+		*v = Value(math.NaN())
+	case `"inf"`:
+		*v = Value(math.Inf(1))
+	case `"-inf"`:
+		*v = Value(math.Inf(-1))
+	default:
+		f, err := strconv.ParseFloat(string(b), 64)
+		if err != nil {
+			return fmt.Errorf("fairshare value %s: %w", b, err)
+		}
+		*v = Value(f)
+	}
+	return nil
 }
 
 // Snapshot is the fair-share state of a pool at one time, for

@@ -77,6 +77,7 @@ func (g *Gateway) adminRoutes() {
 		}
 	})
 	g.handle(http.MethodDelete, "/admin/keys/{id}", g.admin(g.revokeKey))
+	g.handle(http.MethodGet, "/admin/fairshare", g.admin(g.fairshareReport))
 }
 
 // decodeAdmin decodes an admin JSON body: at most 64 KiB, unknown fields
@@ -143,14 +144,16 @@ func viewOf(k llmflow.Key) keyView {
 // CreateKey creates a key for req and returns it with its secret, which
 // is not kept anywhere.
 func (g *Gateway) CreateKey(r *http.Request, req KeyRequest, p Principal) (llmflow.Key, string, error) {
-	team, ok := g.teams[req.Team]
+	team, ok := g.accts.Load().team(req.Team)
 	switch {
 	case req.Team == "":
 		return llmflow.Key{}, "", &llmflow.Error{Code: llmflow.EINVALID, Message: "team is required", Param: "team"}
 	case !ok:
 		return llmflow.Key{}, "", &llmflow.Error{Code: llmflow.ENOTFOUND, Message: "unknown team " + quote(req.Team), Param: "team"}
-	case !p.mayManageTeam(team.Org, team.Name):
+	case !p.mayManageTeam(team.Parent, team.Name):
 		return llmflow.Key{}, "", llmflow.Errorf(llmflow.EFORBIDDEN, "you may not create keys for team %q", req.Team)
+	case team.Disabled:
+		return llmflow.Key{}, "", llmflow.Errorf(llmflow.EFORBIDDEN, "team %q is disabled", req.Team)
 	case req.RPM < 0 || req.TPM < 0 || req.MaxInFlight < 0:
 		return llmflow.Key{}, "", llmflow.Errorf(llmflow.EINVALID, "rpm, tpm and max_inflight must not be negative")
 	case len(req.Name) > 200 || len(req.Project) > 200 || len(req.Owner) > 200:
@@ -164,7 +167,7 @@ func (g *Gateway) CreateKey(r *http.Request, req KeyRequest, p Principal) (llmfl
 	secret, hash, hint := NewKeySecret()
 	k := llmflow.Key{
 		ID: newID("key_"), Hash: hash, Hint: hint, Name: req.Name,
-		Org: team.Org, Team: team.Name, Project: req.Project, Owner: req.Owner,
+		Org: team.Parent, Team: team.Name, Project: req.Project, Owner: req.Owner,
 		RPM: req.RPM, TPM: req.TPM, MaxInFlight: req.MaxInFlight, Tags: req.Tags,
 		CreatedAt: g.now().UTC(),
 	}

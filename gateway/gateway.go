@@ -11,11 +11,13 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +26,7 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/fairshare"
 )
 
 // Version is reported by /healthz and in the upstream User-Agent; the
@@ -46,38 +49,11 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// Admission describes a request about to be sent to an engine, for the
-// scheduler that chooses its priority.
-type Admission struct {
-	Pool     string
-	Capacity int
-	Org      string
-	Team     string
-	Project  string
-	Class    int // 0 interactive, 1 batch
+// ShareUsageStore keeps fair-share usage across restarts.
+type ShareUsageStore interface {
+	SaveShareUsage(ctx context.Context, pool string, at time.Time, usage []llmflow.ShareUsage) error
+	ShareUsage(ctx context.Context, pool string) ([]llmflow.ShareUsage, time.Time, error)
 }
-
-// Ticket is a scheduler's decision for one admitted request. State is the
-// scheduler's own and is handed back to Finish.
-type Ticket struct {
-	Priority int
-	State    any
-}
-
-// Scheduler chooses the engine priority of each request and learns when
-// it finishes and what it cost. Implementations must be safe for
-// concurrent use and must not block.
-type Scheduler interface {
-	Admit(a Admission) Ticket
-	Finish(t Ticket, gpuHours float64)
-}
-
-// ClassScheduler gives every request its class as priority (0 interactive,
-// 1 batch): what a request within its reservation gets under fair share.
-type ClassScheduler struct{}
-
-func (ClassScheduler) Admit(a Admission) Ticket { return Ticket{Priority: a.Class} }
-func (ClassScheduler) Finish(Ticket, float64)   {}
 
 // Options configure a Gateway. Config and Keys are required.
 type Options struct {
@@ -86,8 +62,12 @@ type Options struct {
 	// Records receives accounting records through a bounded queue; nil
 	// keeps none (tests only: serve always has a store).
 	Records RecordWriter
-	// Scheduler chooses priorities; nil = ClassScheduler.
-	Scheduler Scheduler
+	// ShareUsage keeps the decayed fair-share usage across restarts; nil
+	// keeps it in memory only.
+	ShareUsage ShareUsageStore
+	// Accounts is the organisation tree; nil = AccountsFromConfig(Config).
+	// SetAccounts replaces it while serving (a Slurm sync).
+	Accounts llmflow.Accounts
 	// Registry receives the gateway's metrics and is served at /metrics;
 	// nil = a new registry.
 	Registry *prometheus.Registry
@@ -109,7 +89,8 @@ type Gateway struct {
 	cfg        *config.Config
 	keys       KeyStore
 	rec        *Recorder
-	sched      Scheduler
+	usage      ShareUsageStore
+	accts      atomic.Pointer[accountView]
 	log        *slog.Logger
 	now        func() time.Time
 	reg        *prometheus.Registry
@@ -118,12 +99,12 @@ type Gateway struct {
 	master     *secretMatcher
 	metricsTok *secretMatcher
 
-	routes   map[string]*route
-	models   []modelCard
-	pools    map[string]*pool
-	backends []*backend
-	salts    map[string]string // organisation → cache_salt
-	teams    map[string]config.Team
+	routes    map[string]*route
+	models    []modelCard
+	pools     map[string]*pool
+	poolOrder []*pool // as configured
+	backends  []*backend
+	saltKey   string // cache_salt derivation secret
 
 	health         *healthChecker
 	metricsHandler http.Handler
@@ -152,17 +133,12 @@ func New(o Options) (*Gateway, error) {
 	g := &Gateway{
 		cfg:    cfg,
 		keys:   o.Keys,
-		sched:  o.Scheduler,
+		usage:  o.ShareUsage,
 		log:    o.Log,
 		now:    o.Now,
 		reg:    o.Registry,
 		routes: make(map[string]*route),
 		pools:  make(map[string]*pool),
-		salts:  make(map[string]string),
-		teams:  make(map[string]config.Team),
-	}
-	if g.sched == nil {
-		g.sched = ClassScheduler{}
 	}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
@@ -211,12 +187,12 @@ func New(o Options) (*Gateway, error) {
 		saltKey = string(b[:])
 		g.log.Warn("no master key or cache_salt_key_file: cache salts are random for this process")
 	}
-	for _, o := range cfg.Orgs {
-		g.salts[o.Name] = cacheSalt(saltKey, o.Name)
-		for _, t := range o.Teams {
-			g.teams[t.Name] = t
-		}
+	g.saltKey = saltKey
+	accts := o.Accounts
+	if accts == nil {
+		accts = AccountsFromConfig(cfg)
 	}
+	view := g.setView(accts)
 
 	g.m = newMetrics(g.reg)
 
@@ -237,16 +213,29 @@ func New(o Options) (*Gateway, error) {
 	}
 
 	for _, p := range cfg.Pools {
-		pl := &pool{name: p.Name, capacity: p.Capacity, upstreamSeconds: g.m.upstream.WithLabelValues(p.Name)}
-		if p.Scheduler == "priority" {
+		pl := &pool{name: p.Name, capacity: p.Capacity, scheduler: p.Scheduler, upstreamSeconds: g.m.upstream.WithLabelValues(p.Name)}
+		pl.fs = fairshare.NewPool(p.Capacity, view.tree(), cfg.FairShare.HalfLife, g.started)
+		switch p.Scheduler {
+		case "priority":
 			pl.prioBody = p.PriorityVia == "body" || p.PriorityVia == "both"
 			pl.prioHdr = p.PriorityVia == "header" || p.PriorityVia == "both"
+		case "gateway":
+			fs := pl.fs
+			pl.queue = newQueue(p.Capacity, p.QueueSize, p.QueueTimeout, func(k queueKey) int {
+				return fs.Peek(fairshare.Path{Org: k.org, Team: k.team, Project: k.project}, k.class)
+			})
+			wait := g.m.queueWait.WithLabelValues(p.Name)
+			pl.queue.waitSeconds = func(d time.Duration) { wait.Observe(d.Seconds()) }
+		}
+		if err := g.restoreUsage(pl); err != nil {
+			return nil, err
 		}
 		pl.transport = o.Transport
 		if pl.transport == nil {
 			pl.transport = newTransport(p.Capacity, cfg.Limits)
 		}
 		g.pools[p.Name] = pl
+		g.poolOrder = append(g.poolOrder, pl)
 	}
 	backends := make(map[string]*backend)
 	for _, mc := range cfg.Models {
@@ -292,6 +281,7 @@ func New(o Options) (*Gateway, error) {
 		g.models = append(g.models, modelCard{ID: mc.Name, Object: "model", Created: g.started.Unix(), OwnedBy: "llmflow"})
 	}
 	g.registerGauges()
+	g.reg.MustRegister(newShareCollector(g))
 	g.metricsHandler = promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)})
 
 	if o.Records != nil {
@@ -364,10 +354,106 @@ func (g *Gateway) registerGauges() {
 func (g *Gateway) Start(ctx context.Context) {
 	ctx, g.cancel = context.WithCancel(ctx)
 	g.done = make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
 	go func() {
-		defer close(g.done)
+		defer wg.Done()
 		g.health.run(ctx)
 	}()
+	go func() {
+		defer wg.Done()
+		g.shareLoop(ctx)
+	}()
+	go func() {
+		wg.Wait()
+		close(g.done)
+	}()
+}
+
+// shareLoop refreshes the fair-share ranks every second and saves the
+// usage every minute, until ctx ends.
+func (g *Gateway) shareLoop(ctx context.Context) {
+	refresh := time.NewTicker(time.Second)
+	defer refresh.Stop()
+	lastSave := g.now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-refresh.C:
+		}
+		now := g.now()
+		for _, pl := range g.pools {
+			pl.fs.Refresh(now)
+		}
+		if now.Sub(lastSave) >= time.Minute {
+			g.saveUsage(ctx)
+			lastSave = now
+		}
+	}
+}
+
+// restoreUsage loads a pool's saved usage, decayed across the downtime.
+func (g *Gateway) restoreUsage(pl *pool) error {
+	if g.usage == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	saved, at, err := g.usage.ShareUsage(ctx, pl.name)
+	if err != nil {
+		return fmt.Errorf("pool %q: load fair-share usage: %w", pl.name, err)
+	}
+	if at.IsZero() {
+		return nil
+	}
+	entries := make([]fairshare.UsageEntry, len(saved))
+	for i, u := range saved {
+		entries[i] = fairshare.UsageEntry{Path: u.Path, GPUHours: u.GPUHours}
+	}
+	pl.fs.RestoreUsage(entries, at, g.now())
+	g.log.Info("fair-share usage restored", "pool", pl.name, "accounts", len(entries), "saved", at)
+	return nil
+}
+
+// saveUsage stores every pool's decayed usage; failures are logged (the
+// next save retries).
+func (g *Gateway) saveUsage(ctx context.Context) error {
+	if g.usage == nil {
+		return nil
+	}
+	now := g.now()
+	var errs []error
+	for _, pl := range g.pools {
+		entries := pl.fs.Usage(now)
+		usage := make([]llmflow.ShareUsage, len(entries))
+		for i, e := range entries {
+			usage[i] = llmflow.ShareUsage{Path: e.Path, GPUHours: e.GPUHours}
+		}
+		if err := g.usage.SaveShareUsage(ctx, pl.name, now, usage); err != nil {
+			g.log.Error("save fair-share usage", "pool", pl.name, "err", err)
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// setView publishes a new organisation tree.
+func (g *Gateway) setView(accts llmflow.Accounts) *accountView {
+	v := newAccountView(accts, g.saltKey)
+	g.accts.Store(v)
+	return v
+}
+
+// SetAccounts replaces the organisation tree while serving (after a Slurm
+// sync): keys of disabled teams stop working at once, reservations are
+// recomputed, usage of the accounts that remain is kept.
+func (g *Gateway) SetAccounts(accts llmflow.Accounts) {
+	v := g.setView(accts)
+	now := g.now()
+	for _, pl := range g.pools {
+		pl.fs.SetTree(v.tree(), now)
+	}
 }
 
 // Close stops the health checks and drains the accounting queue (bounded
@@ -376,6 +462,9 @@ func (g *Gateway) Close(ctx context.Context) error {
 	if g.cancel != nil {
 		g.cancel()
 		<-g.done
+	}
+	if err := g.saveUsage(ctx); err != nil {
+		return fmt.Errorf("save fair-share usage: %w", err)
 	}
 	if g.rec != nil {
 		if err := g.rec.Close(ctx); err != nil {

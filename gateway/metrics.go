@@ -19,6 +19,7 @@ type metrics struct {
 	retries        *prometheus.CounterVec // pool, upstream
 	overhead       prometheus.Histogram
 	upstream       *prometheus.HistogramVec // pool
+	queueWait      *prometheus.HistogramVec // pool
 	authLookups    prometheus.Counter
 	acctWritten    prometheus.Counter
 	acctFailed     prometheus.Counter
@@ -68,6 +69,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Time from sending a request upstream to the end of its answer.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 12),
 		}, []string{"pool"}),
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "llmflow_queue_wait_seconds",
+			Help:    "Time requests waited in a gateway-side queue before being sent.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}, []string{"pool"}),
 		authLookups: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "llmflow_auth_store_lookups_total", Help: "Key lookups that reached the store (cache misses).",
 		}),
@@ -80,7 +86,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		children: make(map[childKey]*children),
 	}
 	reg.MustRegister(m.requests, m.tokens, m.gpuHours, m.estimated, m.denied, m.retries,
-		m.overhead, m.upstream, m.authLookups, m.acctWritten, m.acctFailed)
+		m.overhead, m.upstream, m.queueWait, m.authLookups, m.acctWritten, m.acctFailed)
 	return m
 }
 
@@ -92,6 +98,8 @@ const (
 	reasonTooLarge    = "too_large"
 	reasonModel       = "unknown_model"
 	reasonNoUpstream  = "no_upstream"
+	reasonDisabled    = "disabled"
+	reasonQueue       = "queue"
 )
 
 func (m *metrics) child(model, pool, org, team string) *children {

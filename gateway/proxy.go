@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/fairshare"
 	"github.com/go-llmflow/llmflow/sse"
 )
 
@@ -32,17 +33,20 @@ const statusClientGone = 499
 
 // exchange is one client request on its way through the gateway.
 type exchange struct {
-	id     string
-	start  time.Time
-	key    *llmflow.Key
-	rt     *route
-	rq     *clientRequest
-	ticket Ticket
-	up     *upstream
-	sentUp time.Time // first upstream attempt
-	upDone time.Time // upstream answer read
-	first  time.Time // first byte to the client
-	rec    llmflow.Record
+	id       string
+	start    time.Time
+	key      *llmflow.Key
+	rt       *route
+	rq       *clientRequest
+	view     *accountView
+	ticket   fairshare.Ticket
+	admitted bool // ticket holds a fair-share admission to release
+	queued   bool // holds a slot of the pool's gateway-side queue
+	up       *upstream
+	sentUp   time.Time // first upstream attempt
+	upDone   time.Time // upstream answer read
+	first    time.Time // first byte to the client
+	rec      llmflow.Record
 }
 
 // inference returns the handler of one proxied OpenAI route.
@@ -54,6 +58,11 @@ func (g *Gateway) inference(ep endpoint) handler {
 			return err
 		}
 		x.key = &ck.key
+		x.view = g.accts.Load()
+		if x.view.disabled(x.key) {
+			g.m.denied.WithLabelValues(reasonDisabled).Inc()
+			return llmflow.Errorf(llmflow.EFORBIDDEN, "the key's team %q (or its organisation or project) is disabled", x.key.Team)
+		}
 		body, err := readBody(w, r, g.cfg.Limits.MaxBodyBytes)
 		if err != nil {
 			g.m.denied.WithLabelValues(reasonTooLarge).Inc()
@@ -76,14 +85,32 @@ func (g *Gateway) inference(ep endpoint) handler {
 		w.Header().Set("X-Request-Id", x.id)
 		ctx, cancel := context.WithTimeout(r.Context(), g.cfg.Limits.MaxRequestDuration)
 		defer cancel()
-		x.ticket = g.sched.Admit(Admission{
-			Pool: rt.pool.name, Capacity: rt.pool.capacity,
-			Org: ck.key.Org, Team: ck.key.Team, Project: ck.key.Project, Class: rt.class,
-		})
+		if err := g.admit(ctx, x); err != nil {
+			if r.Context().Err() != nil {
+				return nil // the client left while queued: nothing to answer
+			}
+			g.m.denied.WithLabelValues(reasonQueue).Inc()
+			return err
+		}
 		err = g.forward(ctx, w, r, ep, x)
 		g.finish(x)
 		return err
 	}
+}
+
+// admit waits for a slot in a gateway-side queue, when the pool has one,
+// and takes the request's fair-share priority.
+func (g *Gateway) admit(ctx context.Context, x *exchange) error {
+	pl, k := x.rt.pool, x.key
+	if pl.queue != nil {
+		if err := pl.queue.acquire(ctx, queueKey{org: k.Org, team: k.Team, project: k.Project, class: x.rt.class}, g.now); err != nil {
+			return err
+		}
+		x.queued = true
+	}
+	x.ticket = pl.fs.Admit(fairshare.Path{Org: k.Org, Team: k.Team, Project: k.Project}, x.rt.class)
+	x.admitted = true
+	return nil
 }
 
 // readBody reads the whole body, refusing more than limit bytes.
@@ -132,7 +159,7 @@ func readAll(r io.Reader, n, limit int64) ([]byte, error) {
 // relays the answer. It fills x.rec's outcome, status and usage.
 func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, ep endpoint, x *exchange) error {
 	rt, pl := x.rt, x.rt.pool
-	ub := upstreamBody{model: rt.upstreamModel, cacheSalt: g.salts[x.key.Org]}
+	ub := upstreamBody{model: rt.upstreamModel, cacheSalt: x.view.salts[x.key.Org]}
 	if pl.prioBody {
 		ub.priority, ub.withPrio = x.ticket.Priority, true
 	}
@@ -456,13 +483,20 @@ func (g *Gateway) finish(x *exchange) {
 	rec.KeyID, rec.Project, rec.Team, rec.Org = x.key.ID, x.key.Project, x.key.Team, x.key.Org
 	rec.Model, rec.Pool = x.rt.name, x.rt.pool.name
 	rec.Stream = x.rq.stream
-	rec.Priority = x.ticket.Priority
+	if x.rt.pool.prioBody || x.rt.pool.prioHdr || x.queued {
+		rec.Priority = x.ticket.Priority // sent to the engine, or the queue's order
+	}
 	rec.Latency = end.Sub(x.start)
 	if !x.first.IsZero() {
 		rec.TTFB = x.first.Sub(x.start)
 	}
 	rec.GPUHours = x.rt.cost.GPUHours(rec.PromptTokens, rec.CompletionTokens, rec.CachedTokens)
-	g.sched.Finish(x.ticket, rec.GPUHours)
+	if x.admitted {
+		x.rt.pool.fs.Done(x.ticket, rec.GPUHours, end)
+	}
+	if x.queued {
+		x.rt.pool.queue.release()
+	}
 
 	c := g.m.child(rec.Model, rec.Pool, rec.Org, rec.Team)
 	c.request(g.m, rec.Status)

@@ -135,7 +135,7 @@ func TestSmugglingNeverReachesUpstream(t *testing.T) {
 			if string(vals["model"]) != `"sim/llama"` {
 				t.Errorf("model = %s, want the upstream model", vals["model"])
 			}
-			if want, _ := json.Marshal(e.gw.salts["etabA"]); string(vals["cache_salt"]) != string(want) {
+			if want, _ := json.Marshal(e.gw.CacheSalt("etabA")); string(vals["cache_salt"]) != string(want) {
 				t.Errorf("cache_salt = %s, want the organisation's %s", vals["cache_salt"], want)
 			}
 			if strings.Contains(string(r.body), "evil") || strings.Contains(string(r.body), "stolen") || strings.Contains(string(r.body), "-100") {

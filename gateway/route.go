@@ -14,16 +14,20 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/fairshare"
 )
 
 // pool is a set of engines sharing one capacity and one transport.
 type pool struct {
 	name            string
 	capacity        int
-	prioBody        bool // send the priority in the body
-	prioHdr         bool // send X-Vllm-Priority
+	scheduler       string // priority, gateway or fcfs
+	prioBody        bool   // send the priority in the body
+	prioHdr         bool   // send X-Vllm-Priority
 	transport       http.RoundTripper
 	upstreamSeconds prometheus.Observer
+	fs              *fairshare.Pool // the pool's fair-share state
+	queue           *queue          // scheduler = "gateway": the gateway-side queue; nil otherwise
 }
 
 // route is a client-facing model: where its requests go and what they cost.

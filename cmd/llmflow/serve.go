@@ -20,9 +20,10 @@ import (
 
 // Interface guards: the store satisfies what the gateway declares.
 var (
-	_ gateway.KeyStore     = (*store.SQLite)(nil)
-	_ gateway.RecordWriter = (*store.SQLite)(nil)
-	_ gateway.Pinger       = (*store.SQLite)(nil)
+	_ gateway.KeyStore        = (*store.SQLite)(nil)
+	_ gateway.RecordWriter    = (*store.SQLite)(nil)
+	_ gateway.Pinger          = (*store.SQLite)(nil)
+	_ gateway.ShareUsageStore = (*store.SQLite)(nil)
 )
 
 func serveCmd(e *env) *cobra.Command {
@@ -76,7 +77,7 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	gw, err := gateway.New(gateway.Options{Config: cfg, Keys: db, Records: db, Registry: reg, Log: log})
+	gw, err := gateway.New(gateway.Options{Config: cfg, Keys: db, Records: db, ShareUsage: db, Registry: reg, Log: log})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/gateway"
+)
+
+func shareCmd(e *env) *cobra.Command {
+	var parsable2, parsable, noHeader bool
+	var pool, keyFile string
+	cmd := &cobra.Command{
+		Use:   "share",
+		Short: "Print a running gateway's fair-share state like sshare -l",
+		Long: "share asks a running gateway (GET /admin/fairshare, with the master key) for its fair-share\n" +
+			"state and prints it in the layout of `sshare -a -l`: one row per account of each pool, the\n" +
+			"pool as root, indented by depth, with sshare's columns where they mean the same and\n" +
+			"Reserved, InFlight, Borrowing added. RawUsage is in GPU-seconds (sshare's unit when billing\n" +
+			"counts GPUs), decayed with the configured half-life.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if keyFile == "" {
+				path := e.str(cmd, "config")
+				if path == "" {
+					return fmt.Errorf("need the master key: pass --master-key-file, or -c FILE to take it from the configuration")
+				}
+				cfg, err := config.Load(path)
+				if err != nil {
+					return err
+				}
+				keyFile = cfg.MasterKeyFile
+			}
+			key, err := config.ReadSecret(keyFile)
+			if err != nil {
+				return fmt.Errorf("master key: %w", err)
+			}
+			rep, err := fetchFairshare(cmd.Context(), e.str(cmd, "url"), key)
+			if err != nil {
+				return err
+			}
+			sep := ""
+			switch {
+			case parsable2:
+				sep = "|"
+			case parsable:
+				sep = "|"
+			}
+			return writeShare(e.stdout, rep, pool, sep, parsable, noHeader)
+		},
+	}
+	f := cmd.Flags()
+	f.String("url", "http://127.0.0.1:8080", "the gateway's base URL (LLMFLOW_URL)")
+	f.StringP("config", "c", "", "configuration file, to find master_key_file (LLMFLOW_CONFIG)")
+	f.StringVar(&keyFile, "master-key-file", "", "file holding the master key")
+	f.StringVar(&pool, "pool", "", "only this pool")
+	f.BoolVarP(&parsable2, "parsable2", "P", false, "fields separated by '|', no trailing '|'")
+	f.BoolVarP(&parsable, "parsable", "p", false, "fields separated by '|', with a trailing '|'")
+	f.BoolVarP(&noHeader, "noheader", "n", false, "no header line")
+	e.bind(cmd, "url")
+	e.bind(cmd, "config")
+	return cmd
+}
+
+func fetchFairshare(ctx context.Context, base, key string) (*gateway.FairshareReport, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/admin/fairshare", nil)
+	if err != nil {
+		return nil, fmt.Errorf("gateway url: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("ask the gateway: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read the gateway's answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error struct{ Message string } `json:"error"`
+		}
+		json.Unmarshal(b, &e)
+		return nil, fmt.Errorf("gateway answered %d: %s", resp.StatusCode, e.Error.Message)
+	}
+	var rep gateway.FairshareReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, fmt.Errorf("decode the gateway's answer: %w", err)
+	}
+	return &rep, nil
+}
+
+// shareColumns are sshare -l's columns (the GrpTRES ones aside) and ours;
+// widths are sshare's in its table form.
+var shareColumns = []struct {
+	name  string
+	width int
+	left  bool
+}{
+	{"Pool", 10, true}, {"Account", 20, true}, {"User", 10, false}, {"RawShares", 10, false},
+	{"NormShares", 11, false}, {"RawUsage", 11, false}, {"NormUsage", 11, false},
+	{"EffectvUsage", 13, false}, {"FairShare", 10, false}, {"LevelFS", 10, false},
+	{"Reserved", 8, false}, {"InFlight", 8, false}, {"Borrowing", 9, false},
+}
+
+// writeShare prints rep like sshare -a -l: sep "" is the table form.
+func writeShare(w io.Writer, rep *gateway.FairshareReport, pool, sep string, trailing, noHeader bool) error {
+	var rows [][]string
+	for _, p := range rep.Pools {
+		if pool != "" && p.Pool != pool {
+			continue
+		}
+		for _, a := range p.Accounts {
+			rows = append(rows, shareRow(p.Pool, a))
+		}
+	}
+	if pool != "" && len(rows) == 0 {
+		return fmt.Errorf("no pool %q", pool)
+	}
+	var b strings.Builder
+	line := func(cells []string) {
+		for i, c := range cells {
+			col := shareColumns[i]
+			switch {
+			case sep != "":
+				if i > 0 {
+					b.WriteString(sep)
+				}
+				b.WriteString(c)
+			default:
+				if i > 0 {
+					b.WriteByte(' ')
+				}
+				if len(c) > col.width {
+					c = c[:col.width]
+				}
+				pad := strings.Repeat(" ", col.width-len(c))
+				if col.left {
+					b.WriteString(c + pad)
+				} else {
+					b.WriteString(pad + c)
+				}
+			}
+		}
+		if sep != "" && trailing {
+			b.WriteString(sep)
+		}
+		b.WriteByte('\n')
+	}
+	if !noHeader {
+		head := make([]string, len(shareColumns))
+		dash := make([]string, len(shareColumns))
+		for i, c := range shareColumns {
+			head[i] = c.name
+			dash[i] = strings.Repeat("-", c.width)
+		}
+		line(head)
+		if sep == "" {
+			b.WriteString(strings.Join(dash, " ") + "\n")
+		}
+	}
+	for _, r := range rows {
+		line(r)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func shareRow(pool string, a gateway.AccountShare) []string {
+	f6 := func(v float64) string { return strconv.FormatFloat(v, 'f', 6, 64) }
+
+	raw := strconv.FormatFloat(a.RawShares, 'f', -1, 64)
+	if a.UseParent {
+		raw = "parent"
+	}
+	name := a.Account
+	if a.Depth > 0 {
+		name = strings.Repeat(" ", a.Depth) + name
+	}
+	if a.Depth == 0 {
+		raw = ""
+	}
+	return []string{
+		pool, name, "", raw, f6(a.NormShares),
+		strconv.FormatInt(int64(a.RawUsage*3600), 10), // GPU-seconds, truncated as sshare prints RawUsage
+		f6(a.NormUsage), f6(a.EffectvUsage), a.FairShare.String(), a.LevelFS.String(),
+		strconv.Itoa(a.Reserved), strconv.Itoa(a.InFlight), strconv.Itoa(a.Borrowing),
+	}
+}

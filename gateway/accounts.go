@@ -1,0 +1,111 @@
+package gateway
+
+import (
+	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/fairshare"
+)
+
+// AccountsFromConfig is the organisation tree the configuration declares:
+// its organisations with their shares and their teams. A team without a
+// share splits what its siblings with one leave, equally.
+func AccountsFromConfig(cfg *config.Config) llmflow.Accounts {
+	var out llmflow.Accounts
+	for _, o := range cfg.Orgs {
+		out = append(out, llmflow.Account{Name: o.Name, Kind: llmflow.KindOrg, Shares: o.Share, Source: "config"})
+		given, without := 0.0, 0
+		for _, t := range o.Teams {
+			if t.HasShare {
+				given += t.Share
+			} else {
+				without++
+			}
+		}
+		rest := 0.0
+		if without > 0 && given < 1 {
+			rest = (1 - given) / float64(without)
+		}
+		for _, t := range o.Teams {
+			share := rest
+			if t.HasShare {
+				share = t.Share
+			}
+			out = append(out, llmflow.Account{Name: t.Name, Kind: llmflow.KindTeam, Parent: o.Name, Shares: share, Source: "config"})
+		}
+	}
+	return out
+}
+
+// accountView is an immutable index of an organisation tree, swapped
+// atomically when the tree changes (a Slurm sync).
+type accountView struct {
+	accts  llmflow.Accounts
+	byName map[string]*llmflow.Account
+	salts  map[string]string // organisation → cache_salt
+}
+
+func newAccountView(accts llmflow.Accounts, saltKey string) *accountView {
+	v := &accountView{
+		accts:  accts,
+		byName: make(map[string]*llmflow.Account, len(accts)),
+		salts:  make(map[string]string),
+	}
+	for i := range v.accts {
+		a := &v.accts[i]
+		v.byName[a.Name] = a
+		if a.Kind == llmflow.KindOrg {
+			v.salts[a.Name] = cacheSalt(saltKey, a.Name)
+		}
+	}
+	return v
+}
+
+// team returns an enabled team and its organisation.
+func (v *accountView) team(name string) (*llmflow.Account, bool) {
+	a, ok := v.byName[name]
+	if !ok || a.Kind != llmflow.KindTeam {
+		return nil, false
+	}
+	return a, true
+}
+
+// disabled reports whether the key's team, organisation or project was
+// disabled (or removed from the tree): its key must stop working at once.
+func (v *accountView) disabled(k *llmflow.Key) bool {
+	t, ok := v.byName[k.Team]
+	if !ok || t.Disabled || t.Kind != llmflow.KindTeam {
+		return true
+	}
+	if o := v.byName[t.Parent]; o == nil || o.Disabled {
+		return true
+	}
+	if k.Project != "" {
+		if p, ok := v.byName[k.Project]; ok && p.Disabled {
+			return true
+		}
+	}
+	return false
+}
+
+// tree is the fair-share tree of the enabled accounts: organisations,
+// their teams, their projects (deeper accounts keep their nesting).
+func (v *accountView) tree() *fairshare.Node {
+	root := &fairshare.Node{}
+	nodes := map[string]*fairshare.Node{"": root}
+	for i := range v.accts {
+		a := &v.accts[i]
+		parent, ok := nodes[a.Parent]
+		if a.Disabled || !ok {
+			continue // a disabled account takes its subtree out
+		}
+		n := &fairshare.Node{Name: a.Name, Shares: a.Shares, UseParent: a.UseParent}
+		parent.Children = append(parent.Children, n)
+		nodes[a.Name] = n
+	}
+	return root
+}
+
+// CacheSalt is the cache_salt the gateway sends for an organisation's
+// requests ("" for an unknown one). The salt is a secret-derived value;
+// it is exported for tests and the demo, never shown to clients.
+func (g *Gateway) CacheSalt(org string) string { return g.accts.Load().salts[org] }

@@ -1,0 +1,81 @@
+package gateway
+
+import (
+	"math"
+	"net/http"
+
+	"github.com/go-llmflow/llmflow/fairshare"
+)
+
+// FairshareReport is GET /admin/fairshare: the live fair-share state of
+// every pool, in the terms of sshare -l plus the reservation columns.
+type FairshareReport struct {
+	Pools []PoolShare `json:"pools"`
+}
+
+// PoolShare is one pool's state.
+type PoolShare struct {
+	Pool      string         `json:"pool"`
+	Scheduler string         `json:"scheduler"` // priority, gateway or fcfs
+	Capacity  int            `json:"capacity"`  // C
+	InFlight  int            `json:"in_flight"`
+	Borrowing int            `json:"borrowing"` // in flight beyond their organisation's reservation
+	Queued    int            `json:"queued"`    // waiting in the gateway-side queue
+	Accounts  []AccountShare `json:"accounts"`  // tree order: the pool's root, then depth first
+}
+
+// AccountShare is one account of a pool's tree (sshare's row).
+type AccountShare struct {
+	Account      string          `json:"account"` // "root" for the pool itself
+	Depth        int             `json:"depth"`   // 0 root, 1 organisation, 2 team, 3+ project
+	RawShares    float64         `json:"raw_shares"`
+	UseParent    bool            `json:"use_parent,omitempty"` // Fairshare=parent: no level of its own
+	NormShares   float64         `json:"norm_shares"`
+	RawUsage     float64         `json:"raw_usage"` // decayed GPU-hours
+	NormUsage    float64         `json:"norm_usage"`
+	EffectvUsage float64         `json:"effectv_usage"`
+	LevelFS      fairshare.Value `json:"level_fs"`   // +Inf ("inf") when never used; NaN (null) when it has no level
+	FairShare    fairshare.Value `json:"fair_share"` // leaves only (null otherwise)
+	Rank         int             `json:"rank"`       // borrower rank 0..9 used in priorities (leaves)
+	Reserved     int             `json:"reserved"`
+	InFlight     int             `json:"in_flight"`
+	Within       int             `json:"within"`    // in flight within its own reservation
+	Borrowing    int             `json:"borrowing"` // in flight beyond its organisation's reservation
+}
+
+func (g *Gateway) fairshareReport(w http.ResponseWriter, r *http.Request, p Principal) error {
+	return writeJSON(w, http.StatusOK, g.FairshareReport())
+}
+
+// FairshareReport returns the live fair-share state of every pool.
+func (g *Gateway) FairshareReport() FairshareReport {
+	now := g.now()
+	rep := FairshareReport{Pools: make([]PoolShare, 0, len(g.poolOrder))}
+	for _, pl := range g.poolOrder {
+		s := pl.fs.Snapshot(now)
+		ps := PoolShare{
+			Pool: pl.name, Scheduler: pl.scheduler, Capacity: s.Capacity,
+			InFlight: int(s.InFlight), Borrowing: int(s.Borrowing),
+			Accounts: make([]AccountShare, 0, len(s.Rows)+1),
+		}
+		if pl.queue != nil {
+			_, ps.Queued = pl.queue.lengths()
+		}
+		ps.Accounts = append(ps.Accounts, AccountShare{
+			Account: "root", RawUsage: s.RawUsage, NormUsage: 1, EffectvUsage: 1,
+			LevelFS: fairshare.Value(math.NaN()), FairShare: fairshare.Value(math.NaN()),
+			Reserved: int(s.Reserved), InFlight: int(s.InFlight), Within: int(s.InFlight - s.Borrowing), Borrowing: int(s.Borrowing),
+		})
+		for _, r := range s.Rows {
+			ps.Accounts = append(ps.Accounts, AccountShare{
+				Account: r.Name, Depth: r.Depth, RawShares: r.RawShares, UseParent: r.UseParent,
+				NormShares: float64(r.NormShares), RawUsage: r.RawUsage, NormUsage: float64(r.NormUsage),
+				EffectvUsage: float64(r.EffectvUsage), LevelFS: r.LevelFS, FairShare: r.FairShare,
+				Rank: r.Rank, Reserved: int(r.Reserved), InFlight: int(r.InFlight), Within: int(r.WithinShare),
+				Borrowing: int(r.Borrowing),
+			})
+		}
+		rep.Pools = append(rep.Pools, ps)
+	}
+	return rep
+}

@@ -43,6 +43,7 @@ PKGS=(munge slurmdbd slurm-client)
 
 say() { printf 'slurm/setup.sh: %s\n' "$*"; }
 die() {
+	trap - EXIT
 	printf 'slurm/setup.sh: FAILED: %s\n' "$*" >&2
 	exit 1
 }
@@ -243,6 +244,7 @@ EOF
 
 # ------------------------------------------------------------------ slurmdbd
 dbd_fail() {
+	trap - EXIT
 	{
 		printf 'slurm/setup.sh: FAILED: %s\n' "$1"
 		[[ -f $DBD_LOG ]] && { echo "--- last lines of $DBD_LOG:"; tail -n 15 "$DBD_LOG"; }

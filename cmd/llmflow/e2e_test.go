@@ -34,6 +34,7 @@ type e2e struct {
 	key    string // client key of lab-nlp
 	sim    *vllmsim.Server
 	dbPath string
+	dir    string // holds master.key
 	stop   func() // shuts the gateway down and waits (accounting drained)
 }
 
@@ -79,7 +80,7 @@ store {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	e := &e2e{sim: sim, dbPath: cfg.Store.Path}
+	e := &e2e{sim: sim, dbPath: cfg.Store.Path, dir: dir}
 	readyc := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {

@@ -6,8 +6,9 @@
 #   scripts/test.sh ./gateway    # some packages (extra args go to go test)
 #
 # Nothing is skipped silently: a test that needs something missing fails
-# and says what to install. To skip the npm SDK test on purpose, set
-# LLMFLOW_SKIP_NODE_SDK=1.
+# and says what to install. To skip on purpose: LLMFLOW_SKIP_NODE_SDK=1 (the
+# npm SDK test), LLMFLOW_SKIP_PG=1 (PostgreSQL), LLMFLOW_SKIP_SLURM=1 (the
+# real slurmdbd and sacctmgr).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,7 +42,37 @@ setup_node_sdk() {
 	fi
 }
 
+# PostgreSQL on 127.0.0.1:5432 (trust auth, database test), for the store's
+# contract suite against a real server.
+setup_postgres() {
+	if [ "${LLMFLOW_SKIP_PG:-}" = 1 ]; then
+		log "LLMFLOW_SKIP_PG=1: the PostgreSQL tests will be skipped"
+		return
+	fi
+	command -v pg_ctlcluster >/dev/null || apt_install postgresql
+	if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
+		log "starting PostgreSQL"
+		local v
+		v=$(ls /etc/postgresql | sort -V | tail -n 1)
+		pg_ctlcluster --skip-systemctl-redirect "$v" main start || die "could not start PostgreSQL $v"
+		for _ in $(seq 50); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.2; done
+		pg_isready -q -h 127.0.0.1 -p 5432 || die "PostgreSQL does not answer on 127.0.0.1:5432"
+	fi
+	export LLMFLOW_TEST_PG_DSN=${LLMFLOW_TEST_PG_DSN:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}
+}
+
+# munge + MariaDB + slurmdbd + sacctmgr, for the Slurm import tests.
+setup_slurm() {
+	if [ "${LLMFLOW_SKIP_SLURM:-}" = 1 ]; then
+		log "LLMFLOW_SKIP_SLURM=1: the Slurm tests will be skipped"
+		return
+	fi
+	scripts/slurm/setup.sh || die "scripts/slurm/setup.sh failed (LLMFLOW_SKIP_SLURM=1 skips the Slurm tests)"
+}
+
 setup_node_sdk
+setup_postgres
+setup_slurm
 
 log "go test -race ${*:-./...}"
 go test -race -count=1 -timeout 20m "${@:-./...}"

@@ -36,6 +36,7 @@ type Config struct {
 	Health    Health
 	Tags      Tags
 	Alerts    Alerts
+	Slurm     *Slurm // nil: the organisation tree comes from this file only
 
 	// ranges maps Secret.What to the source range of the attribute naming
 	// the secret, for Secrets. Compare Configs with
@@ -183,6 +184,20 @@ type SMTP struct {
 	To           []string
 	Username     string
 	PasswordFile string
+}
+
+// Slurm is where the account tree and shares are imported from:
+// slurm { source, cluster, dsn_file, sacctmgr_path, schedule, timeout }.
+// When present, Slurm's shares replace this file's for the accounts both
+// declare.
+type Slurm struct {
+	Source       string        // "slurmdbd" (its MySQL database) or "sacctmgr"
+	Cluster      string        // the Slurm cluster whose associations are imported
+	DSNFile      string        // slurmdbd: file holding the MySQL DSN
+	SacctmgrPath string        // sacctmgr: the command, default "sacctmgr"
+	Schedule     string        // cron schedule of the import inside serve, default every 10 minutes
+	Timeout      time.Duration // one import, default 2m
+	DefRange     hcl.Range
 }
 
 // Secret is one secret file the configuration names, for CheckSecrets.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/robfig/cron/v3"
 	"math"
 	"math/big"
 	"net/url"
@@ -24,11 +25,13 @@ const (
 	// queue (scheduler = "gateway") before a 503.
 	DefaultQueueTimeout = 30 * time.Second
 	// DefaultQueueSize bounds a gateway-side queue.
-	DefaultQueueSize  = 10000
-	DefaultClass      = "interactive"
-	DefaultStoreKind  = "sqlite"
-	DefaultStorePath  = "llmflow.db"
-	DefaultHealthPath = "/health"
+	DefaultQueueSize = 10000
+	// DefaultSlurmSchedule is how often serve imports the Slurm tree.
+	DefaultSlurmSchedule = "*/10 * * * *"
+	DefaultClass         = "interactive"
+	DefaultStoreKind     = "sqlite"
+	DefaultStorePath     = "llmflow.db"
+	DefaultHealthPath    = "/health"
 
 	// MaxCapacity is the largest pool capacity accepted.
 	MaxCapacity = 1 << 20
@@ -140,6 +143,7 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "health"},
 		{Type: "tags"},
 		{Type: "alerts"},
+		{Type: "slurm"},
 	},
 }
 
@@ -159,6 +163,63 @@ func (d *decoder) decodeRoot(body hcl.Body) {
 	d.decodeHealth(d.single(c.Blocks, "health"))
 	d.decodeTags(d.single(c.Blocks, "tags"))
 	d.decodeAlerts(d.single(c.Blocks, "alerts"))
+	d.decodeSlurm(d.single(c.Blocks, "slurm"))
+}
+
+var slurmSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "source", Required: true},
+		{Name: "cluster", Required: true},
+		{Name: "dsn_file"},
+		{Name: "sacctmgr_path"},
+		{Name: "schedule"},
+		{Name: "timeout"},
+	},
+}
+
+// decodeSlurm decodes slurm { source, cluster, dsn_file, sacctmgr_path,
+// schedule, timeout }: where the account tree and shares come from.
+func (d *decoder) decodeSlurm(b *hcl.Block) {
+	if b == nil {
+		return
+	}
+	s := &Slurm{SacctmgrPath: "sacctmgr", Schedule: DefaultSlurmSchedule, Timeout: 2 * time.Minute, DefRange: b.DefRange}
+	c := d.content(b.Body, slurmSchema)
+	src := d.enum(c.Attributes, "source", &s.Source, "slurmdbd", "sacctmgr")
+	if a := d.str(c.Attributes, "cluster", &s.Cluster); a != nil && !validCluster(s.Cluster) {
+		d.errorf(a.Expr.Range(), "cluster %q is not a Slurm cluster name (lower-case letters, digits, '-' and '_')", s.Cluster)
+	}
+	dsn := d.secretPath(c.Attributes, "dsn_file", "slurm dsn_file", &s.DSNFile)
+	d.str(c.Attributes, "sacctmgr_path", &s.SacctmgrPath)
+	if a := d.str(c.Attributes, "schedule", &s.Schedule); a != nil {
+		if _, err := cron.ParseStandard(s.Schedule); err != nil {
+			d.errorf(a.Expr.Range(), "schedule %q: %v (five cron fields such as \"*/15 * * * *\", or @every 10m, @hourly)", s.Schedule, err)
+		}
+	}
+	d.duration(c.Attributes, "timeout", &s.Timeout)
+	if src != nil && s.Source == "slurmdbd" && s.DSNFile == "" && dsn == nil {
+		d.errorf(b.DefRange, "slurm source \"slurmdbd\" needs dsn_file (the MySQL DSN of slurmdbd's database, in a file)")
+	}
+	if dsn != nil && s.Source == "sacctmgr" {
+		d.errorf(dsn.Expr.Range(), "dsn_file is only for source \"slurmdbd\"")
+	}
+	d.cfg.Slurm = s
+}
+
+// validCluster is Slurm's rule for the names llmflow uses in table names.
+func validCluster(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for i, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+		case (r == '-' || r == '_') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // label returns a block's name, reporting an empty one or one defined

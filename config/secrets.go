@@ -43,6 +43,9 @@ func (c *Config) Secrets() []Secret {
 	if c.Alerts.SMTP != nil {
 		add("alerts smtp password_file", c.Alerts.SMTP.PasswordFile)
 	}
+	if c.Slurm != nil {
+		add("slurm dsn_file", c.Slurm.DSNFile)
+	}
 	return out
 }
 

@@ -157,3 +157,24 @@ type ShareUsage struct {
 	Path     []string // organisation, team, project…
 	GPUHours float64
 }
+
+// SyncRun is one run of the Slurm import: when, from where, what changed
+// and how it ended.
+type SyncRun struct {
+	ID       int64
+	Started  time.Time
+	Finished time.Time
+	Source   string // "slurmdbd:<cluster>", "sacctmgr:<cluster>", "file:<path>"
+	DryRun   bool
+
+	Created       int // accounts new to llmflow
+	SharesChanged int
+	Reparented    int
+	Disabled      int // removed in Slurm: disabled, never deleted
+	Reenabled     int
+	Members       int // accounts whose Slurm users changed
+	Unchanged     int
+
+	Outcome string // "applied", "unchanged", "dry-run" or "failed"
+	Error   string // why it failed (never a DSN or a password)
+}

@@ -1,0 +1,112 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/go-llmflow/llmflow"
+)
+
+// Accounts returns the stored organisation tree in tree order (nil when
+// no import ever ran).
+func (s *SQLite) Accounts(ctx context.Context) (llmflow.Accounts, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT name, kind, parent, shares, use_parent, disabled, members, source
+FROM accounts ORDER BY position`)
+	if err != nil {
+		return nil, fmt.Errorf("read accounts: %w", err)
+	}
+	defer rows.Close()
+	var out llmflow.Accounts
+	for rows.Next() {
+		var a llmflow.Account
+		var kind int
+		var members string
+		if err := rows.Scan(&a.Name, &kind, &a.Parent, &a.Shares, &a.UseParent, &a.Disabled, &members, &a.Source); err != nil {
+			return nil, fmt.Errorf("read accounts: %w", err)
+		}
+		a.Kind = llmflow.Kind(kind)
+		if err := json.Unmarshal([]byte(members), &a.Members); err != nil {
+			return nil, fmt.Errorf("read accounts: %s members: %w", a.Name, err)
+		}
+		if len(a.Members) == 0 {
+			a.Members = nil
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read accounts: %w", err)
+	}
+	return out, nil
+}
+
+// SaveSync records an import run and, when next is not nil, replaces the
+// stored tree with next, in one transaction: either both happen or
+// neither. It returns the run's ID.
+func (s *SQLite) SaveSync(ctx context.Context, next llmflow.Accounts, run llmflow.SyncRun) (id int64, err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("save sync: %w", err)
+		}
+	}()
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	if next != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM accounts`); err != nil {
+			return 0, err
+		}
+		st, err := tx.PrepareContext(ctx, `INSERT INTO accounts
+(name, kind, parent, shares, use_parent, disabled, members, source, position) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		if err != nil {
+			return 0, err
+		}
+		defer st.Close()
+		for i, a := range next {
+			members := a.Members
+			if members == nil {
+				members = []string{}
+			}
+			m, _ := json.Marshal(members)
+			if _, err := st.ExecContext(ctx, a.Name, int(a.Kind), a.Parent, a.Shares, a.UseParent, a.Disabled, string(m), a.Source, i); err != nil {
+				return 0, fmt.Errorf("account %s: %w", a.Name, err)
+			}
+		}
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO sync_runs
+(started, finished, source, dry_run, created, shares_changed, reparented, disabled, reenabled, members, unchanged, outcome, error)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		toMicros(run.Started), toMicros(run.Finished), run.Source, run.DryRun, run.Created, run.SharesChanged,
+		run.Reparented, run.Disabled, run.Reenabled, run.Members, run.Unchanged, run.Outcome, run.Error)
+	if err != nil {
+		return 0, err
+	}
+	if id, err = res.LastInsertId(); err != nil {
+		return 0, err
+	}
+	return id, tx.Commit()
+}
+
+// SyncRuns returns the last limit import runs, newest first.
+func (s *SQLite) SyncRuns(ctx context.Context, limit int) ([]llmflow.SyncRun, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT id, started, finished, source, dry_run, created, shares_changed,
+reparented, disabled, reenabled, members, unchanged, outcome, error FROM sync_runs ORDER BY id DESC LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read sync runs: %w", err)
+	}
+	defer rows.Close()
+	var out []llmflow.SyncRun
+	for rows.Next() {
+		var r llmflow.SyncRun
+		var started, finished int64
+		if err := rows.Scan(&r.ID, &started, &finished, &r.Source, &r.DryRun, &r.Created, &r.SharesChanged,
+			&r.Reparented, &r.Disabled, &r.Reenabled, &r.Members, &r.Unchanged, &r.Outcome, &r.Error); err != nil {
+			return nil, fmt.Errorf("read sync runs: %w", err)
+		}
+		r.Started, r.Finished = fromMicros(started), fromMicros(finished)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}

@@ -82,6 +82,42 @@ type Record struct {
 
 	Latency time.Duration // arrival to last byte
 	TTFB    time.Duration // arrival to first byte sent to the client; 0 when none was sent
+
+	// Tags are the request's tags, in the order given. Stores keep them
+	// with the record (no tags, nil or empty, reads back as nil) and roll
+	// the request up once under each distinct tag.
+	Tags []string
+}
+
+// Rollup is the accounting of one hour (or, for a query summing a range,
+// of the range) for one combination of the record fields it is keyed by.
+// Stores maintain rollups as records are written, in the same transaction:
+// a record written again (same RequestID) is never counted twice. Reports
+// read rollups, never raw records.
+//
+// Owner is the Slurm user of the key (Key.Owner) at the time the record was
+// written, "" for a record without a key or whose key has no owner. Tag is
+// set only by the per-tag rollups: a request with several tags counts once
+// under each distinct tag, and a request without tags under the tag "".
+// Fields that a grouped query does not keep are "".
+type Rollup struct {
+	Hour time.Time // start of the hour, UTC; zero when a query sums a whole range
+
+	Org     string
+	Team    string
+	Project string
+	KeyID   string
+	Owner   string
+	Model   string
+	Pool    string
+	Tag     string
+
+	Requests          int64 // records rolled up
+	PromptTokens      int64
+	CompletionTokens  int64
+	CachedTokens      int64
+	GPUHours          float64
+	EstimatedRequests int64 // of Requests, those whose usage was estimated (Record.Estimated)
 }
 
 // Error codes understood by the HTTP layer. They say what kind of failure

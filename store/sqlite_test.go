@@ -335,3 +335,14 @@ func BenchmarkSQLite_KeyByHash(b *testing.B) {
 		})
 	})
 }
+
+func TestSQLite_Accounts(t *testing.T) {
+	storetest.RunAccounts(t, func(t *testing.T) storetest.AccountStore {
+		s, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "llmflow.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}

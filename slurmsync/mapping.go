@@ -1,0 +1,228 @@
+package slurmsync
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/sacctmgr"
+)
+
+// Map turns Slurm's association tree into llmflow's organisation tree:
+// accounts directly under root are organisations, their children teams,
+// deeper accounts projects (keeping their nesting). Shares are Slurm's raw
+// Fairshare values (siblings are normalised against each other);
+// Fairshare=parent is UseParent. Deleted accounts are kept, disabled. Users
+// with a live association in an account are its Members. root's own user
+// associations (root/root) have no place in llmflow and are left out.
+func Map(t *sacctmgr.Tree) (llmflow.Accounts, error) {
+	depth := map[string]int{"root": 0}
+	var out llmflow.Accounts
+	index := map[string]int{}
+	for _, a := range t.Accounts {
+		if a.Name == "root" {
+			continue
+		}
+		pd, ok := depth[a.Parent]
+		if !ok {
+			return nil, fmt.Errorf("slurm tree: account %q: parent %q not found before it", a.Name, a.Parent)
+		}
+		d := pd + 1
+		depth[a.Name] = d
+		acct := llmflow.Account{
+			Name:      a.Name,
+			Kind:      kindAt(d),
+			Shares:    float64(a.Shares),
+			UseParent: a.UseParent,
+			Disabled:  a.Deleted,
+			Source:    "slurm",
+		}
+		if d > 1 {
+			acct.Parent = a.Parent
+		}
+		if a.UseParent {
+			acct.Shares = 0
+		}
+		index[a.Name] = len(out)
+		out = append(out, acct)
+	}
+	// a child of a deleted account is disabled too
+	for i := range out {
+		if p, ok := index[out[i].Parent]; ok && out[p].Disabled {
+			out[i].Disabled = true
+		}
+	}
+	for _, u := range t.Users {
+		i, ok := index[u.Account]
+		if !ok || u.Deleted {
+			continue
+		}
+		if !slices.Contains(out[i].Members, u.Name) {
+			out[i].Members = append(out[i].Members, u.Name)
+		}
+	}
+	for i := range out {
+		slices.Sort(out[i].Members)
+	}
+	return out, nil
+}
+
+func kindAt(depth int) llmflow.Kind {
+	switch depth {
+	case 1:
+		return llmflow.KindOrg
+	case 2:
+		return llmflow.KindTeam
+	default:
+		return llmflow.KindProject
+	}
+}
+
+// ChangeKind says what a sync does to one account.
+type ChangeKind string
+
+const (
+	Created       ChangeKind = "created"
+	SharesChanged ChangeKind = "shares"
+	Reparented    ChangeKind = "reparented"
+	Disabled      ChangeKind = "disabled"
+	Reenabled     ChangeKind = "re-enabled"
+	Members       ChangeKind = "members"
+)
+
+// Change is one difference between llmflow's tree and Slurm's.
+type Change struct {
+	Kind    ChangeKind
+	Account llmflow.Account  // as it will be
+	Old     *llmflow.Account // as it was; nil when created
+}
+
+func (c Change) String() string {
+	a := c.Account
+	switch c.Kind {
+	case Created:
+		return fmt.Sprintf("created     %-8s %s (parent %q, shares %s)", a.Kind, a.Name, a.Parent, shares(a))
+	case SharesChanged:
+		return fmt.Sprintf("shares      %-8s %s: %s → %s", a.Kind, a.Name, shares(*c.Old), shares(a))
+	case Reparented:
+		return fmt.Sprintf("reparented  %-8s %s: parent %q → %q", a.Kind, a.Name, c.Old.Parent, a.Parent)
+	case Disabled:
+		return fmt.Sprintf("disabled    %-8s %s", a.Kind, a.Name)
+	case Reenabled:
+		return fmt.Sprintf("re-enabled  %-8s %s", a.Kind, a.Name)
+	case Members:
+		return fmt.Sprintf("members     %-8s %s: %s → %s", a.Kind, a.Name, strings.Join(c.Old.Members, ","), strings.Join(a.Members, ","))
+	}
+	return string(c.Kind) + " " + a.Name
+}
+
+func shares(a llmflow.Account) string {
+	if a.UseParent {
+		return "parent"
+	}
+	return fmt.Sprint(a.Shares)
+}
+
+// Diff compares the Slurm accounts of llmflow's tree (old) with a fresh
+// import (cur) and returns the changes and the tree to store: every
+// account of cur; accounts of old that Slurm no longer has, disabled (never
+// deleted: their records and reports stay). Accounts of other sources are
+// left as they are. An account can change in several ways at once; each
+// is one Change.
+func Diff(old, cur llmflow.Accounts) (changes []Change, next llmflow.Accounts) {
+	before := map[string]*llmflow.Account{}
+	for i := range old {
+		before[old[i].Name] = &old[i]
+	}
+	seen := map[string]bool{}
+	for _, a := range cur {
+		seen[a.Name] = true
+		o, ok := before[a.Name]
+		next = append(next, a)
+		if !ok {
+			changes = append(changes, Change{Kind: Created, Account: a})
+			continue
+		}
+		if o.Parent != a.Parent || o.Kind != a.Kind {
+			changes = append(changes, Change{Kind: Reparented, Account: a, Old: o})
+		}
+		if o.Shares != a.Shares || o.UseParent != a.UseParent {
+			changes = append(changes, Change{Kind: SharesChanged, Account: a, Old: o})
+		}
+		switch {
+		case o.Disabled && !a.Disabled:
+			changes = append(changes, Change{Kind: Reenabled, Account: a, Old: o})
+		case !o.Disabled && a.Disabled:
+			changes = append(changes, Change{Kind: Disabled, Account: a, Old: o})
+		}
+		if !slices.Equal(o.Members, a.Members) {
+			changes = append(changes, Change{Kind: Members, Account: a, Old: o})
+		}
+	}
+	for i := range old {
+		o := old[i]
+		if seen[o.Name] {
+			continue
+		}
+		if o.Source == "slurm" && !o.Disabled {
+			gone := o
+			gone.Disabled = true
+			changes = append(changes, Change{Kind: Disabled, Account: gone, Old: &old[i]})
+			o = gone
+		}
+		next = append(next, o)
+	}
+	return changes, order(next)
+}
+
+// order sorts a tree parents before children, siblings by name.
+func order(accts llmflow.Accounts) llmflow.Accounts {
+	children := map[string][]llmflow.Account{}
+	names := map[string]bool{}
+	for _, a := range accts {
+		names[a.Name] = true
+	}
+	for _, a := range accts {
+		p := a.Parent
+		if !names[p] {
+			p = ""
+		}
+		children[p] = append(children[p], a)
+	}
+	out := make(llmflow.Accounts, 0, len(accts))
+	var walk func(string)
+	walk = func(p string) {
+		kids := children[p]
+		slices.SortFunc(kids, func(a, b llmflow.Account) int { return strings.Compare(a.Name, b.Name) })
+		for _, k := range kids {
+			out = append(out, k)
+			walk(k.Name)
+		}
+	}
+	walk("")
+	return out
+}
+
+// Count tallies changes into a run's counters.
+func Count(run *llmflow.SyncRun, changes []Change, total int) {
+	touched := map[string]bool{}
+	for _, c := range changes {
+		touched[c.Account.Name] = true
+		switch c.Kind {
+		case Created:
+			run.Created++
+		case SharesChanged:
+			run.SharesChanged++
+		case Reparented:
+			run.Reparented++
+		case Disabled:
+			run.Disabled++
+		case Reenabled:
+			run.Reenabled++
+		case Members:
+			run.Members++
+		}
+	}
+	run.Unchanged = total - len(touched)
+}

@@ -1,0 +1,140 @@
+package slurmsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-llmflow/llmflow"
+)
+
+// Sink is where imported trees go: llmflow's store.
+type Sink interface {
+	// Accounts returns the stored Slurm tree (nil before the first import).
+	Accounts(ctx context.Context) (llmflow.Accounts, error)
+	// SaveSync records the run and, when next is not nil, replaces the
+	// stored tree, in one transaction.
+	SaveSync(ctx context.Context, next llmflow.Accounts, run llmflow.SyncRun) (int64, error)
+}
+
+// Syncer imports the tree of one Slurm source into a Sink.
+type Syncer struct {
+	Source Source
+	Name   string // the source as runs show it, e.g. "slurmdbd:hgx"
+	Sink   Sink
+	Now    func() time.Time // nil: time.Now
+}
+
+// Result is one run: its record, the changes and the tree now stored.
+type Result struct {
+	Run      llmflow.SyncRun
+	Changes  []Change
+	Accounts llmflow.Accounts // the stored tree after the run
+}
+
+// Run imports the tree, computes the changes against the stored tree and,
+// unless dryRun, applies them in one transaction. Every run is recorded,
+// failed and dry ones included. A run that finds no change writes only
+// its record.
+func (s *Syncer) Run(ctx context.Context, dryRun bool) (Result, error) {
+	now := s.Now
+	if now == nil {
+		now = time.Now
+	}
+	res := Result{Run: llmflow.SyncRun{Started: now().UTC(), Source: s.Name, DryRun: dryRun}}
+	fail := func(err error) (Result, error) {
+		res.Run.Finished = now().UTC()
+		res.Run.Outcome = "failed"
+		res.Run.Error = err.Error()
+		if !dryRun {
+			if id, serr := s.Sink.SaveSync(context.WithoutCancel(ctx), nil, res.Run); serr == nil {
+				res.Run.ID = id
+			} else {
+				err = errors.Join(err, serr)
+			}
+		}
+		return res, err
+	}
+	tree, err := s.Source.Tree(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("import from %s: %w", s.Name, err))
+	}
+	cur, err := Map(tree)
+	if err != nil {
+		return fail(err)
+	}
+	old, err := s.Sink.Accounts(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	changes, next := Diff(old, cur)
+	res.Changes = changes
+	Count(&res.Run, changes, len(next))
+	switch {
+	case dryRun:
+		res.Run.Outcome, res.Accounts = "dry-run", old
+		res.Run.Finished = now().UTC()
+		return res, nil
+	case len(changes) == 0:
+		res.Run.Outcome, res.Accounts = "unchanged", old
+		next = nil
+	default:
+		res.Run.Outcome, res.Accounts = "applied", next
+	}
+	res.Run.Finished = now().UTC()
+	id, err := s.Sink.SaveSync(ctx, next, res.Run)
+	if err != nil {
+		res.Accounts = old
+		return fail(err)
+	}
+	res.Run.ID = id
+	return res, nil
+}
+
+// Combine is the tree the gateway serves when the configuration has a
+// slurm block: Slurm's accounts, then the configuration's accounts Slurm
+// does not have. Slurm names are lower case; a configuration account whose
+// name matches one case-insensitively is that account, and Slurm's shares
+// replace the configuration's. A team the configuration puts under another
+// organisation than Slurm does is an error naming both places (where is
+// the configuration's position of each team, "file:line:col").
+func Combine(slurm, cfg llmflow.Accounts, where func(name string) string) (llmflow.Accounts, error) {
+	bySlurm := map[string]llmflow.Account{}
+	for _, a := range slurm {
+		bySlurm[strings.ToLower(a.Name)] = a
+	}
+	rename := map[string]string{} // configuration name → Slurm name
+	for _, a := range cfg {
+		if s, ok := bySlurm[strings.ToLower(a.Name)]; ok {
+			rename[a.Name] = s.Name
+		}
+	}
+	var errs []error
+	out := append(llmflow.Accounts(nil), slurm...)
+	for _, a := range cfg {
+		parent := a.Parent
+		if p, ok := rename[parent]; ok {
+			parent = p
+		}
+		s, inSlurm := bySlurm[strings.ToLower(a.Name)]
+		if !inSlurm {
+			a.Parent = parent
+			out = append(out, a)
+			continue
+		}
+		if s.Parent != parent || s.Kind != a.Kind {
+			sp := s.Parent
+			if sp == "" {
+				sp = "root"
+			}
+			errs = append(errs, fmt.Errorf("%s: %s %q is under %q in the configuration but Slurm has account %q under %q",
+				where(a.Name), a.Kind, a.Name, a.Parent, s.Name, sp))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return order(out), nil
+}

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/store"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -60,6 +61,17 @@ type Store interface {
 	// ShareUsage returns a pool's saved usage ordered by path and when it
 	// was saved; nothing and a zero time for a pool never saved.
 	ShareUsage(ctx context.Context, pool string) ([]llmflow.ShareUsage, time.Time, error)
+	// PurgeRecords deletes the records with Time < before, returning how
+	// many; rollups stay.
+	PurgeRecords(ctx context.Context, before time.Time) (int64, error)
+	// Rollups returns the hourly rollups of the hours starting in
+	// [from, to), selected and grouped by f, ordered by hour then the kept
+	// dimensions. They are maintained by WriteRecords, count each
+	// RequestID once and survive PurgeRecords.
+	Rollups(ctx context.Context, from, to time.Time, f store.RollupFilter) ([]llmflow.Rollup, error)
+	// RollupsByTag is Rollups per tag: a request counts once under each
+	// distinct tag, an untagged one under "".
+	RollupsByTag(ctx context.Context, from, to time.Time, f store.RollupFilter) ([]llmflow.Rollup, error)
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error
 	// Close releases the store; a second call returns without harm.
@@ -118,6 +130,17 @@ func Run(t *testing.T, open func(t *testing.T) Store) {
 		t.Run("Range", func(t *testing.T) { testRecordsRange(t, open(t)) })
 		t.Run("SubMicrosecondBounds", func(t *testing.T) { testRecordsSubMicro(t, open(t)) })
 		t.Run("Order", func(t *testing.T) { testRecordsOrder(t, open(t)) })
+	})
+	t.Run("Rollups", func(t *testing.T) {
+		t.Run("Basic", func(t *testing.T) { testRollupsBasic(t, open(t)) })
+		t.Run("Idempotent", func(t *testing.T) { testRollupsIdempotent(t, open(t)) })
+		t.Run("PurgeKeepsRollups", func(t *testing.T) { testRollupsPurge(t, open(t)) })
+		t.Run("HourBoundaries", func(t *testing.T) { testRollupsHours(t, open(t)) })
+		t.Run("Tags", func(t *testing.T) { testRollupsTags(t, open(t)) })
+		t.Run("GroupBy", func(t *testing.T) { testRollupsGroupBy(t, open(t)) })
+		t.Run("Filters", func(t *testing.T) { testRollupsFilters(t, open(t)) })
+		t.Run("ErrInvalid", func(t *testing.T) { testRollupsInvalid(t, open(t)) })
+		t.Run("ConcurrentDuplicates", func(t *testing.T) { testRollupsConcurrent(t, open(t)) })
 	})
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open(t)) })
 }
@@ -558,6 +581,7 @@ func fullRecord(id string, tm time.Time) llmflow.Record {
 		Priority:         -3,
 		Latency:          1234567 * time.Microsecond,
 		TTFB:             89 * time.Microsecond,
+		Tags:             []string{"teaching", "ünï, \"q\"", "teaching"},
 	}
 }
 
@@ -779,6 +803,9 @@ func testConcurrent(t *testing.T, s Store) {
 	got := mustRecords(t, s, base.Add(-time.Hour), base.Add(time.Hour))
 	if want := writers * batches * size; len(got) != want {
 		t.Errorf("Records: %d, want %d", len(got), want)
+	}
+	if n := rollupRequests(t, s, base.Add(-time.Hour), base.Add(time.Hour)); n != writers*batches*size {
+		t.Errorf("rollups count %d requests, want %d", n, writers*batches*size)
 	}
 	reads.Range(func(r, n any) bool {
 		t.Logf("reader %d: %d lookups", r, n)

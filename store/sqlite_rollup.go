@@ -1,0 +1,90 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/go-llmflow/llmflow"
+)
+
+// purgeChunk is how many records one purge transaction deletes: a large
+// purge goes in steps, so that accounting writes interleave with it
+// instead of waiting for the whole of it.
+const purgeChunk = 10000
+
+// PurgeRecords deletes the raw records with Time < before and returns how
+// many it deleted. The rollups stay: reports over the purged range are
+// unchanged. It deletes in steps of its own transactions; a purge stopped
+// by ctx keeps what it deleted so far (and returns that count with the
+// error).
+func (s *SQLite) PurgeRecords(ctx context.Context, before time.Time) (int64, error) {
+	var total int64
+	bound := ceilMicros(before)
+	for {
+		res, err := s.write.ExecContext(ctx, `DELETE FROM records WHERE rowid IN (
+	SELECT rowid FROM records WHERE time < ? ORDER BY time LIMIT ?)`, bound, purgeChunk)
+		if err != nil {
+			return total, fmt.Errorf("purge records: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, fmt.Errorf("purge records: %w", err)
+		}
+		total += n
+		if n < purgeChunk {
+			return total, nil
+		}
+	}
+}
+
+// Rollups returns the hourly rollups of the hours starting in [from, to),
+// selected and grouped by f, ordered by hour then the kept dimensions
+// (org, team, project, key, owner, model, pool). It reads rollups only,
+// never raw records, so it answers the same after PurgeRecords. Bounds are
+// meant to be whole hours: a from of 10:30 starts at the 11:00 hour.
+func (s *SQLite) Rollups(ctx context.Context, from, to time.Time, f RollupFilter) ([]llmflow.Rollup, error) {
+	return s.rollups(ctx, false, from, to, f)
+}
+
+// RollupsByTag is Rollups per tag: a request with several tags counts once
+// under each distinct tag, a request without tags under the tag "". Rows
+// are ordered by hour, then tag, then the other kept dimensions.
+func (s *SQLite) RollupsByTag(ctx context.Context, from, to time.Time, f RollupFilter) ([]llmflow.Rollup, error) {
+	return s.rollups(ctx, true, from, to, f)
+}
+
+func (s *SQLite) rollups(ctx context.Context, byTag bool, from, to time.Time, f RollupFilter) ([]llmflow.Rollup, error) {
+	q, args, err := rollupQuery(byTag, f, ceilMicros(from), ceilMicros(to),
+		func(int) string { return "?" }, "NULL", func(c string) string { return "sum(" + c + ")" })
+	if err != nil {
+		return nil, err
+	}
+	if !from.Before(to) {
+		return nil, nil
+	}
+	rows, err := s.read.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read rollups: %w", err)
+	}
+	defer rows.Close()
+	var out []llmflow.Rollup
+	for rows.Next() {
+		var (
+			r    llmflow.Rollup
+			hour sql.NullInt64
+		)
+		if err := rows.Scan(append([]any{&hour}, rollupDest(&r)...)...); err != nil {
+			return nil, fmt.Errorf("read rollups: %w", err)
+		}
+		if hour.Valid {
+			r.Hour = fromMicros(hour.Int64)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read rollups: %w", err)
+	}
+	return out, nil
+}

@@ -69,6 +69,16 @@ func (v *accountView) team(name string) (*llmflow.Account, bool) {
 	return a, true
 }
 
+// orgOf is the organisation of the key's team in this tree (a Slurm import
+// may have moved or renamed it since the key was created); the key's own
+// when the team is unknown.
+func (v *accountView) orgOf(k *llmflow.Key) string {
+	if t, ok := v.byName[k.Team]; ok && t.Kind == llmflow.KindTeam {
+		return t.Parent
+	}
+	return k.Org
+}
+
 // disabled reports whether the key's team, organisation or project was
 // disabled (or removed from the tree): its key must stop working at once.
 func (v *accountView) disabled(k *llmflow.Key) bool {

@@ -78,6 +78,7 @@ func (g *Gateway) adminRoutes() {
 	})
 	g.handle(http.MethodDelete, "/admin/keys/{id}", g.admin(g.revokeKey))
 	g.handle(http.MethodGet, "/admin/fairshare", g.admin(g.fairshareReport))
+	g.handle(http.MethodGet, "/admin/sync", g.admin(g.listSyncs))
 }
 
 // decodeAdmin decodes an admin JSON body: at most 64 KiB, unknown fields

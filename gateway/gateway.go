@@ -65,6 +65,9 @@ type Options struct {
 	// ShareUsage keeps the decayed fair-share usage across restarts; nil
 	// keeps it in memory only.
 	ShareUsage ShareUsageStore
+	// SyncHistory lists the Slurm import runs for GET /admin/sync; nil
+	// lists none.
+	SyncHistory SyncHistory
 	// Accounts is the organisation tree; nil = AccountsFromConfig(Config).
 	// SetAccounts replaces it while serving (a Slurm sync).
 	Accounts llmflow.Accounts
@@ -91,6 +94,8 @@ type Gateway struct {
 	rec        *Recorder
 	usage      ShareUsageStore
 	accts      atomic.Pointer[accountView]
+	syncs      SyncHistory
+	sync       *syncState
 	log        *slog.Logger
 	now        func() time.Time
 	reg        *prometheus.Registry
@@ -134,6 +139,7 @@ func New(o Options) (*Gateway, error) {
 		cfg:    cfg,
 		keys:   o.Keys,
 		usage:  o.ShareUsage,
+		syncs:  o.SyncHistory,
 		log:    o.Log,
 		now:    o.Now,
 		reg:    o.Registry,
@@ -192,9 +198,9 @@ func New(o Options) (*Gateway, error) {
 	if accts == nil {
 		accts = AccountsFromConfig(cfg)
 	}
-	view := g.setView(accts)
-
 	g.m = newMetrics(g.reg)
+	g.sync = newSyncState(g.reg)
+	view := g.setView(accts)
 
 	size := o.KeyCacheSize
 	if size <= 0 {
@@ -442,6 +448,7 @@ func (g *Gateway) saveUsage(ctx context.Context) error {
 func (g *Gateway) setView(accts llmflow.Accounts) *accountView {
 	v := newAccountView(accts, g.saltKey)
 	g.accts.Store(v)
+	g.sync.accounts.Set(float64(len(accts)))
 	return v
 }
 
@@ -542,7 +549,11 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 		Version   string           `json:"version"`
 		Store     string           `json:"store"`
 		Upstreams []upstreamHealth `json:"upstreams"`
-	}{Status: "ok", Version: Version, Store: "ok"}
+		Slurm     *syncHealth      `json:"slurm_sync,omitempty"`
+	}{Status: "ok", Version: Version, Store: "ok", Slurm: g.sync.health()}
+	if body.Slurm != nil && body.Slurm.Outcome == "failed" {
+		body.Status = "degraded" // serving the last good tree
+	}
 	for _, b := range g.backends {
 		body.Upstreams = append(body.Upstreams, upstreamHealth{b.pool, b.name, b.up(now), b.inflight.Load()})
 	}

@@ -39,6 +39,7 @@ type exchange struct {
 	rt       *route
 	rq       *clientRequest
 	view     *accountView
+	org      string // the key's team's organisation in the tree served now
 	ticket   fairshare.Ticket
 	admitted bool // ticket holds a fair-share admission to release
 	queued   bool // holds a slot of the pool's gateway-side queue
@@ -59,6 +60,7 @@ func (g *Gateway) inference(ep endpoint) handler {
 		}
 		x.key = &ck.key
 		x.view = g.accts.Load()
+		x.org = x.view.orgOf(x.key)
 		if x.view.disabled(x.key) {
 			g.m.denied.WithLabelValues(reasonDisabled).Inc()
 			return llmflow.Errorf(llmflow.EFORBIDDEN, "the key's team %q (or its organisation or project) is disabled", x.key.Team)
@@ -103,12 +105,12 @@ func (g *Gateway) inference(ep endpoint) handler {
 func (g *Gateway) admit(ctx context.Context, x *exchange) error {
 	pl, k := x.rt.pool, x.key
 	if pl.queue != nil {
-		if err := pl.queue.acquire(ctx, queueKey{org: k.Org, team: k.Team, project: k.Project, class: x.rt.class}, g.now); err != nil {
+		if err := pl.queue.acquire(ctx, queueKey{org: x.org, team: k.Team, project: k.Project, class: x.rt.class}, g.now); err != nil {
 			return err
 		}
 		x.queued = true
 	}
-	x.ticket = pl.fs.Admit(fairshare.Path{Org: k.Org, Team: k.Team, Project: k.Project}, x.rt.class)
+	x.ticket = pl.fs.Admit(fairshare.Path{Org: x.org, Team: k.Team, Project: k.Project}, x.rt.class)
 	x.admitted = true
 	return nil
 }
@@ -159,7 +161,7 @@ func readAll(r io.Reader, n, limit int64) ([]byte, error) {
 // relays the answer. It fills x.rec's outcome, status and usage.
 func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, ep endpoint, x *exchange) error {
 	rt, pl := x.rt, x.rt.pool
-	ub := upstreamBody{model: rt.upstreamModel, cacheSalt: x.view.salts[x.key.Org]}
+	ub := upstreamBody{model: rt.upstreamModel, cacheSalt: x.view.salts[x.org]}
 	if pl.prioBody {
 		ub.priority, ub.withPrio = x.ticket.Priority, true
 	}
@@ -480,7 +482,7 @@ func (g *Gateway) finish(x *exchange) {
 	rec := &x.rec
 	rec.Time = x.start
 	rec.RequestID = x.id
-	rec.KeyID, rec.Project, rec.Team, rec.Org = x.key.ID, x.key.Project, x.key.Team, x.key.Org
+	rec.KeyID, rec.Project, rec.Team, rec.Org = x.key.ID, x.key.Project, x.key.Team, x.org
 	rec.Model, rec.Pool = x.rt.name, x.rt.pool.name
 	rec.Stream = x.rq.stream
 	if x.rt.pool.prioBody || x.rt.pool.prioHdr || x.queued {

@@ -36,8 +36,8 @@ type Result struct {
 
 // Run imports the tree, computes the changes against the stored tree and,
 // unless dryRun, applies them in one transaction. Every run is recorded,
-// failed and dry ones included. A run that finds no change writes only
-// its record.
+// failed and dry ones included; a dry run or a run that finds no change
+// writes only its record.
 func (s *Syncer) Run(ctx context.Context, dryRun bool) (Result, error) {
 	now := s.Now
 	if now == nil {
@@ -48,12 +48,10 @@ func (s *Syncer) Run(ctx context.Context, dryRun bool) (Result, error) {
 		res.Run.Finished = now().UTC()
 		res.Run.Outcome = "failed"
 		res.Run.Error = err.Error()
-		if !dryRun {
-			if id, serr := s.Sink.SaveSync(context.WithoutCancel(ctx), nil, res.Run); serr == nil {
-				res.Run.ID = id
-			} else {
-				err = errors.Join(err, serr)
-			}
+		if id, serr := s.Sink.SaveSync(context.WithoutCancel(ctx), nil, res.Run); serr == nil {
+			res.Run.ID = id
+		} else {
+			err = errors.Join(err, serr)
 		}
 		return res, err
 	}
@@ -75,8 +73,7 @@ func (s *Syncer) Run(ctx context.Context, dryRun bool) (Result, error) {
 	switch {
 	case dryRun:
 		res.Run.Outcome, res.Accounts = "dry-run", old
-		res.Run.Finished = now().UTC()
-		return res, nil
+		next = nil
 	case len(changes) == 0:
 		res.Run.Outcome, res.Accounts = "unchanged", old
 		next = nil

@@ -113,11 +113,11 @@ func TestSyncerLifecycle(t *testing.T) {
 		return res
 	}
 	step("dry first", true, "dry-run", "created:etaba created:etabb created:lab-chem created:lab-nlp")
-	if sink.saves != 0 || len(sink.runs) != 0 {
-		t.Fatalf("a dry run wrote: %d trees, %d runs", sink.saves, len(sink.runs))
+	if sink.saves != 0 || len(sink.runs) != 1 || !sink.runs[0].DryRun {
+		t.Fatalf("a dry run wrote %d trees and %d runs: want only its record", sink.saves, len(sink.runs))
 	}
 	res := step("first", false, "applied", "created:etaba created:etabb created:lab-chem created:lab-nlp")
-	if res.Run.Created != 4 || res.Run.ID != 1 || len(res.Accounts) != 4 {
+	if res.Run.Created != 4 || res.Run.ID != 2 || len(res.Accounts) != 4 {
 		t.Fatalf("first run %+v, %d accounts", res.Run, len(res.Accounts))
 	}
 	step("no change", false, "unchanged", "")

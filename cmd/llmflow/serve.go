@@ -77,7 +77,20 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	gw, err := gateway.New(gateway.Options{Config: cfg, Keys: db, Records: db, ShareUsage: db, Registry: reg, Log: log})
+	opts := gateway.Options{Config: cfg, Keys: db, Records: db, ShareUsage: db, Registry: reg, Log: log}
+	var imp *slurmImport
+	if cfg.Slurm != nil {
+		as, ok := any(db).(accountStore)
+		if !ok {
+			return fmt.Errorf("store kind %q cannot keep the Slurm tree", cfg.Store.Kind)
+		}
+		if imp, err = newSlurmImport(ctx, cfg, as, log); err != nil {
+			return err
+		}
+		defer imp.close()
+		opts.Accounts, opts.SyncHistory = imp.accounts, as
+	}
+	gw, err := gateway.New(opts)
 	if err != nil {
 		return err
 	}
@@ -96,6 +109,9 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 		return fmt.Errorf("listen: %w", err)
 	}
 	gw.Start(ctx)
+	if imp != nil {
+		imp.start(ctx, gw)
+	}
 	log.Info("llmflow gateway listening", "addr", ln.Addr().String(), "version", gateway.Version,
 		"models", len(cfg.Models), "store", cfg.Store.Path)
 	if ready != nil {

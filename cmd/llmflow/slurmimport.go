@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/gateway"
+	"github.com/go-llmflow/llmflow/slurmsync"
+)
+
+// slurmImport runs the Slurm import inside serve: once at start, then on
+// the configured cron schedule. A failed import keeps the last good tree
+// and shows in the log, /healthz and llmflow_slurm_sync_failing.
+type slurmImport struct {
+	cfg      *config.Config
+	syncer   *slurmsync.Syncer
+	closeSrc func() error
+	log      *slog.Logger
+	cfgAccts llmflow.Accounts
+	accounts llmflow.Accounts // the tree to serve at start
+	cron     *cron.Cron
+	mu       sync.Mutex // one import at a time
+}
+
+func newSlurmImport(ctx context.Context, cfg *config.Config, as accountStore, log *slog.Logger) (*slurmImport, error) {
+	src, name, closeSrc, err := slurmSource(cfg, slurmFlags{})
+	if err != nil {
+		return nil, err
+	}
+	imp := &slurmImport{cfg: cfg, syncer: &slurmsync.Syncer{Source: src, Name: name, Sink: as},
+		closeSrc: closeSrc, log: log, cfgAccts: gateway.AccountsFromConfig(cfg)}
+	stored, err := as.Accounts(ctx)
+	if err != nil {
+		closeSrc()
+		return nil, err
+	}
+	if imp.accounts, err = imp.combine(stored); err != nil {
+		closeSrc()
+		return nil, err
+	}
+	return imp, nil
+}
+
+// combine is the tree to serve: Slurm's, then the configuration's others.
+func (imp *slurmImport) combine(slurm llmflow.Accounts) (llmflow.Accounts, error) {
+	where := map[string]string{}
+	for _, o := range imp.cfg.Orgs {
+		where[o.Name] = pos(o.DefRange.Filename, o.DefRange.Start.Line, o.DefRange.Start.Column)
+		for _, t := range o.Teams {
+			where[t.Name] = pos(t.DefRange.Filename, t.DefRange.Start.Line, t.DefRange.Start.Column)
+		}
+	}
+	return slurmsync.Combine(slurm, imp.cfgAccts, func(name string) string { return where[name] })
+}
+
+func pos(file string, line, col int) string { return fmt.Sprintf("%s:%d:%d", file, line, col) }
+
+// start runs an import now and then on the schedule, until ctx ends.
+func (imp *slurmImport) start(ctx context.Context, gw *gateway.Gateway) {
+	imp.cron = cron.New()
+	if _, err := imp.cron.AddFunc(imp.cfg.Slurm.Schedule, func() { imp.run(ctx, gw) }); err != nil {
+		imp.log.Error("slurm import schedule", "err", err) // checked by config: cannot happen
+	}
+	imp.cron.Start()
+	go imp.run(ctx, gw)
+}
+
+// run imports once and hands a changed tree to the gateway.
+func (imp *slurmImport) run(ctx context.Context, gw *gateway.Gateway) {
+	imp.mu.Lock()
+	defer imp.mu.Unlock()
+	if ctx.Err() != nil {
+		return
+	}
+	start := time.Now()
+	res, err := imp.syncer.Run(ctx, false)
+	if err == nil && res.Run.Outcome == "applied" {
+		var accts llmflow.Accounts
+		if accts, err = imp.combine(res.Accounts); err == nil {
+			gw.SetAccounts(accts)
+		} else {
+			res.Run.Outcome, res.Run.Error = "failed", err.Error()
+		}
+	}
+	gw.ReportSync(res.Run)
+	if err != nil {
+		imp.log.Error("slurm import failed: serving the last good tree", "source", res.Run.Source, "err", err)
+		return
+	}
+	imp.log.Info("slurm import", "source", res.Run.Source, "outcome", res.Run.Outcome, "created", res.Run.Created,
+		"shares", res.Run.SharesChanged, "reparented", res.Run.Reparented, "disabled", res.Run.Disabled,
+		"reenabled", res.Run.Reenabled, "took", time.Since(start).Round(time.Millisecond))
+	for _, c := range res.Changes {
+		imp.log.Info("slurm change", "change", c.String())
+	}
+}
+
+func (imp *slurmImport) close() {
+	if imp.cron != nil {
+		<-imp.cron.Stop().Done()
+	}
+	imp.mu.Lock() // wait for a running import
+	imp.closeSrc()
+	imp.mu.Unlock()
+}

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/gateway"
+	"github.com/go-llmflow/llmflow/vllmsim"
+)
+
+// syncConfig writes a configuration with a store in dir.
+func syncConfig(t *testing.T, dir, extra string) string {
+	t.Helper()
+	os.WriteFile(filepath.Join(dir, "master.key"), []byte("master-sync\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "vllm.key"), []byte("sim-secret\n"), 0o600)
+	path := filepath.Join(dir, "gateway.hcl")
+	os.WriteFile(path, []byte(`
+master_key_file = "master.key"
+pool "p" { capacity = 16 }
+model "m" {
+  upstream_model = "sim/llama"
+  pool           = "p"
+  key_file       = "vllm.key"
+  upstream "u" { base_url = "`+extra+`" }
+}
+store { path = "llmflow.db" }
+`), 0o600)
+	return path
+}
+
+// llmflow sync from a saved sacctmgr listing: dry run, apply, no change,
+// history.
+func TestSyncCommandFromFile(t *testing.T) {
+	dir := t.TempDir()
+	cfg := syncConfig(t, dir, "http://127.0.0.1:1")
+	listing, _ := filepath.Abs("../../testdata/slurm/sacctmgr/assoc.format.psv")
+	run := func(args ...string) (string, string, int) {
+		var out, errb bytes.Buffer
+		code := Run(context.Background(), append([]string{"sync", "-c", cfg}, args...), &out, &errb)
+		return out.String(), errb.String(), code
+	}
+	src := []string{"--from-sacctmgr", "--cluster", "hgx", "--file", listing}
+	out, errs, code := run(append(src, "--dry-run")...)
+	if code != 0 || !strings.Contains(out, "created     org      etaba") || !strings.Contains(out, "dry-run from file:") {
+		t.Fatalf("dry run: exit %d\n%s%s", code, out, errs)
+	}
+	out, errs, code = run(src...)
+	if code != 0 || !strings.Contains(out, "applied from file:") || !strings.Contains(out, "created     project  nlp-llm") {
+		t.Fatalf("apply: exit %d\n%s%s", code, out, errs)
+	}
+	out, _, code = run(src...)
+	if code != 0 || strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, "unchanged from file:") {
+		t.Fatalf("second run changed something: exit %d\n%s", code, out)
+	}
+	out, _, code = run("--history")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 4 || !strings.Contains(lines[1], "unchanged") || !strings.Contains(lines[2], "applied") || !strings.Contains(lines[3], "dry-run (dry run)") {
+		t.Fatalf("history: exit %d\n%s", code, out)
+	}
+	_, errs, code = run("--from-sacctmgr", "--cluster", "hgx", "--sacctmgr", filepath.Join(dir, "no-such-sacctmgr"))
+	if code == 0 || !strings.Contains(errs, "no-such-sacctmgr") {
+		t.Errorf("missing sacctmgr: exit %d %s", code, errs)
+	}
+	out, _, _ = run("--history", "--limit", "1")
+	if !strings.Contains(out, "failed") {
+		t.Errorf("the failed run is not recorded:\n%s", out)
+	}
+}
+
+// needSlurm fails unless the real Slurm lab runs, or skips when asked.
+func needSlurm(t *testing.T) {
+	t.Helper()
+	if os.Getenv("LLMFLOW_SKIP_SLURM") == "1" {
+		t.Skip("LLMFLOW_SKIP_SLURM=1: skipping the real-Slurm test as asked")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "sacctmgr", "-n", "-P", "show", "cluster").CombinedOutput(); err != nil {
+		t.Fatalf("Slurm is not reachable (%v: %s): run scripts/slurm/setup.sh, or set LLMFLOW_SKIP_SLURM=1 to skip", err, bytes.TrimSpace(out))
+	}
+}
+
+func sam(t *testing.T, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "sacctmgr", append([]string{"-i"}, args...)...).CombinedOutput(); err != nil {
+		t.Fatalf("sacctmgr -i %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// serve follows a real Slurm: the tree and shares it imports on its
+// schedule change reservations without a restart, and a team deleted in
+// Slurm stops its keys at once.
+func TestServeFollowsSlurm(t *testing.T) {
+	needSlurm(t)
+	b := make([]byte, 4)
+	rand.Read(b)
+	cluster := "llmt_" + hex.EncodeToString(b)
+	orgA, orgB := "ea"+hex.EncodeToString(b), "eb"+hex.EncodeToString(b)
+	teamA, teamB := "ta"+hex.EncodeToString(b), "tb"+hex.EncodeToString(b)
+	sam(t, "add", "cluster", cluster)
+	t.Cleanup(func() { exec.Command("sacctmgr", "-i", "delete", "cluster", cluster).Run() })
+	sam(t, "add", "account", orgA, "cluster="+cluster, "fairshare=3")
+	sam(t, "add", "account", orgB, "cluster="+cluster, "fairshare=1")
+	sam(t, "add", "account", teamA, "parent="+orgA, "cluster="+cluster, "fairshare=1")
+	sam(t, "add", "account", teamB, "parent="+orgB, "cluster="+cluster, "fairshare=1")
+
+	sim := vllmsim.New(vllmsim.Config{APIKey: "sim-secret", StepInterval: time.Millisecond})
+	simSrv := httptest.NewServer(sim)
+	defer func() { simSrv.Close(); sim.Close() }()
+	dir := t.TempDir()
+	path := syncConfig(t, dir, simSrv.URL)
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	fmt.Fprintf(f, "slurm {\n  source   = \"sacctmgr\"\n  cluster  = %q\n  schedule = \"@every 1s\"\n}\n", cluster)
+	f.Close()
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the first import before serving, as an admin would
+	var out, errb bytes.Buffer
+	if code := Run(context.Background(), []string{"sync", "-c", path}, &out, &errb); code != 0 {
+		t.Fatalf("sync: %d %s%s", code, out.String(), errb.String())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan *gateway.Gateway, 1)
+	var base string
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, cfg, "127.0.0.1:0", slog.New(slog.DiscardHandler), func(addr string, gw *gateway.Gateway) {
+			base = "http://" + addr
+			ready <- gw
+		})
+	}()
+	var gw *gateway.Gateway
+	select {
+	case gw = <-ready:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	defer func() { cancel(); <-done }()
+
+	reserved := func(acct string) int {
+		for _, p := range gw.FairshareReport().Pools {
+			for _, a := range p.Accounts {
+				if a.Account == acct {
+					return a.Reserved
+				}
+			}
+		}
+		return -1
+	}
+	if r := reserved(orgA); r != 12 {
+		t.Fatalf("%s reserved %d, want 12 (3/4 of 16)", orgA, r)
+	}
+	_, keyB, err := gw.CreateKey(httptest.NewRequest("POST", "/admin/keys", nil), gateway.KeyRequest{Team: teamB, Name: "t"},
+		gateway.Principal{Name: "t", Role: gateway.RoleProxyAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func() int {
+		req, _ := http.NewRequest("POST", base+"/v1/completions", strings.NewReader(`{"model":"m","prompt":"x","max_tokens":1}`))
+		req.Header.Set("Authorization", "Bearer "+keyB)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := call(); code != 200 {
+		t.Fatalf("key of %s: %d", teamB, code)
+	}
+	// re-share in Slurm: the running gateway follows
+	sam(t, "modify", "account", orgA, "where", "cluster="+cluster, "set", "fairshare=1")
+	waitUntil(t, 15*time.Second, func() bool { return reserved(orgA) == 8 })
+	// delete the team in Slurm: its key stops working
+	sam(t, "delete", "account", teamB, "cluster="+cluster)
+	waitUntil(t, 15*time.Second, func() bool { return call() == http.StatusForbidden })
+	// the history shows the runs, /healthz the last one
+	req, _ := http.NewRequest("GET", base+"/admin/sync", nil)
+	req.Header.Set("Authorization", "Bearer master-sync")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"outcome":"applied"`) || !strings.Contains(string(body), `"disabled":1`) {
+		t.Errorf("GET /admin/sync: %d %s", resp.StatusCode, body)
+	}
+	hresp, _ := http.Get(base + "/healthz")
+	hb, _ := io.ReadAll(hresp.Body)
+	hresp.Body.Close()
+	if !strings.Contains(string(hb), `"slurm_sync":{"source":"sacctmgr:`+cluster) {
+		t.Errorf("healthz lacks the Slurm import: %s", hb)
+	}
+}
+
+func waitUntil(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s", d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

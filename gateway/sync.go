@@ -1,0 +1,129 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/go-llmflow/llmflow"
+)
+
+// SyncHistory lists the Slurm import runs (for GET /admin/sync).
+type SyncHistory interface {
+	SyncRuns(ctx context.Context, limit int) ([]llmflow.SyncRun, error)
+}
+
+// syncState is what the gateway knows of the Slurm imports run inside
+// serve: the last run and the last success, for /healthz and metrics.
+type syncState struct {
+	mu          sync.Mutex
+	last        *llmflow.SyncRun
+	lastSuccess time.Time
+
+	runs     *prometheus.CounterVec
+	success  prometheus.Gauge
+	failing  prometheus.Gauge
+	accounts prometheus.Gauge
+}
+
+func newSyncState(reg prometheus.Registerer) *syncState {
+	s := &syncState{
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmflow_slurm_sync_runs_total", Help: "Slurm imports by outcome (applied, unchanged, failed).",
+		}, []string{"outcome"}),
+		success: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "llmflow_slurm_sync_last_success_timestamp_seconds", Help: "When the last Slurm import succeeded (unix time).",
+		}),
+		failing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "llmflow_slurm_sync_failing", Help: "1 when the last Slurm import failed: the gateway serves the last good tree.",
+		}),
+		accounts: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "llmflow_accounts", Help: "Accounts (organisations, teams, projects) in the tree served, disabled ones included.",
+		}),
+	}
+	reg.MustRegister(s.runs, s.success, s.failing, s.accounts)
+	return s
+}
+
+// ReportSync tells the gateway how a Slurm import inside serve ended.
+// A failed run keeps the last good tree; it shows in /healthz and in
+// llmflow_slurm_sync_failing.
+func (g *Gateway) ReportSync(run llmflow.SyncRun) {
+	s := g.sync
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.last = &run
+	s.runs.WithLabelValues(run.Outcome).Inc()
+	if run.Outcome == "failed" {
+		s.failing.Set(1)
+		return
+	}
+	s.failing.Set(0)
+	s.lastSuccess = run.Finished
+	s.success.Set(float64(run.Finished.Unix()))
+}
+
+// syncHealth is the Slurm part of /healthz.
+type syncHealth struct {
+	Source      string    `json:"source"`
+	LastRun     time.Time `json:"last_run"`
+	Outcome     string    `json:"outcome"`
+	Error       string    `json:"error,omitempty"`
+	LastSuccess time.Time `json:"last_success,omitzero"`
+}
+
+func (s *syncState) health() *syncHealth {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last == nil {
+		return nil
+	}
+	return &syncHealth{Source: s.last.Source, LastRun: s.last.Finished, Outcome: s.last.Outcome, Error: s.last.Error, LastSuccess: s.lastSuccess}
+}
+
+// syncRunView is a run as GET /admin/sync shows it.
+type syncRunView struct {
+	ID            int64     `json:"id"`
+	Started       time.Time `json:"started"`
+	Finished      time.Time `json:"finished"`
+	Source        string    `json:"source"`
+	DryRun        bool      `json:"dry_run"`
+	Outcome       string    `json:"outcome"`
+	Error         string    `json:"error,omitempty"`
+	Created       int       `json:"created"`
+	SharesChanged int       `json:"shares_changed"`
+	Reparented    int       `json:"reparented"`
+	Disabled      int       `json:"disabled"`
+	Reenabled     int       `json:"reenabled"`
+	Members       int       `json:"members"`
+	Unchanged     int       `json:"unchanged"`
+}
+
+func (g *Gateway) listSyncs(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if g.syncs == nil {
+		return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []syncRunView{}})
+	}
+	limit := 50
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 10000 {
+			return &llmflow.Error{Code: llmflow.EINVALID, Message: "limit must be a number from 1 to 10000", Param: "limit"}
+		}
+		limit = n
+	}
+	runs, err := g.syncs.SyncRuns(r.Context(), limit)
+	if err != nil {
+		return err
+	}
+	out := make([]syncRunView, 0, len(runs))
+	for _, x := range runs {
+		out = append(out, syncRunView{ID: x.ID, Started: x.Started, Finished: x.Finished, Source: x.Source, DryRun: x.DryRun,
+			Outcome: x.Outcome, Error: x.Error, Created: x.Created, SharesChanged: x.SharesChanged, Reparented: x.Reparented,
+			Disabled: x.Disabled, Reenabled: x.Reenabled, Members: x.Members, Unchanged: x.Unchanged})
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+}

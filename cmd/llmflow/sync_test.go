@@ -137,6 +137,12 @@ func TestServeFollowsSlurm(t *testing.T) {
 	if code := Run(context.Background(), []string{"sync", "-c", path}, &out, &errb); code != 0 {
 		t.Fatalf("sync: %d %s%s", code, out.String(), errb.String())
 	}
+	// the other source sees the same Slurm state: no change
+	out.Reset()
+	if code := Run(context.Background(), []string{"sync", "-c", path, "--from-slurmdbd", "--dsn-file", "/etc/slurm/llmflow-slurmdbd.dsn", "--dry-run"}, &out, &errb); code != 0 ||
+		!strings.HasPrefix(out.String(), "dry-run from slurmdbd:"+cluster+": 0 created, 0 shares changed, 0 re-parented, 0 disabled, 0 re-enabled, 0 members changed") {
+		t.Fatalf("slurmdbd after sacctmgr: %d\n%s%s", code, out.String(), errb.String())
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ready := make(chan *gateway.Gateway, 1)

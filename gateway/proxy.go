@@ -484,6 +484,7 @@ func (g *Gateway) finish(x *exchange) {
 	rec.RequestID = x.id
 	rec.KeyID, rec.Project, rec.Team, rec.Org = x.key.ID, x.key.Project, x.key.Team, x.org
 	rec.Model, rec.Pool = x.rt.name, x.rt.pool.name
+	rec.Tags = x.key.Tags
 	rec.Stream = x.rq.stream
 	if x.rt.pool.prioBody || x.rt.pool.prioHdr || x.queued {
 		rec.Priority = x.ticket.Priority // sent to the engine, or the queue's order

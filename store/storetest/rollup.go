@@ -26,7 +26,7 @@ var approx = cmpopts.EquateApprox(1e-12, 1e-15)
 func ExpectRollups(rs []llmflow.Record, owners map[string]string, byTag, total bool) []llmflow.Rollup {
 	seen := map[string]bool{}
 	type key struct {
-		hour                                                time.Time
+		hour                                               time.Time
 		tag, org, team, project, keyID, owner, model, pool string
 	}
 	sums := map[key]*llmflow.Rollup{}
@@ -482,7 +482,9 @@ func testRollupsGroupBy(t *testing.T, s Store) {
 		{"TagOrgHourly", true, store.RollupFilter{GroupBy: []string{"org", "tag"}},
 			func(r *llmflow.Rollup) { r.Team, r.Project, r.KeyID, r.Owner, r.Model, r.Pool = "", "", "", "", "", "" }},
 		{"ByTagWithoutTag", true, store.RollupFilter{GroupBy: []string{"org"}, Total: true},
-			func(r *llmflow.Rollup) { r.Tag, r.Team, r.Project, r.KeyID, r.Owner, r.Model, r.Pool = "", "", "", "", "", "", "" }},
+			func(r *llmflow.Rollup) {
+				r.Tag, r.Team, r.Project, r.KeyID, r.Owner, r.Model, r.Pool = "", "", "", "", "", "", ""
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

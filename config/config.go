@@ -123,13 +123,14 @@ type Upstream struct {
 
 // Store selects and tunes the accounting store.
 type Store struct {
-	Kind          string        // "sqlite" (default)
-	Path          string        // SQLite file, default "llmflow.db" next to the configuration file
-	DSNFile       string        // for server databases (a later kind)
+	Kind          string        // "sqlite" (default) or "postgres"
+	Path          string        // sqlite: the database file, default "llmflow.db" next to the configuration file; "" for postgres
+	DSNFile       string        // postgres (required): file holding the DSN; refused with sqlite
 	FailClosed    bool          // default true
 	QueueSize     int           // accounting queue, default 10000
 	BatchSize     int           // records per write, default 500
 	FlushInterval time.Duration // longest wait before a partial batch is written, default 1s
+	Retention     time.Duration // raw records older than this are purged (rollups stay), default 2160h (90 days)
 }
 
 // FairShare tunes the fair-share usage.

@@ -408,6 +408,10 @@ func (d *decoder) poolDefined(blocks hcl.Blocks, name string) bool {
 	return false
 }
 
+// DefaultRetention is how long raw accounting records are kept (store
+// retention); hourly rollups are kept for ever.
+const DefaultRetention = 90 * 24 * time.Hour
+
 var storeSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "kind"},
@@ -417,6 +421,7 @@ var storeSchema = &hcl.BodySchema{
 		{Name: "queue_size"},
 		{Name: "batch_size"},
 		{Name: "flush_interval"},
+		{Name: "retention"},
 	},
 }
 
@@ -429,20 +434,35 @@ func (d *decoder) decodeStore(b *hcl.Block) {
 		QueueSize:     10000,
 		BatchSize:     500,
 		FlushInterval: time.Second,
+		Retention:     DefaultRetention,
 	}
 	if b == nil {
 		return
 	}
 	c := d.content(b.Body, storeSchema)
-	if a := d.str(c.Attributes, "kind", &s.Kind); a != nil && s.Kind != DefaultStoreKind {
-		d.errorf(a.Expr.Range(), "store kind %q is not supported by this build yet (supported: %q)", s.Kind, DefaultStoreKind)
-	}
-	d.path(c.Attributes, "path", &s.Path)
-	d.secretPath(c.Attributes, "dsn_file", "store dsn_file", &s.DSNFile)
+	kind := d.enum(c.Attributes, "kind", &s.Kind, "sqlite", "postgres")
+	path := d.path(c.Attributes, "path", &s.Path)
+	dsn := d.secretPath(c.Attributes, "dsn_file", "store dsn_file", &s.DSNFile)
 	d.bool(c.Attributes, "fail_closed", &s.FailClosed)
 	intAttr(d, c.Attributes, "queue_size", 1, math.MaxInt32, &s.QueueSize)
 	intAttr(d, c.Attributes, "batch_size", 1, math.MaxInt32, &s.BatchSize)
 	d.duration(c.Attributes, "flush_interval", &s.FlushInterval)
+	d.duration(c.Attributes, "retention", &s.Retention)
+	if kind == nil && c.Attributes["kind"] != nil {
+		return // an invalid kind, reported already
+	}
+	if s.Kind == "sqlite" && dsn != nil {
+		d.errorf(dsn.Expr.Range(), `dsn_file is for kind = "postgres"; a sqlite store is a file named by path`)
+	}
+	if s.Kind == "postgres" {
+		if path != nil {
+			d.errorf(path.Expr.Range(), `path is for kind = "sqlite"; a postgres store is named by dsn_file`)
+		}
+		if c.Attributes["dsn_file"] == nil {
+			d.errorf(kind.Expr.Range(), `kind = "postgres" needs dsn_file, a file holding the DSN (postgres://user:password@host:5432/db)`)
+		}
+		s.Path = ""
+	}
 }
 
 var fairShareSchema = &hcl.BodySchema{

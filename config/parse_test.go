@@ -63,6 +63,7 @@ func defaults(filename string) config.Config {
 			QueueSize:     10000,
 			BatchSize:     500,
 			FlushInterval: time.Second,
+			Retention:     90 * 24 * time.Hour,
 		},
 		FairShare: config.FairShare{HalfLife: 168 * time.Hour},
 		Limits: config.Limits{
@@ -260,13 +261,13 @@ func TestParse_Full(t *testing.T) {
 			},
 		}},
 		Store: config.Store{
-			Kind:          "sqlite",
-			Path:          "/var/lib/llmflow/acct.db",
+			Kind:          "postgres",
 			DSNFile:       "testdata/good/dsn",
 			FailClosed:    false,
 			QueueSize:     100,
 			BatchSize:     10,
 			FlushInterval: 250 * time.Millisecond,
+			Retention:     720 * time.Hour,
 		},
 		FairShare: config.FairShare{HalfLife: 24 * time.Hour},
 		Limits: config.Limits{
@@ -350,9 +351,10 @@ master_key_file = "keys/master.key"
 metrics_token_file = "/abs/metrics.token"
 store {
   path = "../db/llmflow.db"
-  dsn_file = "dsn"
 }
 `
+	// The same with a postgres store, whose DSN file is a path too.
+	pgSrc := strings.Replace(src, `path = "../db/llmflow.db"`, "kind = \"postgres\"\n  dsn_file = \"dsn\"", 1)
 	for _, tc := range []struct{ filename, master, store, dsn string }{
 		{"/etc/llmflow/gw.hcl", "/etc/llmflow/keys/master.key", "/etc/db/llmflow.db", "/etc/llmflow/dsn"},
 		{"gw.hcl", "keys/master.key", "../db/llmflow.db", "dsn"},
@@ -360,6 +362,7 @@ store {
 	} {
 		t.Run(tc.filename, func(t *testing.T) {
 			cfg := mustParse(t, tc.filename, src)
+			cfg.Store.DSNFile = mustParse(t, tc.filename, pgSrc).Store.DSNFile
 			got := []string{cfg.MasterKeyFile, cfg.MetricsTokenFile, cfg.Store.Path, cfg.Store.DSNFile}
 			want := []string{filepath.FromSlash(tc.master), "/abs/metrics.token", filepath.FromSlash(tc.store), filepath.FromSlash(tc.dsn)}
 			if diff := cmp.Diff(want, got); diff != "" {
@@ -461,5 +464,21 @@ func TestParse_GoodFixtures(t *testing.T) {
 				t.Errorf("Load:\n%v", err)
 			}
 		})
+	}
+}
+
+// TestParse_StoreKinds checks what each store kind keeps: a postgres store
+// has a DSN file and no path, and both have the default retention.
+func TestParse_StoreKinds(t *testing.T) {
+	pg := mustParse(t, "/etc/llmflow/gw.hcl", "store {\n  kind = \"postgres\"\n  dsn_file = \"pg.dsn\"\n}\n").Store
+	if pg.Kind != "postgres" || pg.DSNFile != "/etc/llmflow/pg.dsn" || pg.Path != "" || pg.Retention != config.DefaultRetention {
+		t.Errorf("postgres store: %+v", pg)
+	}
+	lite := mustParse(t, "/etc/llmflow/gw.hcl", "store {\n  kind = \"sqlite\"\n  retention = \"24h\"\n}\n").Store
+	if lite.Kind != "sqlite" || lite.Path != "/etc/llmflow/llmflow.db" || lite.DSNFile != "" || lite.Retention != 24*time.Hour {
+		t.Errorf("sqlite store: %+v", lite)
+	}
+	if config.DefaultRetention != 2160*time.Hour {
+		t.Errorf("DefaultRetention = %v, want 90 days", config.DefaultRetention)
 	}
 }

@@ -25,7 +25,10 @@ model "m" {
     key_file = "b.key"
   }
 }
-store { dsn_file = "dsn" }
+store {
+  kind     = "postgres"
+  dsn_file = "dsn"
+}
 alerts {
   webhook_url = "https://hooks.example.org/x"
   webhook_token_file = "webhook.token"
@@ -55,9 +58,9 @@ func TestConfig_Secrets(t *testing.T) {
 		{"cache_salt_key_file", "/etc/llmflow/salt.key", 3, 23},
 		{`model "m" key_file`, "/etc/llmflow/vllm.key", 7, 14},
 		{`model "m" upstream "b" key_file`, "/etc/llmflow/b.key", 11, 16},
-		{"store dsn_file", "/etc/llmflow/dsn", 14, 20},
-		{"alerts webhook_token_file", "/etc/llmflow/webhook.token", 17, 24},
-		{"alerts smtp password_file", "/etc/llmflow/smtp.pass", 23, 21},
+		{"store dsn_file", "/etc/llmflow/dsn", 16, 14},
+		{"alerts webhook_token_file", "/etc/llmflow/webhook.token", 20, 24},
+		{"alerts smtp password_file", "/etc/llmflow/smtp.pass", 26, 21},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Secrets (-want +got):\n%s", diff)
@@ -92,8 +95,8 @@ func TestCheckSecrets(t *testing.T) {
 	want := []string{
 		file + ":2:22: metrics_token_file: " + filepath.Join(dir, "metrics.token") + ": secret file is empty",
 		file + `:11:16: model "m" upstream "b" key_file: open ` + filepath.Join(dir, "b.key") + ": no such file or directory",
-		file + ":14:20: store dsn_file: read " + filepath.Join(dir, "dsn") + ": is a directory",
-		file + ":23:21: alerts smtp password_file: " + filepath.Join(dir, "smtp.pass") + ": secret file is empty",
+		file + ":16:14: store dsn_file: read " + filepath.Join(dir, "dsn") + ": is a directory",
+		file + ":26:21: alerts smtp password_file: " + filepath.Join(dir, "smtp.pass") + ": secret file is empty",
 	}
 	if diff := cmp.Diff(want, strings.Split(err.Error(), "\n")); diff != "" {
 		t.Errorf("CheckSecrets (-want +got):\n%s", diff)

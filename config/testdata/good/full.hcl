@@ -34,13 +34,13 @@ model "batchy" {
 }
 
 store {
-  kind           = "sqlite"
-  path           = "/var/lib/llmflow/acct.db"
+  kind           = "postgres"
   dsn_file       = "dsn"
   fail_closed    = false
   queue_size     = 100
   batch_size     = 10
   flush_interval = "250ms"
+  retention      = "720h"
 }
 
 fairshare { half_life = "24h" }

@@ -69,7 +69,7 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 	if err := config.CheckSecrets(cfg); err != nil {
 		return fmt.Errorf("configuration secrets:\n%w", err)
 	}
-	db, err := store.OpenSQLite(ctx, cfg.Store.Path)
+	db, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -185,24 +185,19 @@ func newEngine(req Request, d *Data, loc *time.Location, per Period) (*engine, e
 		}
 	}
 	rows := d.Usage[per.Gran]
-	type arow struct{ a, t int }
-	var arows []arow
 	if e.clusterSel {
-		arows = make([]arow, 0, 1024)
-		last, lastIdx := "", -1
+		// First pass: the TRES names, so that the sums can be flat arrays.
+		last := ""
 		for i := range rows {
 			r := &rows[i]
-			if !in(r.Start) {
+			if r.TRES == last || !in(r.Start) {
 				continue
 			}
 			if r.Assoc < 0 || r.Assoc >= len(d.Assocs) {
 				return nil, fmt.Errorf("reports: %s usage row %d: association %d out of range", per.Gran, i, r.Assoc)
 			}
-			if r.TRES != last || lastIdx < 0 {
-				last, lastIdx = r.TRES, add(r.TRES)
-			}
-			arows = append(arows, arow{r.Assoc, lastIdx})
-			_ = i
+			last = r.TRES
+			add(r.TRES)
 		}
 	}
 	e.nt = len(e.tres)
@@ -233,18 +228,22 @@ func newEngine(req Request, d *Data, loc *time.Location, per Period) (*engine, e
 	e.aseen = make([]bool, len(d.Assocs)*e.nt)
 	e.ahas = make([]bool, len(d.Assocs))
 	if e.clusterSel {
-		j := 0
+		last, lastIdx := "", -1
 		for i := range rows {
 			r := &rows[i]
 			if !in(r.Start) {
 				continue
 			}
-			ar := arows[j]
-			j++
-			k := ar.a*e.nt + ar.t
+			if r.Assoc < 0 || r.Assoc >= len(d.Assocs) {
+				return nil, fmt.Errorf("reports: %s usage row %d: association %d out of range", per.Gran, i, r.Assoc)
+			}
+			if lastIdx < 0 || r.TRES != last {
+				last, lastIdx = r.TRES, idx[r.TRES]
+			}
+			k := r.Assoc*e.nt + lastIdx
 			e.asum[k] += r.Secs
 			e.aseen[k] = true
-			e.ahas[ar.a] = true
+			e.ahas[r.Assoc] = true
 		}
 	}
 	if i, ok := idx["cpu"]; ok {

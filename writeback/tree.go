@@ -1,0 +1,291 @@
+package writeback
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-llmflow/llmflow"
+)
+
+// The association tree of the write-back cluster is built with sacctmgr,
+// never by inserting into <cluster>_assoc_table: that table is a nested set
+// (lft/rgt, renumbered on every insert, with new children placed at the
+// left of their parent), each change is also recorded in txn_table, and
+// slurmdbd keeps the associations in memory (assoc_mgr) and pushes changes
+// to its clients. sacctmgr goes through slurmdbd, which does all of that in
+// one transaction. The usage rows, which slurmdbd only ever reads back or
+// re-sums, are written with SQL.
+
+// nameRE is what the write-back accepts as a Slurm account or user name:
+// lower case (slurmdbd lower-cases names), no separators sacctmgr would
+// split on (',', '=', space, quotes, '|').
+var nameRE = regexp.MustCompile(`^[a-z0-9_][a-z0-9_.@+-]{0,127}$`)
+
+// ValidName reports whether name can be written as a Slurm account or user.
+func ValidName(name string) bool { return nameRE.MatchString(name) }
+
+// wantAccount is an account the write-back cluster must have.
+type wantAccount struct {
+	name, parent string // parent "root" for an organisation
+	fairshare    string // sacctmgr value: an integer or "parent"
+	depth        int
+}
+
+// haveAssoc is a live association row of <cluster>_assoc_table.
+type haveAssoc struct {
+	acct, user, parent string
+	shares             int64
+}
+
+// TreeChange is one sacctmgr command the write-back ran (or, in a dry run,
+// would run).
+type TreeChange struct {
+	Args []string // sacctmgr arguments after -i
+}
+
+func (c TreeChange) String() string { return "sacctmgr -i " + strings.Join(c.Args, " ") }
+
+// desiredTree computes the accounts and user associations the write-back
+// cluster must have: every enabled account of llmflow's tree (parents
+// first, fairshare from its shares), every account on the path of a used
+// association (disabled or not, so its usage has a home; missing from the
+// tree: fairshare 1), every member's association, and every association
+// the usage is written to.
+func desiredTree(tree llmflow.Accounts, chains [][]string, used [][2]string) (map[string]*wantAccount, map[[2]string]bool, error) {
+	byName := map[string]llmflow.Account{}
+	for _, a := range tree {
+		a.Name = strings.ToLower(a.Name)
+		a.Parent = strings.ToLower(a.Parent)
+		byName[a.Name] = a
+	}
+	shares := fairshares(tree)
+	accts := map[string]*wantAccount{}
+	var add func(name string, seen int) error
+	add = func(name string, seen int) error {
+		if _, ok := accts[name]; ok {
+			return nil
+		}
+		if seen > 64 {
+			return fmt.Errorf("account %q: parent cycle", name)
+		}
+		a, ok := byName[name]
+		if !ok {
+			return fmt.Errorf("account %q is not in the tree", name)
+		}
+		w := &wantAccount{name: name, parent: "root", fairshare: shares[name], depth: 1}
+		if a.Parent != "" {
+			if err := add(a.Parent, seen+1); err != nil {
+				return err
+			}
+			w.parent = a.Parent
+			w.depth = accts[a.Parent].depth + 1
+		}
+		accts[name] = w
+		return nil
+	}
+	// Accounts only known from the rollups (org → team → project chains).
+	for _, ch := range chains {
+		parent := ""
+		for _, n := range ch {
+			if _, ok := byName[n]; !ok {
+				byName[n] = llmflow.Account{Name: n, Parent: parent, Shares: 1}
+				shares[n] = "1"
+			}
+			parent = n
+		}
+	}
+	for _, a := range tree {
+		if !a.Disabled {
+			if err := add(strings.ToLower(a.Name), 0); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	for _, ch := range chains {
+		if len(ch) > 0 {
+			if err := add(ch[len(ch)-1], 0); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	users := map[[2]string]bool{}
+	for _, a := range tree {
+		if a.Disabled {
+			continue
+		}
+		for _, m := range a.Members {
+			users[[2]string{strings.ToLower(a.Name), strings.ToLower(m)}] = true
+		}
+	}
+	for _, u := range used {
+		if _, ok := accts[u[0]]; !ok {
+			if err := add(u[0], 0); err != nil {
+				return nil, nil, err
+			}
+		}
+		users[u] = true
+	}
+	var bad []string
+	for n := range accts {
+		if !ValidName(n) {
+			bad = append(bad, "account "+strconv.Quote(n))
+		}
+	}
+	for u := range users {
+		if !ValidName(u[1]) {
+			bad = append(bad, "user "+strconv.Quote(u[1]))
+		}
+	}
+	if len(bad) > 0 {
+		slices.Sort(bad)
+		return nil, nil, fmt.Errorf("names Slurm cannot take (want %s): %s", nameRE, strings.Join(bad, ", "))
+	}
+	return accts, users, nil
+}
+
+// fairshares turns llmflow's shares into sacctmgr Fairshare values per
+// account: Slurm's integers as they are; a sibling group with fractional
+// shares (from the configuration) is scaled by 1000 and rounded, so only
+// ratios matter as in llmflow; Fairshare=parent stays "parent".
+func fairshares(tree llmflow.Accounts) map[string]string {
+	groups := map[string][]llmflow.Account{}
+	for _, a := range tree {
+		groups[strings.ToLower(a.Parent)] = append(groups[strings.ToLower(a.Parent)], a)
+	}
+	out := map[string]string{}
+	for _, g := range groups {
+		scale := 1.0
+		for _, a := range g {
+			if !a.UseParent && a.Shares != math.Trunc(a.Shares) {
+				scale = 1000
+			}
+		}
+		for _, a := range g {
+			n := strings.ToLower(a.Name)
+			switch {
+			case a.UseParent:
+				out[n] = "parent"
+			case a.Shares <= 0:
+				out[n] = "0"
+			default:
+				out[n] = strconv.FormatInt(max(1, int64(math.Round(a.Shares*scale))), 10)
+			}
+		}
+	}
+	return out
+}
+
+// planTree returns the sacctmgr commands that bring the cluster's live
+// associations (have) in line with the desired tree: accounts added parents
+// first (one command per parent and fairshare), re-parented and re-shared
+// accounts, user associations added (one command per account). Nothing is
+// ever removed: the write-back cluster keeps the history.
+func planTree(cluster string, want map[string]*wantAccount, wantUsers map[[2]string]bool, have []haveAssoc) []TreeChange {
+	haveAcct := map[string]haveAssoc{}
+	haveUser := map[[2]string]bool{}
+	for _, h := range have {
+		if h.user == "" {
+			haveAcct[h.acct] = h
+		} else {
+			haveUser[[2]string{h.acct, h.user}] = true
+		}
+	}
+	var accts []*wantAccount
+	for _, w := range want {
+		accts = append(accts, w)
+	}
+	slices.SortFunc(accts, func(a, b *wantAccount) int {
+		return cmp.Or(cmp.Compare(a.depth, b.depth), cmp.Compare(a.parent, b.parent),
+			cmp.Compare(a.fairshare, b.fairshare), cmp.Compare(a.name, b.name))
+	})
+	var out []TreeChange
+	cl := "cluster=" + cluster
+	// Adds, grouped by (depth, parent, fairshare) in chunks.
+	for i := 0; i < len(accts); {
+		j := i
+		var names []string
+		for ; j < len(accts) && accts[j].depth == accts[i].depth && accts[j].parent == accts[i].parent &&
+			accts[j].fairshare == accts[i].fairshare; j++ {
+			if _, ok := haveAcct[accts[j].name]; !ok {
+				names = append(names, accts[j].name)
+			}
+		}
+		for _, ch := range chunks(names, 100) {
+			out = append(out, TreeChange{[]string{"add", "account", strings.Join(ch, ","), cl,
+				"parent=" + accts[i].parent, "fairshare=" + accts[i].fairshare}})
+		}
+		i = j
+	}
+	for _, w := range accts {
+		h, ok := haveAcct[w.name]
+		if !ok {
+			continue
+		}
+		if h.parent != w.parent {
+			out = append(out, TreeChange{[]string{"modify", "account", "where", "name=" + w.name, cl, "set", "parent=" + w.parent}})
+		}
+		if fs := sharesString(h.shares); fs != w.fairshare {
+			out = append(out, TreeChange{[]string{"modify", "account", "where", "name=" + w.name, cl, "set", "fairshare=" + w.fairshare}})
+		}
+	}
+	byAcct := map[string][]string{}
+	for u := range wantUsers {
+		if !haveUser[u] {
+			byAcct[u[0]] = append(byAcct[u[0]], u[1])
+		}
+	}
+	for _, a := range slices.Sorted(maps.Keys(byAcct)) {
+		us := byAcct[a]
+		slices.Sort(us)
+		for _, ch := range chunks(us, 100) {
+			out = append(out, TreeChange{[]string{"add", "user", strings.Join(ch, ","), "account=" + a, cl}})
+		}
+	}
+	return out
+}
+
+func sharesString(s int64) string {
+	if s == 2147483647 { // SLURMDB_FS_USE_PARENT
+		return "parent"
+	}
+	return strconv.FormatInt(s, 10)
+}
+
+func chunks(s []string, n int) [][]string {
+	var out [][]string
+	for len(s) > 0 {
+		k := min(n, len(s))
+		out = append(out, s[:k])
+		s = s[k:]
+	}
+	return out
+}
+
+
+// Sacctmgr runs sacctmgr commands for the write-back. The user running it
+// must be a Slurm administrator (root, SlurmUser or AdminLevel=Operator or
+// higher) on a host whose slurm.conf names slurmdbd (munge).
+type Sacctmgr struct {
+	Path    string        // default "sacctmgr"
+	Timeout time.Duration // per command, default 2 minutes
+}
+
+func (s Sacctmgr) run(ctx context.Context, args ...string) error {
+	path := cmp.Or(s.Path, "sacctmgr")
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(s.Timeout, 2*time.Minute))
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, append([]string{"-i"}, args...)...).CombinedOutput()
+	if err != nil && !strings.Contains(string(out), "Nothing new added") {
+		return fmt.Errorf("%s -i %s: %v: %s", path, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}

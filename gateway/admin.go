@@ -79,6 +79,8 @@ func (g *Gateway) adminRoutes() {
 	g.handle(http.MethodDelete, "/admin/keys/{id}", g.admin(g.revokeKey))
 	g.handle(http.MethodGet, "/admin/fairshare", g.admin(g.fairshareReport))
 	g.handle(http.MethodGet, "/admin/sync", g.admin(g.listSyncs))
+	g.handle(http.MethodGet, "/admin/spend", g.admin(g.spendReport))
+	g.handle(http.MethodGet, "/admin/usage.csv", g.admin(g.usageCSV))
 }
 
 // decodeAdmin decodes an admin JSON body: at most 64 KiB, unknown fields

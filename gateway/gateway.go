@@ -68,6 +68,9 @@ type Options struct {
 	// SyncHistory lists the Slurm import runs for GET /admin/sync; nil
 	// lists none.
 	SyncHistory SyncHistory
+	// Spend reads accounting rollups for GET /admin/spend and
+	// /admin/usage.csv; nil answers 503 there.
+	Spend SpendFunc
 	// Accounts is the organisation tree; nil = AccountsFromConfig(Config).
 	// SetAccounts replaces it while serving (a Slurm sync).
 	Accounts llmflow.Accounts
@@ -95,6 +98,7 @@ type Gateway struct {
 	usage      ShareUsageStore
 	accts      atomic.Pointer[accountView]
 	syncs      SyncHistory
+	spend      SpendFunc
 	sync       *syncState
 	log        *slog.Logger
 	now        func() time.Time
@@ -140,6 +144,7 @@ func New(o Options) (*Gateway, error) {
 		keys:   o.Keys,
 		usage:  o.ShareUsage,
 		syncs:  o.SyncHistory,
+		spend:  o.Spend,
 		log:    o.Log,
 		now:    o.Now,
 		reg:    o.Registry,

@@ -3,19 +3,36 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
+	"time"
 
+	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/gateway"
 	"github.com/go-llmflow/llmflow/store"
 )
 
-// appStore is what serve needs of a store, whatever its kind.
+// appStore is what the commands need of a store, whatever its kind.
 type appStore interface {
 	gateway.KeyStore
 	gateway.RecordWriter
 	gateway.Pinger
 	gateway.ShareUsageStore
+	accountStore
+	Rollups(ctx context.Context, from, to time.Time, f store.RollupFilter) ([]llmflow.Rollup, error)
+	RollupsByTag(ctx context.Context, from, to time.Time, f store.RollupFilter) ([]llmflow.Rollup, error)
+	PurgeRecords(ctx context.Context, before time.Time) (int64, error)
 	Close() error
+}
+
+// spend returns the rollups of [from, to) summed per group: per tag (a
+// request counts once under each of its tags) when groupBy has "tag".
+func spend(ctx context.Context, db appStore, from, to time.Time, groupBy []string) ([]llmflow.Rollup, error) {
+	f := store.RollupFilter{GroupBy: groupBy, Total: true}
+	if slices.Contains(groupBy, "tag") {
+		return db.RollupsByTag(ctx, from, to, f)
+	}
+	return db.Rollups(ctx, from, to, f)
 }
 
 // Interface guards: both stores are app stores.

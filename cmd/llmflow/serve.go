@@ -11,8 +11,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/robfig/cron/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/gateway"
 	"github.com/go-llmflow/llmflow/store"
@@ -61,6 +63,23 @@ func serveCmd(e *env) *cobra.Command {
 	return cmd
 }
 
+// startPurge deletes raw records older than the retention every day at
+// 03:17 (rollups stay, so reports are unaffected).
+func startPurge(ctx context.Context, db appStore, retention time.Duration, log *slog.Logger) *cron.Cron {
+	c := cron.New()
+	c.AddFunc("17 3 * * *", func() {
+		before := time.Now().Add(-retention)
+		n, err := db.PurgeRecords(ctx, before)
+		if err != nil {
+			log.Error("purge of old accounting records failed", "before", before, "err", err)
+			return
+		}
+		log.Info("old accounting records purged (rollups kept)", "before", before.Format(time.RFC3339), "records", n)
+	})
+	c.Start()
+	return c
+}
+
 // serve runs a gateway for cfg on addr until ctx ends, then shuts down
 // gracefully: in-flight requests finish (up to 30 s), the accounting queue
 // is written, the store closed. ready, when set, is called once the
@@ -77,18 +96,17 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	opts := gateway.Options{Config: cfg, Keys: db, Records: db, ShareUsage: db, Registry: reg, Log: log}
+	opts := gateway.Options{Config: cfg, Keys: db, Records: db, ShareUsage: db, Registry: reg, Log: log, SyncHistory: db,
+		Spend: func(ctx context.Context, from, to time.Time, groupBy []string) ([]llmflow.Rollup, error) {
+			return spend(ctx, db, from, to, groupBy)
+		}}
 	var imp *slurmImport
 	if cfg.Slurm != nil {
-		as, ok := any(db).(accountStore)
-		if !ok {
-			return fmt.Errorf("store kind %q cannot keep the Slurm tree", cfg.Store.Kind)
-		}
-		if imp, err = newSlurmImport(ctx, cfg, as, log); err != nil {
+		if imp, err = newSlurmImport(ctx, cfg, db, log); err != nil {
 			return err
 		}
 		defer imp.close()
-		opts.Accounts, opts.SyncHistory = imp.accounts, as
+		opts.Accounts = imp.accounts
 	}
 	gw, err := gateway.New(opts)
 	if err != nil {
@@ -112,6 +130,8 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 	if imp != nil {
 		imp.start(ctx, gw)
 	}
+	purge := startPurge(ctx, db, cfg.Store.Retention, log)
+	defer func() { <-purge.Stop().Done() }()
 	log.Info("llmflow gateway listening", "addr", ln.Addr().String(), "version", gateway.Version,
 		"models", len(cfg.Models), "store", cfg.Store.Path)
 	if ready != nil {

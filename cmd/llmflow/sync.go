@@ -16,7 +16,6 @@ import (
 	"github.com/go-llmflow/llmflow/gateway"
 	"github.com/go-llmflow/llmflow/sacctmgr"
 	"github.com/go-llmflow/llmflow/slurmsync"
-	"github.com/go-llmflow/llmflow/store"
 )
 
 // accountStore is what the Slurm import needs of a store.
@@ -24,8 +23,6 @@ type accountStore interface {
 	slurmsync.Sink
 	gateway.SyncHistory
 }
-
-var _ accountStore = (*store.SQLite)(nil)
 
 // slurmFlags override the configuration's slurm block on the command line.
 type slurmFlags struct {
@@ -139,7 +136,7 @@ func syncCmd(e *env) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			db, err := store.OpenSQLite(ctx, cfg.Store.Path)
+			db, err := openStore(ctx, cfg)
 			if err != nil {
 				return err
 			}

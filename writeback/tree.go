@@ -270,7 +270,6 @@ func chunks(s []string, n int) [][]string {
 	return out
 }
 
-
 // Sacctmgr runs sacctmgr commands for the write-back. The user running it
 // must be a Slurm administrator (root, SlurmUser or AdminLevel=Operator or
 // higher) on a host whose slurm.conf names slurmdbd (munge).

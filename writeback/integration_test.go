@@ -160,7 +160,7 @@ func newFixture() *fixture {
 	}
 	add("2026-11-22T10", A, n("nlp"), n("asr"), n("bob"), "whisper", 0.01) // 36 s
 	add("2026-11-22T10", A, n("nlp"), n("asr"), "", "whisper", 0.0001)     // rounds to 0 s: no row
-	add("2026-11-22T11", "", "", "", "", "llama-70b", 5)                    // no key: unattributed
+	add("2026-11-22T11", "", "", "", "", "llama-70b", 5)                   // no key: unattributed
 	// October, read back from the month table.
 	add("2026-10-15T08", A, n("nlp"), n("llm"), n("bob"), "llama-70b", 8)
 	add("2026-10-15T09", A, n("nlp"), n("llm"), n("bob"), "llama-70b", 8)

@@ -65,6 +65,10 @@ type Team struct {
 type Pool struct {
 	Name     string
 	Capacity int // C, sustainable concurrency, 1..1048576
+	// GPUs is how many GPUs serve the pool (0 = not given): the capacity of
+	// the cluster rows of `llmflow report` and of the write-back to
+	// slurmdbd (Utilization's Reported = GPUs × hours).
+	GPUs int
 	// Scheduler is "priority" (the default: engines run vLLM's
 	// --scheduling-policy priority and receive the fair-share priority with
 	// each request), "gateway" (engines without a priority scheduler, such

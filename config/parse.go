@@ -302,6 +302,7 @@ var poolSchema = &hcl.BodySchema{
 		{Name: "priority_via"},
 		{Name: "queue_timeout"},
 		{Name: "queue_size"},
+		{Name: "gpus"},
 	},
 }
 
@@ -316,6 +317,7 @@ func (d *decoder) decodePools(blocks hcl.Blocks) {
 		d.enum(c.Attributes, "scheduler", &p.Scheduler, "priority", "fcfs", "gateway")
 		d.duration(c.Attributes, "queue_timeout", &p.QueueTimeout)
 		intAttr(d, c.Attributes, "queue_size", 1, 1<<24, &p.QueueSize)
+		intAttr(d, c.Attributes, "gpus", 0, 1<<24, &p.GPUs)
 		d.enum(c.Attributes, "priority_via", &p.PriorityVia, "both", "header", "body")
 		if ok {
 			d.cfg.Pools = append(d.cfg.Pools, p)

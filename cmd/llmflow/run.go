@@ -105,7 +105,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(e), checkConfigCmd(e), versionCmd(e), vllmsimCmd(e), quickstartCmd(e), demoCmd(e), shareCmd(e), syncCmd(e), exportCmd(e))
+	root.AddCommand(serveCmd(e), checkConfigCmd(e), versionCmd(e), vllmsimCmd(e), quickstartCmd(e), demoCmd(e), shareCmd(e), syncCmd(e), exportCmd(e), reportCmd(e))
 	return root
 }
 

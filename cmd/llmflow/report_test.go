@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/store"
+)
+
+// llmflow report prints the store's rollups as sreport would: requests of a
+// key with an owner count under (project or team, owner), the others under
+// the service user.
+func TestReportCommand(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "k"), []byte("secret\n"), 0o600)
+	cfgPath := filepath.Join(dir, "gateway.hcl")
+	os.WriteFile(cfgPath, []byte(`
+master_key_file = "k"
+pool "p" {
+  capacity = 16
+  gpus     = 4
+}
+model "m" {
+  pool = "p"
+  upstream "u" { base_url = "http://127.0.0.1:1" }
+}
+store { path = "llmflow.db" }
+`), 0o600)
+	ctx := context.Background()
+	db, err := store.OpenSQLite(ctx, filepath.Join(dir, "llmflow.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := llmflow.Accounts{
+		{Name: "etaba", Kind: llmflow.KindOrg, Shares: 13, Source: "slurm"},
+		{Name: "lab-nlp", Kind: llmflow.KindTeam, Parent: "etaba", Shares: 60, Source: "slurm"},
+		{Name: "nlp-llm", Kind: llmflow.KindProject, Parent: "lab-nlp", Shares: 70, Source: "slurm"},
+		{Name: "etabb", Kind: llmflow.KindOrg, Shares: 3, Source: "slurm"},
+		{Name: "lab-chem", Kind: llmflow.KindTeam, Parent: "etabb", Shares: 100, Source: "slurm"},
+	}
+	t0 := time.Unix(0, 0)
+	if _, err := db.SaveSync(ctx, tree, llmflow.SyncRun{Started: t0, Finished: t0, Source: "test", Outcome: "applied"}); err != nil {
+		t.Fatal(err)
+	}
+	alice := llmflow.Key{ID: "key_a", Hash: [32]byte{1}, Org: "etaba", Team: "lab-nlp", Project: "nlp-llm", Owner: "alice", CreatedAt: t0}
+	service := llmflow.Key{ID: "key_s", Hash: [32]byte{2}, Org: "etabb", Team: "lab-chem", CreatedAt: t0}
+	for _, k := range []llmflow.Key{alice, service} {
+		if err := db.CreateKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := time.Date(2026, 11, 2, 10, 15, 0, 0, time.UTC)
+	recs := []llmflow.Record{
+		{Time: at, RequestID: "r1", KeyID: "key_a", Org: "etaba", Team: "lab-nlp", Project: "nlp-llm", Model: "m", Pool: "p", GPUHours: 2.5, Status: 200, Outcome: llmflow.OutcomeOK},
+		{Time: at.Add(time.Hour), RequestID: "r2", KeyID: "key_s", Org: "etabb", Team: "lab-chem", Model: "m", Pool: "p", GPUHours: 1.0, Status: 200, Outcome: llmflow.OutcomeOK},
+	}
+	if err := db.WriteRecords(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	run := func(args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := Run(ctx, append([]string{"report", "-c", cfgPath}, args...), &out, &errb); code != 0 {
+			t.Fatalf("report %v: exit %d: %s", args, code, errb.String())
+		}
+		return out.String()
+	}
+	got := run("cluster", "AccountUtilizationByUser", "start=2026-11-02", "end=2026-11-03", "-T", "gres/gpu", "-t", "seconds", "-P")
+	want := `--------------------------------------------------------------------------------
+Cluster/Account/User Utilization 2026-11-02T00:00:00 - 2026-11-02T23:59:59 (86400 secs)
+Usage reported in TRES Seconds
+--------------------------------------------------------------------------------
+Cluster|Account|Login|Proper Name|TRES Name|Used
+llm|root|||gres/gpu|12600
+llm|etaba|||gres/gpu|9000
+llm|lab-nlp|||gres/gpu|9000
+llm|nlp-llm|||gres/gpu|9000
+llm|nlp-llm|alice||gres/gpu|9000
+llm|etabb|||gres/gpu|3600
+llm|lab-chem|||gres/gpu|3600
+llm|lab-chem|llmflow||gres/gpu|3600
+`
+	if got != want {
+		t.Errorf("AccountUtilizationByUser:\n%s\nwant\n%s", got, want)
+	}
+	// 2.5 GPU-hours print as 2 (round half to even), as sreport does
+	hours := run("cluster", "AccountUtilizationByUser", "start=2026-11-02", "end=2026-11-03", "-T", "gres/gpu", "-t", "hours", "-P", "-n")
+	if !strings.Contains(hours, "llm|nlp-llm|alice||gres/gpu|2\n") {
+		t.Errorf("hours:\n%s", hours)
+	}
+	util := run("cluster", "Utilization", "start=2026-11-02", "end=2026-11-03", "-T", "gres/gpu", "-t", "seconds", "-P", "-n")
+	if want := "llm|gres/gpu|12600|0|0|333000|0|345600\n"; util != want { // 4 GPUs × 86400 s
+		t.Errorf("Utilization %q, want %q", util, want)
+	}
+	top := run("user", "TopUsage", "start=2026-11-02", "end=2026-11-03", "-T", "gres/gpu", "-t", "seconds", "-P", "-n", "--as-cluster", "gpu-llm")
+	if !strings.HasPrefix(top, "gpu-llm|alice||nlp-llm|gres/gpu|9000\n") {
+		t.Errorf("TopUsage:\n%s", top)
+	}
+}

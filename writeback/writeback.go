@@ -177,17 +177,26 @@ func (w *Writer) Write(ctx context.Context, from, to time.Time, tree llmflow.Acc
 	return res, err
 }
 
-func (w *Writer) write(ctx context.Context, from, to time.Time, tree llmflow.Accounts, rollups []llmflow.Rollup, dryRun bool) (Result, error) {
-	loc := w.cfg.Location
+// Hours returns the hours Write writes for [from, to) at time now: from
+// rounded down and to rounded up to whole UTC hours, to clamped to the
+// start of now's hour (only ended hours are written). Read the rollups of
+// this range.
+func Hours(from, to, now time.Time) (time.Time, time.Time) {
 	from = from.UTC().Truncate(time.Hour)
 	if t := to.UTC().Truncate(time.Hour); t.Before(to) {
 		to = t.Add(time.Hour)
 	} else {
 		to = t
 	}
-	if now := w.cfg.Now().UTC().Truncate(time.Hour); to.After(now) {
+	if now := now.UTC().Truncate(time.Hour); to.After(now) {
 		to = now
 	}
+	return from, to
+}
+
+func (w *Writer) write(ctx context.Context, from, to time.Time, tree llmflow.Accounts, rollups []llmflow.Rollup, dryRun bool) (Result, error) {
+	loc := w.cfg.Location
+	from, to = Hours(from, to, w.cfg.Now())
 	res := Result{Cluster: w.cfg.Cluster, From: from, To: to, DryRun: dryRun}
 	if !from.Before(to) {
 		return res, fmt.Errorf("write-back: no ended hour in [%s, %s)", from.Format(time.RFC3339), to.Format(time.RFC3339))

@@ -148,6 +148,9 @@ func syncCmd(e *env) *cobra.Command {
 				}
 				return writeHistory(e.stdout, runs)
 			}
+			if wb, _ := cmd.Flags().GetBool("to-slurmdbd"); wb {
+				return runWriteback(cmd, e, cfg, db)
+			}
 			src, name, closeSrc, err := slurmSource(cfg, f)
 			if err != nil {
 				return err
@@ -170,6 +173,7 @@ func syncCmd(e *env) *cobra.Command {
 	fl.BoolVar(&dryRun, "dry-run", false, "print the changes, apply nothing")
 	fl.BoolVar(&history, "history", false, "list the recorded runs")
 	fl.IntVar(&limit, "limit", 20, "with --history: how many runs")
+	addWritebackFlags(cmd)
 	e.bind(cmd, "config")
 	return cmd
 }

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/store"
+	"github.com/go-llmflow/llmflow/writeback"
+)
+
+// writebackStore is what the write-back reads from llmflow's store.
+type writebackStore interface {
+	Accounts(ctx context.Context) (llmflow.Accounts, error)
+	Rollups(ctx context.Context, from, to time.Time, f store.RollupFilter) ([]llmflow.Rollup, error)
+}
+
+var _ writebackStore = (*store.SQLite)(nil)
+
+// addWritebackFlags adds the flags of `llmflow sync --to-slurmdbd`.
+func addWritebackFlags(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.Bool("to-slurmdbd", false, "write llmflow's GPU-hours into slurmdbd's database as a Slurm cluster of their own (sreport shows them); needs --gpus")
+	fl.String("from", "", "with --to-slurmdbd: first hour written (RFC 3339 or YYYY-MM-DD, UTC; default --to minus 24h)")
+	fl.String("to", "", "with --to-slurmdbd: end of the hours written, exclusive (default, and at most, the start of the current hour)")
+	fl.String("writeback-dsn-file", "", "file holding the MySQL DSN of slurmdbd's database for the write-back, with write grants (default slurm { dsn_file }); see `go doc writeback`")
+	fl.String("writeback-cluster", writeback.DefaultCluster, "the Slurm cluster llmflow's usage is written as")
+	fl.Int("gpus", 0, "the pool's GPUs: capacity of the write-back cluster (count of its usage rows, idle = GPUs x 3600 - allocated)")
+	fl.String("service-user", writeback.DefaultServiceUser, "the Slurm user the requests of keys without an owner count under")
+	fl.String("writeback-tz", "", "slurmdbd's time zone, which its day and month rows follow (IANA name; default this process's local zone, $TZ)")
+}
+
+// runWriteback is `llmflow sync --to-slurmdbd`: the hours [--from, --to)
+// of the store's rollups written into slurmdbd (package writeback).
+func runWriteback(cmd *cobra.Command, e *env, cfg *config.Config, db writebackStore) error {
+	fl := cmd.Flags()
+	str := func(n string) string { s, _ := fl.GetString(n); return strings.TrimSpace(s) }
+	gpus, _ := fl.GetInt("gpus")
+	dryRun, _ := fl.GetBool("dry-run")
+	if gpus <= 0 {
+		return fmt.Errorf("--to-slurmdbd needs --gpus N, the GPUs of the pool whose usage is written (the cluster's capacity in sreport)")
+	}
+	now := time.Now()
+	to := now
+	if s := str("to"); s != "" {
+		t, err := parseHour(s)
+		if err != nil {
+			return fmt.Errorf("--to: %w", err)
+		}
+		to = t
+	}
+	from := to.Add(-24 * time.Hour)
+	if s := str("from"); s != "" {
+		t, err := parseHour(s)
+		if err != nil {
+			return fmt.Errorf("--from: %w", err)
+		}
+		from = t
+	}
+	from, to = writeback.Hours(from, to, now)
+	if !from.Before(to) {
+		return fmt.Errorf("--from %s, --to %s: no ended hour to write", from.Format(time.RFC3339), to.Format(time.RFC3339))
+	}
+	loc := time.Local
+	if s := str("writeback-tz"); s != "" {
+		l, err := time.LoadLocation(s)
+		if err != nil {
+			return fmt.Errorf("--writeback-tz: %w", err)
+		}
+		loc = l
+	}
+
+	s := config.Slurm{SacctmgrPath: "sacctmgr", Timeout: 2 * time.Minute}
+	if cfg != nil && cfg.Slurm != nil {
+		s = *cfg.Slurm
+	}
+	dsnFile := cmp.Or(str("writeback-dsn-file"), s.DSNFile)
+	if dsnFile == "" {
+		return fmt.Errorf("--to-slurmdbd needs the MySQL DSN of slurmdbd's database (with write grants) in a file: --writeback-dsn-file or slurm { dsn_file }")
+	}
+	dsn, err := config.ReadSecret(dsnFile)
+	if err != nil {
+		return fmt.Errorf("write-back DSN: %w", err)
+	}
+	sm := writeback.Sacctmgr{Path: cmp.Or(str("sacctmgr"), s.SacctmgrPath, "sacctmgr"), Timeout: s.Timeout}
+	if d, _ := fl.GetDuration("timeout"); d > 0 {
+		sm.Timeout = d
+	}
+	prog := newProgress(e.stdout)
+	w, err := writeback.Open(dsn, writeback.Config{
+		Cluster:     str("writeback-cluster"),
+		ServiceUser: str("service-user"),
+		GPUs:        gpus,
+		Location:    loc,
+		Sacctmgr:    sm,
+		Progress:    prog.update,
+	})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+
+	ctx := cmd.Context()
+	tree, err := db.Accounts(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the account tree: %w", err)
+	}
+	rollups, err := db.Rollups(ctx, from, to, store.RollupFilter{GroupBy: []string{"org", "team", "project", "owner"}})
+	if err != nil {
+		return fmt.Errorf("reading the rollups: %w", err)
+	}
+	res, err := w.Write(ctx, from, to, tree, rollups, dryRun)
+	prog.done()
+	writeWriteback(e.stdout, res, gpus, loc)
+	return err
+}
+
+// parseHour reads RFC 3339, "YYYY-MM-DDTHH:MM[:SS]" (UTC) or "YYYY-MM-DD"
+// (UTC midnight).
+func parseHour(s string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q: want RFC 3339 (2026-11-01T00:00:00Z) or YYYY-MM-DD", s)
+}
+
+func writeWriteback(w io.Writer, r writeback.Result, gpus int, loc *time.Location) {
+	if r.Cluster == "" {
+		return
+	}
+	verb := "wrote"
+	if r.DryRun {
+		verb = "dry run: would write"
+	}
+	if r.ClusterCreated {
+		fmt.Fprintf(w, "sacctmgr -i add cluster %s\n", r.Cluster)
+	}
+	for _, c := range r.Tree {
+		fmt.Fprintln(w, c)
+	}
+	if r.TRESCreated {
+		fmt.Fprintln(w, "tres_table: gres/gpu registered (no slurmctld had)")
+	}
+	fmt.Fprintf(w, "%s cluster %s, %s → %s (%d hours; days and months in %s): %.4f GPU-hours (%d GPU-seconds) for %d hour rows of associations",
+		verb, r.Cluster, r.From.Format(time.RFC3339), r.To.Format(time.RFC3339), int(r.To.Sub(r.From)/time.Hour), loc,
+		r.GPUHours(), r.GPUSeconds, r.AssocHours)
+	if !r.DryRun {
+		fmt.Fprintf(w, ", %d day rows, %d month rows; cluster rows (%d GPUs): %d hours, %d days, %d months; gres/gpu TRES id %d; slurmdbd's hourly rollup resumes at %s",
+			r.AssocDays, r.AssocMonths, gpus, r.ClusterHours, r.ClusterDays, r.ClusterMonths, r.TRESID, r.LastRanHourly.Format(time.RFC3339))
+	}
+	fmt.Fprintln(w)
+	if r.Unattributed.Rollups > 0 {
+		fmt.Fprintf(w, "not written: %.4f GPU-hours of requests with neither project nor team (%d rollups)\n", r.Unattributed.GPUHours, r.Unattributed.Rollups)
+	}
+	if r.OverCapacity > 0 {
+		fmt.Fprintf(w, "warning: %d hours used more than %d GPUs × 3600 s (idle written as 0): is --gpus the pool's GPU count?\n", r.OverCapacity, gpus)
+	}
+}
+
+// progress shows the write-back's progress on a terminal, one line
+// rewritten in place; it is silent when stdout is not a terminal.
+type progress struct {
+	w     io.Writer
+	on    bool
+	shown bool
+}
+
+func newProgress(w io.Writer) *progress {
+	p := &progress{w: w}
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			p.on = true
+		}
+	}
+	return p
+}
+
+func (p *progress) update(stage string, done, total int) {
+	if !p.on {
+		return
+	}
+	fmt.Fprintf(p.w, "\r\033[Kwriting %s: %d/%d rows", stage, done, total)
+	p.shown = true
+}
+
+func (p *progress) done() {
+	if p.shown {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}

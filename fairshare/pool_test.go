@@ -4,27 +4,19 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-llmflow/llmflow/internal/deptest"
 )
 
 var t0 = time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 
-// TestDeps fails if the package imports anything that does I/O.
+// TestDeps keeps fairshare pure: no network, database or process.
 func TestDeps(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").Output()
-	if err != nil {
-		t.Skipf("go list: %v", err)
-	}
-	for _, dep := range strings.Fields(string(out)) {
-		switch dep {
-		case "net", "net/http", "database/sql", "os/exec":
-			t.Errorf("fairshare imports %s", dep)
-		}
-	}
+	deptest.Check(t, "github.com/go-llmflow/llmflow/fairshare", deptest.Impure)
 }
 
 func TestApportionExamples(t *testing.T) {

@@ -1,0 +1,43 @@
+// Package deptest keeps pure packages pure: a test calls Check to fail
+// when the package depends, directly or not, on a forbidden package.
+package deptest
+
+import (
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// Impure are the packages a leaf (fairshare, budgets, sse, sacctmgr,
+// config, reports) must not depend on: the network, databases, processes.
+var Impure = []string{"net", "net/http", "database/sql", "os/exec", "syscall/js"}
+
+// Check runs `go list -deps` on the package in the test's directory and
+// fails for each forbidden package it depends on. pkg is the package's
+// import path, checked to be in the list so that a failing go list cannot
+// pass silently.
+func Check(t *testing.T, pkg string, forbidden []string) {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	out, err := exec.Command(goTool, "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := map[string]bool{}
+	for _, p := range strings.Fields(string(out)) {
+		deps[p] = true
+	}
+	if !deps[pkg] || !deps["errors"] {
+		t.Fatalf("go list -deps did not list %s and its imports:\n%s", pkg, out)
+	}
+	for _, p := range forbidden {
+		if deps[p] {
+			t.Errorf("package %s depends on %s", pkg, p)
+		}
+	}
+}

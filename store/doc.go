@@ -1,14 +1,15 @@
 // Package store keeps keys and accounting records.
 //
-// SQLite (modernc.org/sqlite, pure Go) is the embedded default; a
-// PostgreSQL store will follow with the same methods. Both are checked by
-// the contract tests in store/storetest.
+// SQLite (modernc.org/sqlite, pure Go) is the embedded default; PostgreSQL
+// (pgx/v5, pure Go) is for production and for several gateways sharing one
+// database. Both have the same methods and pass the contract tests in
+// store/storetest (the PostgreSQL run needs LLMFLOW_TEST_PG_DSN).
 //
 // Conventions shared by every implementation:
 //
 //   - Times are stored with microsecond precision (SQLite: INTEGER unix
-//     microseconds UTC; sub-microsecond digits are truncated) and are
-//     returned in UTC. Durations (Record.Latency, Record.TTFB) are stored
+//     microseconds UTC; PostgreSQL: timestamptz; sub-microsecond digits are
+//     truncated) and are returned in UTC. Durations (Record.Latency, Record.TTFB) are stored
 //     as whole microseconds.
 //   - Key.RevokedAt's zero value is stored as NULL and means active.
 //   - Key.Tags are stored as a JSON array of strings in the given order.
@@ -18,7 +19,18 @@
 //     ENOTFOUND); duplicates return an *llmflow.Error with code ECONFLICT.
 //     Other errors are internal and may name files or SQL, never secrets.
 //   - Records are idempotent per RequestID: the first write wins and later
-//     writes of the same RequestID are ignored.
+//     writes of the same RequestID are ignored. Record.Tags follow the
+//     convention of Key.Tags.
+//   - Hourly rollups (llmflow.Rollup) are maintained by WriteRecords in the
+//     same transaction as the records, from the records actually inserted,
+//     so a record written twice is counted once. Hours are UTC hours. The
+//     rollup's Owner is the key's owner when the record was written. A
+//     second table keeps them per tag: a request counts once under each
+//     distinct tag, an untagged request under "". Reports read rollups
+//     (Rollups, RollupsByTag), never raw records, which PurgeRecords may
+//     delete after the configured retention while the rollups stay.
+//   - Text sorts by bytes (PostgreSQL columns are COLLATE "C"), whatever
+//     the locale.
 //
 // Schemas are versioned by numbered files under migrations/<dialect>/,
 // embedded in the binary and applied in order at open, each in its own

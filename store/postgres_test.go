@@ -343,3 +343,10 @@ func TestPostgres_Reopen(t *testing.T) {
 		t.Fatalf("rollups after reopen: %+v, %v", ru, err)
 	}
 }
+
+func TestPostgres_Accounts(t *testing.T) {
+	pgDSN(t)
+	storetest.RunAccounts(t, func(t *testing.T) storetest.AccountStore {
+		return MustOpenPostgres(t, pgSchema(t))
+	})
+}

@@ -1,0 +1,95 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/go-llmflow/llmflow"
+)
+
+// Accounts returns the stored organisation tree in tree order (nil when
+// no import ever ran).
+func (s *Postgres) Accounts(ctx context.Context) (llmflow.Accounts, error) {
+	rows, err := s.pool.Query(ctx, `SELECT name, kind, parent, shares, use_parent, disabled, members, source
+FROM accounts ORDER BY position`)
+	if err != nil {
+		return nil, fmt.Errorf("read accounts: %w", err)
+	}
+	defer rows.Close()
+	var out llmflow.Accounts
+	for rows.Next() {
+		var a llmflow.Account
+		var kind int16
+		if err := rows.Scan(&a.Name, &kind, &a.Parent, &a.Shares, &a.UseParent, &a.Disabled, &a.Members, &a.Source); err != nil {
+			return nil, fmt.Errorf("read accounts: %w", err)
+		}
+		a.Kind = llmflow.Kind(kind)
+		a.Members = nilIfEmpty(a.Members)
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read accounts: %w", err)
+	}
+	return out, nil
+}
+
+// SaveSync records an import run and, when next is not nil, replaces the
+// stored tree with next, in one transaction: either both happen or
+// neither. It returns the run's ID. Two gateways importing at once are
+// serialised by a lock on the accounts table.
+func (s *Postgres) SaveSync(ctx context.Context, next llmflow.Accounts, run llmflow.SyncRun) (id int64, err error) {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if next != nil {
+			if _, err := tx.Exec(ctx, `LOCK TABLE accounts IN EXCLUSIVE MODE`); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM accounts`); err != nil {
+				return err
+			}
+			rows := make([][]any, len(next))
+			for i, a := range next {
+				rows[i] = []any{a.Name, int16(a.Kind), a.Parent, a.Shares, a.UseParent, a.Disabled, nonNil(a.Members), a.Source, int32(i)}
+			}
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"accounts"},
+				[]string{"name", "kind", "parent", "shares", "use_parent", "disabled", "members", "source", "position"},
+				pgx.CopyFromRows(rows)); err != nil {
+				return err
+			}
+		}
+		return tx.QueryRow(ctx, `INSERT INTO sync_runs
+(started, finished, source, dry_run, created, shares_changed, reparented, disabled, reenabled, members, unchanged, outcome, error)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id`,
+			pgTime(run.Started), pgTime(run.Finished), run.Source, run.DryRun, run.Created, run.SharesChanged,
+			run.Reparented, run.Disabled, run.Reenabled, run.Members, run.Unchanged, run.Outcome, run.Error).Scan(&id)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("save sync: %w", err)
+	}
+	return id, nil
+}
+
+// SyncRuns returns the last limit import runs, newest first.
+func (s *Postgres) SyncRuns(ctx context.Context, limit int) ([]llmflow.SyncRun, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, started, finished, source, dry_run, created, shares_changed,
+reparented, disabled, reenabled, members, unchanged, outcome, error FROM sync_runs ORDER BY id DESC LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read sync runs: %w", err)
+	}
+	defer rows.Close()
+	var out []llmflow.SyncRun
+	for rows.Next() {
+		var r llmflow.SyncRun
+		if err := rows.Scan(&r.ID, &r.Started, &r.Finished, &r.Source, &r.DryRun, &r.Created, &r.SharesChanged,
+			&r.Reparented, &r.Disabled, &r.Reenabled, &r.Members, &r.Unchanged, &r.Outcome, &r.Error); err != nil {
+			return nil, fmt.Errorf("read sync runs: %w", err)
+		}
+		r.Started, r.Finished = r.Started.UTC(), r.Finished.UTC()
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read sync runs: %w", err)
+	}
+	return out, nil
+}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/reports"
 )
 
@@ -40,11 +39,7 @@ func exportCmd(e *env) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--group-by: %w", err)
 			}
-			path := e.str(cmd, "config")
-			if path == "" {
-				return fmt.Errorf("no configuration: pass -c FILE or set LLMFLOW_CONFIG (the store it names holds the accounting)")
-			}
-			cfg, err := config.Load(path)
+			cfg, err := e.loadConfig(cmd, " (the store it names holds the accounting)")
 			if err != nil {
 				return err
 			}

@@ -96,6 +96,30 @@ func (e *env) logger(cmd *cobra.Command) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lvl})), nil
 }
 
+// loadConfig reads the configuration named by -c or LLMFLOW_CONFIG (why
+// says what it is needed for, in the error when none is named). Its
+// diagnostics go to stderr one per line, as file:line:col: message, and the
+// command exits 1.
+func (e *env) loadConfig(cmd *cobra.Command, why string) (*config.Config, error) {
+	path := e.str(cmd, "config")
+	if path == "" {
+		return nil, fmt.Errorf("no configuration: pass -c FILE or set LLMFLOW_CONFIG%s", why)
+	}
+	cfg, err := config.Load(path)
+	return cfg, e.diagnostics(err)
+}
+
+// diagnostics prints configuration diagnostics and turns them into exit
+// status 1; other errors pass through.
+func (e *env) diagnostics(err error) error {
+	var d config.Diagnostics
+	if errors.As(err, &d) {
+		fmt.Fprintln(e.stderr, err)
+		return &exitError{code: 1}
+	}
+	return err
+}
+
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	e := newEnv(stdout, stderr)
 	root := &cobra.Command{
@@ -129,23 +153,14 @@ func checkConfigCmd(e *env) *cobra.Command {
 			"file it names. Each problem is printed as file:line:col: message, one per line.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			path := e.str(cmd, "config")
-			if path == "" {
-				return fmt.Errorf("no configuration: pass -c FILE or set LLMFLOW_CONFIG")
-			}
-			cfg, err := config.Load(path)
-			if err == nil {
-				err = config.CheckSecrets(cfg)
-			}
+			cfg, err := e.loadConfig(cmd, "")
 			if err != nil {
-				var d config.Diagnostics
-				if errors.As(err, &d) {
-					fmt.Fprintln(e.stderr, err)
-					return &exitError{code: 1}
-				}
 				return err
 			}
-			fmt.Fprintf(e.stdout, "%s: ok (%d organisations, %d pools, %d models)\n", path, len(cfg.Orgs), len(cfg.Pools), len(cfg.Models))
+			if err := e.diagnostics(config.CheckSecrets(cfg)); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "%s: ok (%d organisations, %d pools, %d models)\n", cfg.Filename, len(cfg.Orgs), len(cfg.Pools), len(cfg.Models))
 			return nil
 		},
 	}

@@ -34,21 +34,12 @@ func serveCmd(e *env) *cobra.Command {
 		Short: "Run the gateway",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			path := e.str(cmd, "config")
-			if path == "" {
-				return fmt.Errorf("no configuration: pass -c FILE or set LLMFLOW_CONFIG (or run `llmflow quickstart`)")
-			}
 			log, err := e.logger(cmd)
 			if err != nil {
 				return err
 			}
-			cfg, err := config.Load(path)
+			cfg, err := e.loadConfig(cmd, " (or run `llmflow quickstart`)")
 			if err != nil {
-				var d config.Diagnostics
-				if errors.As(err, &d) {
-					fmt.Fprintln(e.stderr, err)
-					return &exitError{code: 1}
-				}
 				return err
 			}
 			return serve(cmd.Context(), cfg, e.str(cmd, "listen"), log, nil)

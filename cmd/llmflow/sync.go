@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -122,17 +121,8 @@ func syncCmd(e *env) *cobra.Command {
 			"  llmflow sync -c gateway.hcl --history",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			path := e.str(cmd, "config")
-			if path == "" {
-				return fmt.Errorf("no configuration: pass -c FILE or set LLMFLOW_CONFIG (the store it names keeps the tree)")
-			}
-			cfg, err := config.Load(path)
+			cfg, err := e.loadConfig(cmd, " (the store it names keeps the tree)")
 			if err != nil {
-				var d config.Diagnostics
-				if errors.As(err, &d) {
-					fmt.Fprintln(e.stderr, err)
-					return &exitError{code: 1}
-				}
 				return err
 			}
 			ctx := cmd.Context()

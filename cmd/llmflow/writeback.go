@@ -33,7 +33,7 @@ func addWritebackFlags(cmd *cobra.Command) {
 	fl.String("to", "", "with --to-slurmdbd: end of the hours written, exclusive (default, and at most, the start of the current hour)")
 	fl.String("writeback-dsn-file", "", "file holding the MySQL DSN of slurmdbd's database for the write-back, with write grants (default slurm { dsn_file }); see `go doc writeback`")
 	fl.String("writeback-cluster", writeback.DefaultCluster, "the Slurm cluster llmflow's usage is written as")
-	fl.Int("gpus", 0, "the pool's GPUs: capacity of the write-back cluster (count of its usage rows, idle = GPUs x 3600 - allocated)")
+	fl.Int("gpus", 0, "GPUs of the pools written: capacity of the write-back cluster (count of its usage rows, idle = GPUs x 3600 - allocated; default the sum of the pools' gpus)")
 	fl.String("service-user", writeback.DefaultServiceUser, "the Slurm user the requests of keys without an owner count under")
 	fl.String("writeback-tz", "", "slurmdbd's time zone, which its day and month rows follow (IANA name; default this process's local zone, $TZ)")
 }
@@ -45,8 +45,13 @@ func runWriteback(cmd *cobra.Command, e *env, cfg *config.Config, db writebackSt
 	str := func(n string) string { s, _ := fl.GetString(n); return strings.TrimSpace(s) }
 	gpus, _ := fl.GetInt("gpus")
 	dryRun, _ := fl.GetBool("dry-run")
+	if gpus <= 0 && cfg != nil { // not given: the pools' GPUs, as llmflow report counts them
+		for _, p := range cfg.Pools {
+			gpus += p.GPUs
+		}
+	}
 	if gpus <= 0 {
-		return fmt.Errorf("--to-slurmdbd needs --gpus N, the GPUs of the pool whose usage is written (the cluster's capacity in sreport)")
+		return fmt.Errorf("--to-slurmdbd needs the GPUs of the pools whose usage is written (the cluster's capacity in sreport): --gpus N or pool { gpus }")
 	}
 	now := time.Now()
 	to := now
@@ -112,6 +117,9 @@ func runWriteback(cmd *cobra.Command, e *env, cfg *config.Config, db writebackSt
 	tree, err := db.Accounts(ctx)
 	if err != nil {
 		return fmt.Errorf("reading the account tree: %w", err)
+	}
+	if tree == nil && cfg != nil { // never imported from Slurm: the configuration's, as llmflow report does
+		tree = gatewayAccounts(cfg)
 	}
 	rollups, err := db.Rollups(ctx, from, to, store.RollupFilter{GroupBy: []string{"org", "team", "project", "owner"}})
 	if err != nil {

@@ -359,7 +359,11 @@ func TestIntegrationSreport(t *testing.T) {
 	db := needSlurm(t)
 	ctx := context.Background()
 	f := newFixture()
-	t.Cleanup(func() { f.cleanup(t, db) })
+	if os.Getenv("LLMFLOW_WRITEBACK_KEEP") == "1" { // keep the cluster, e.g. to watch slurmdbd's next hourly rollup
+		t.Logf("LLMFLOW_WRITEBACK_KEEP=1: keeping cluster %s, accounts and users %s*", f.cluster, f.p)
+	} else {
+		t.Cleanup(func() { f.cleanup(t, db) })
+	}
 	t.Logf("cluster %s", f.cluster)
 
 	from, to := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)

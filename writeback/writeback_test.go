@@ -35,9 +35,9 @@ func TestUsage(t *testing.T) {
 		{Hour: h, Team: "t", Project: "p", Owner: "alice", Model: "b", GPUHours: 0.2}, // summed, then rounded once: 1080 s
 		{Hour: h, Team: "t", GPUHours: 1.0 / 3},                                       // 1200 s, service user
 		{Hour: h.Add(time.Hour), Team: "t", GPUHours: 0.0001},                         // 0.36 s → no row
-		{Hour: h, GPUHours: 2},                                                        // no account
-		{Team: "t", GPUHours: 7},                                                      // a range total: ignored
-		{Hour: h, Team: "t", Owner: "bob", GPUHours: 0},                               // nothing
+		{Hour: h, GPUHours: 2},                          // no account
+		{Team: "t", GPUHours: 7},                        // a range total: ignored
+		{Hour: h, Team: "t", Owner: "bob", GPUHours: 0}, // nothing
 	}
 	got, un := Usage(rs, "svc")
 	want := []AssocHour{{"p", "alice", h, 1080}, {"t", "svc", h, 1200}}

@@ -599,7 +599,7 @@ func (s *Postgres) RollupsByTag(ctx context.Context, from, to time.Time, f Rollu
 func (s *Postgres) rollups(ctx context.Context, byTag bool, from, to time.Time, f RollupFilter) ([]llmflow.Rollup, error) {
 	q, args, err := rollupQuery(byTag, f, pgBound(from), pgBound(to),
 		func(n int) string { return fmt.Sprintf("$%d", n) }, "NULL::timestamptz",
-		func(c string) string { return "sum(" + c + ")::bigint" })
+		func(c string) string { return "sum(" + c + ")::bigint" }, false)
 	if err != nil {
 		return nil, err
 	}

@@ -75,7 +75,14 @@ func hourOf(us int64) int64 {
 // gpu_hours, estimated_requests. ph returns the n-th (1-based) placeholder;
 // from and to are the bounds already in the dialect's hour type; sumInt
 // wraps an integer sum (PostgreSQL's sum(bigint) is numeric).
-func rollupQuery(byTag bool, f RollupFilter, from, to any, ph func(int) string, hourLit string, sumInt func(string) string) (string, []any, error) {
+//
+// With nested, unless model or pool is kept, the rows are first summed per
+// hour over the primary key's prefix up to the last kept dimension (a
+// GROUP BY that follows the key's order, so SQLite streams it without
+// sorting), then grouped as asked over these far fewer rows: SQLite has no
+// hash aggregation, and sorting every rollup of a month is what made its
+// monthly queries slow.
+func rollupQuery(byTag bool, f RollupFilter, from, to any, ph func(int) string, hourLit string, sumInt func(string) string, nested bool) (string, []any, error) {
 	if !byTag && f.Tag != "" {
 		return "", nil, &llmflow.Error{Code: llmflow.EINVALID, Message: "a tag filter needs the per-tag rollups", Param: "tag"}
 	}
@@ -116,6 +123,27 @@ func rollupQuery(byTag bool, f RollupFilter, from, to any, ph func(int) string, 
 		}
 	}
 
+	from_ := table + " WHERE " + strings.Join(where, " AND ")
+	last := 0
+	for i, d := range rollupDims {
+		if keep[d.name] {
+			last = i
+		}
+	}
+	// Keeping model or pool, the last columns of the key, the first step
+	// would sum next to nothing: then a single GROUP BY is faster.
+	if nested && rollupDims[last].name != "model" && rollupDims[last].name != "pool" {
+		prefix := []string{"hour"}
+		for _, d := range rollupDims[:last+1] {
+			if d.name != "tag" || byTag {
+				prefix = append(prefix, d.col)
+			}
+		}
+		from_ = "(SELECT " + strings.Join(prefix, ", ") + ", sum(requests) AS requests, sum(prompt_tokens) AS prompt_tokens," +
+			" sum(completion_tokens) AS completion_tokens, sum(cached_tokens) AS cached_tokens, sum(gpu_hours) AS gpu_hours," +
+			" sum(estimated_requests) AS estimated_requests FROM " + from_ + " GROUP BY " + strings.Join(prefix, ", ") + ")"
+	}
+
 	var sel, group []string
 	if f.Total {
 		sel = append(sel, hourLit)
@@ -132,7 +160,7 @@ func rollupQuery(byTag bool, f RollupFilter, from, to any, ph func(int) string, 
 	sel = append(sel,
 		sumInt("requests"), sumInt("prompt_tokens"), sumInt("completion_tokens"), sumInt("cached_tokens"),
 		"sum(gpu_hours)", sumInt("estimated_requests"))
-	q := "SELECT " + strings.Join(sel, ", ") + " FROM " + table + " WHERE " + strings.Join(where, " AND ")
+	q := "SELECT " + strings.Join(sel, ", ") + " FROM " + from_
 	if len(group) > 0 {
 		q += " GROUP BY " + strings.Join(group, ", ") + " ORDER BY " + strings.Join(group, ", ")
 	}

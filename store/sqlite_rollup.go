@@ -57,7 +57,7 @@ func (s *SQLite) RollupsByTag(ctx context.Context, from, to time.Time, f RollupF
 
 func (s *SQLite) rollups(ctx context.Context, byTag bool, from, to time.Time, f RollupFilter) ([]llmflow.Rollup, error) {
 	q, args, err := rollupQuery(byTag, f, ceilMicros(from), ceilMicros(to),
-		func(int) string { return "?" }, "NULL", func(c string) string { return "sum(" + c + ")" })
+		func(int) string { return "?" }, "NULL", func(c string) string { return "sum(" + c + ")" }, true)
 	if err != nil {
 		return nil, err
 	}

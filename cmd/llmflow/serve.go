@@ -124,7 +124,7 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 	purge := startPurge(ctx, db, cfg.Store.Retention, log)
 	defer func() { <-purge.Stop().Done() }()
 	log.Info("llmflow gateway listening", "addr", ln.Addr().String(), "version", gateway.Version,
-		"models", len(cfg.Models), "store", cfg.Store.Path)
+		"models", len(cfg.Models), "store", cfg.Store.Kind)
 	if ready != nil {
 		ready(ln.Addr().String(), gw)
 	}

@@ -112,6 +112,7 @@ type fixture struct {
 	p       string // unique prefix of this run's names
 	cluster string
 	svc     string
+	users   []string // the run's Slurm users (removed at the end)
 	tree    llmflow.Accounts
 	rollups []llmflow.Rollup
 }
@@ -122,6 +123,7 @@ func newFixture() *fixture {
 	r := hex.EncodeToString(b)
 	f := &fixture{p: "wb" + r + "-", cluster: "llmwb_" + r, svc: "wb" + r + "svc"}
 	n := func(s string) string { return f.p + s }
+	f.users = []string{n("alice"), n("bob"), n("carol"), n("dave")}
 	f.tree = llmflow.Accounts{
 		{Name: n("etaba"), Kind: llmflow.KindOrg, Shares: 13, Source: "slurm"},
 		{Name: n("nlp"), Kind: llmflow.KindTeam, Parent: n("etaba"), Shares: 60, Members: []string{n("alice")}, Source: "slurm"},
@@ -174,7 +176,7 @@ func (f *fixture) cleanup(t *testing.T, db *sql.DB) {
 	for _, a := range f.tree {
 		accts = append(accts, a.Name)
 	}
-	users = []string{f.p + "alice", f.p + "bob", f.p + "carol", f.p + "dave", f.svc}
+	users = append(slices.Clone(f.users), f.svc)
 	for _, args := range [][]string{
 		{"-i", "delete", "cluster", f.cluster},
 		{"-i", "delete", "user", strings.Join(users, ",")},
@@ -499,4 +501,58 @@ func TestIntegrationSreport(t *testing.T) {
 	run(t, "sacctmgr", "-i", "rollup", "2026-11-20T00:00:00", "2026-11-23T00:00:00")
 	sameSnapshot(t, "after a forced re-roll", before, snapshot(t, db, f.cluster))
 	checkSreport(t, "after a forced re-roll", f, usage)
+}
+
+// TestIntegrationScale writes a month of usage of 100 accounts × 4 users
+// (≈ 290,000 association-hours) and re-writes it, reporting the times.
+// Skipped with -short.
+func TestIntegrationScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	db := needSlurm(t)
+	f := newFixture()
+	f.tree = llmflow.Accounts{{Name: f.p + "org", Kind: llmflow.KindOrg, Shares: 1}}
+	var users []string
+	for u := range 4 {
+		users = append(users, fmt.Sprintf("%su%d", f.p, u))
+	}
+	f.rollups = nil
+	from := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+	to := from.AddDate(0, 1, 0)
+	for a := range 100 {
+		team := fmt.Sprintf("%st%02d", f.p, a)
+		f.tree = append(f.tree, llmflow.Account{Name: team, Kind: llmflow.KindTeam, Parent: f.p + "org", Shares: 1, Members: users})
+		for h := from; h.Before(to); h = h.Add(time.Hour) {
+			for i, u := range users {
+				f.rollups = append(f.rollups, llmflow.Rollup{Hour: h, Org: f.p + "org", Team: team, Owner: u, GPUHours: 0.01 * float64(1+(a+i)%50)})
+			}
+		}
+	}
+	f.users = users
+	t.Cleanup(func() { f.cleanup(t, db) })
+	w, err := writeback.New(db, writeback.Config{Cluster: f.cluster, ServiceUser: f.svc, GPUs: 4096, Location: time.UTC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []string{"first write (tree included)", "re-write"} {
+		start := time.Now()
+		res, err := w.Write(context.Background(), from, to, f.tree, f.rollups, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d rollups → %d association-hours, %d days, %d months, %d cluster hours; %d sacctmgr commands; %s",
+			step, len(f.rollups), res.AssocHours, res.AssocDays, res.AssocMonths, res.ClusterHours, len(res.Tree), time.Since(start).Round(time.Millisecond))
+	}
+	start := time.Now()
+	got := sreportRows(t, f.cluster, from, to, "seconds")
+	usage, _ := writeback.Usage(f.rollups, f.svc)
+	parents := map[string]string{}
+	for _, a := range f.tree {
+		parents[a.Name] = cmp.Or(a.Parent, "root")
+	}
+	if want := expectedRows(f.cluster, parents, usage, from, to, "seconds"); !slices.Equal(got, want) {
+		t.Errorf("sreport: %d rows, want %d", len(got), len(want))
+	}
+	t.Logf("sreport over the month: %d rows in %s", len(got), time.Since(start).Round(time.Millisecond))
 }

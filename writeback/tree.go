@@ -237,17 +237,28 @@ func planTree(cluster string, want map[string]*wantAccount, wantUsers map[[2]str
 			out = append(out, TreeChange{[]string{"modify", "account", "where", "name=" + w.name, cl, "set", "fairshare=" + w.fairshare}})
 		}
 	}
+	// User associations: accounts that miss the same users share one
+	// command (sacctmgr adds the cross product of users and accounts).
 	byAcct := map[string][]string{}
 	for u := range wantUsers {
 		if !haveUser[u] {
 			byAcct[u[0]] = append(byAcct[u[0]], u[1])
 		}
 	}
+	byUsers := map[string][]string{}
 	for _, a := range slices.Sorted(maps.Keys(byAcct)) {
 		us := byAcct[a]
 		slices.Sort(us)
-		for _, ch := range chunks(us, 100) {
-			out = append(out, TreeChange{[]string{"add", "user", strings.Join(ch, ","), "account=" + a, cl}})
+		k := strings.Join(us, ",")
+		byUsers[k] = append(byUsers[k], a)
+	}
+	groups := slices.Collect(maps.Keys(byUsers))
+	slices.SortFunc(groups, func(a, b string) int { return cmp.Compare(byUsers[a][0], byUsers[b][0]) })
+	for _, k := range groups {
+		for _, us := range chunks(strings.Split(k, ","), 100) {
+			for _, as := range chunks(byUsers[k], 100) {
+				out = append(out, TreeChange{[]string{"add", "user", strings.Join(us, ","), "account=" + strings.Join(as, ","), cl}})
+			}
 		}
 	}
 	return out

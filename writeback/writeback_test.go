@@ -139,3 +139,18 @@ func TestPlanTree(t *testing.T) {
 		t.Error("a user name with a space is accepted")
 	}
 }
+
+func TestOpenNeverShowsTheDSN(t *testing.T) {
+	for _, dsn := range []string{"llmflow_wb:s3cr3t-pw@tcp(127.0.0.1:3306", "llmflow_wb:s3cr3t-pw@tcp(127.0.0.1:3306)/"} {
+		_, err := Open(dsn, Config{GPUs: 8})
+		if err == nil || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("Open(%q): %v", dsn, err)
+		}
+	}
+	if _, err := Open("u:p@tcp(127.0.0.1:3306)/slurm_acct_db", Config{}); err == nil || !strings.Contains(err.Error(), "GPU count") {
+		t.Errorf("no GPUs: %v", err)
+	}
+	if _, err := Open("u:p@tcp(127.0.0.1:3306)/slurm_acct_db", Config{GPUs: 1, Cluster: "bad name"}); err == nil {
+		t.Error("a cluster name with a space is accepted")
+	}
+}

@@ -72,6 +72,7 @@ func TestFairSharePrioritiesReachTheEngine(t *testing.T) {
 	e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) { o.Config.Pools[0].Capacity = 4 })
 	keyA, keyB := e.key, e.newKey(t, "lab-chem")
 	var wg sync.WaitGroup
+	sent := 0
 	send := func(key string, n int) {
 		for range n {
 			wg.Add(1)
@@ -85,7 +86,8 @@ func TestFairSharePrioritiesReachTheEngine(t *testing.T) {
 					resp.Body.Close()
 				}
 			}()
-			up.waitArrived(t, len(up.requests())+1)
+			sent++
+			up.waitArrived(t, sent) // one at a time: the order of arrival is the order of admission
 		}
 	}
 	send(keyA, 5)

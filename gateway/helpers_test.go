@@ -213,6 +213,9 @@ func newEnv(t testing.TB, upstreams []string, extra string, mod ...func(*Options
 	}
 	e.srv = httptest.NewServer(e.gw)
 	t.Cleanup(func() {
+		// A test that failed may leave requests held upstream: cut the
+		// clients off so Close does not wait for them forever.
+		e.srv.CloseClientConnections()
 		e.srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

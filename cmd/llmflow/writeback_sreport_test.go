@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/store"
+)
+
+// After a write-back, the real sreport on the written cluster and
+// llmflow report print the same rows, byte for byte, for every report.
+func TestWritebackMatchesRealSreport(t *testing.T) {
+	needSlurm(t)
+	b := make([]byte, 4)
+	rand.Read(b)
+	cluster := "llmt_" + hex.EncodeToString(b)
+	org, team, proj, team2 := "wo"+hex.EncodeToString(b), "wt"+hex.EncodeToString(b), "wp"+hex.EncodeToString(b), "wu"+hex.EncodeToString(b)
+	t.Cleanup(func() { exec.Command("sacctmgr", "-i", "delete", "cluster", cluster).Run() })
+
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "k"), []byte("secret\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "wb.dsn"), []byte("root@tcp(127.0.0.1:3306)/slurm_acct_db\n"), 0o600)
+	cfgPath := filepath.Join(dir, "gateway.hcl")
+	os.WriteFile(cfgPath, []byte(`
+master_key_file = "k"
+pool "p" {
+  capacity = 16
+  gpus     = 4
+}
+model "m" {
+  pool = "p"
+  upstream "u" { base_url = "http://127.0.0.1:1" }
+}
+store { path = "llmflow.db" }
+`), 0o600)
+	ctx := context.Background()
+	db, err := store.OpenSQLite(ctx, filepath.Join(dir, "llmflow.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(0, 0)
+	tree := llmflow.Accounts{
+		{Name: org, Kind: llmflow.KindOrg, Shares: 3, Source: "slurm"},
+		{Name: team, Kind: llmflow.KindTeam, Parent: org, Shares: 60, Source: "slurm"},
+		{Name: proj, Kind: llmflow.KindProject, Parent: team, Shares: 70, Source: "slurm"},
+		{Name: team2, Kind: llmflow.KindTeam, Parent: org, Shares: 40, Source: "slurm"},
+	}
+	if _, err := db.SaveSync(ctx, tree, llmflow.SyncRun{Started: t0, Finished: t0, Source: "test", Outcome: "applied"}); err != nil {
+		t.Fatal(err)
+	}
+	keys := []llmflow.Key{
+		{ID: "k1", Hash: [32]byte{1}, Org: org, Team: team, Project: proj, Owner: "alice", CreatedAt: t0},
+		{ID: "k2", Hash: [32]byte{2}, Org: org, Team: team, Owner: "bob", CreatedAt: t0},
+		{ID: "k3", Hash: [32]byte{3}, Org: org, Team: team2, CreatedAt: t0},
+	}
+	for _, k := range keys {
+		if err := db.CreateKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	day := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
+	var recs []llmflow.Record
+	add := func(id string, k llmflow.Key, at time.Duration, gpuHours float64) {
+		recs = append(recs, llmflow.Record{Time: day.Add(at), RequestID: id, KeyID: k.ID, Org: k.Org, Team: k.Team, Project: k.Project,
+			Model: "m", Pool: "p", GPUHours: gpuHours, Status: 200, Outcome: llmflow.OutcomeOK})
+	}
+	add("r1", keys[0], 10*time.Hour+5*time.Minute, 2.5)
+	add("r2", keys[0], 10*time.Hour+50*time.Minute, 0.25)
+	add("r3", keys[1], 23*time.Hour+30*time.Minute, 1.2)
+	add("r4", keys[2], 24*time.Hour+time.Hour, 3.75) // the next day
+	add("r5", keys[1], 36*time.Hour, 0.0001)          // rounds to 0 GPU-seconds at most
+	if err := db.WriteRecords(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	run := func(args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := Run(ctx, args, &out, &errb); code != 0 {
+			t.Fatalf("llmflow %v: exit %d\n%s%s", args, code, out.String(), errb.String())
+		}
+		return out.String()
+	}
+	wb := []string{"sync", "-c", cfgPath, "--to-slurmdbd", "--from", "2026-11-02", "--to", "2026-11-04",
+		"--writeback-dsn-file", filepath.Join(dir, "wb.dsn"), "--writeback-cluster", cluster, "--writeback-tz", "UTC"}
+	run(wb...)
+	sreport := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("sreport", args...)
+		cmd.Env = append(os.Environ(), "TZ=UTC")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("sreport %v: %v", args, err)
+		}
+		return string(out)
+	}
+	compare := func(when string) {
+		t.Helper()
+		for _, report := range [][]string{
+			{"cluster", "AccountUtilizationByUser", "-t", "seconds"},
+			{"cluster", "AccountUtilizationByUser", "-t", "hours"},
+			{"cluster", "AccountUtilizationByUser", "-t", "percent"},
+			{"cluster", "UserUtilizationByAccount", "-t", "seconds"},
+			{"cluster", "Utilization", "-t", "seconds"},
+			{"user", "TopUsage", "-t", "minutes"},
+		} {
+			common := append(append([]string{"-P", "-T", "gres/gpu"}, report...), "start=2026-11-02", "end=2026-11-04")
+			want := sreport(append(common, "cluster="+cluster)...)
+			got := run(append([]string{"report", "-c", cfgPath, "--as-cluster", cluster}, common...)...)
+			if got != want {
+				t.Errorf("%s, %v:\nllmflow report:\n%s\nsreport:\n%s", when, report, got, want)
+			}
+		}
+	}
+	compare("after the write-back")
+	run(wb...) // idempotent: the same hours again
+	compare("after writing the same hours again")
+}

@@ -76,7 +76,7 @@ store { path = "llmflow.db" }
 	add("r2", keys[0], 10*time.Hour+50*time.Minute, 0.25)
 	add("r3", keys[1], 23*time.Hour+30*time.Minute, 1.2)
 	add("r4", keys[2], 24*time.Hour+time.Hour, 3.75) // the next day
-	add("r5", keys[1], 36*time.Hour, 0.0001)          // rounds to 0 GPU-seconds at most
+	add("r5", keys[1], 36*time.Hour, 0.0001)         // rounds to 0 GPU-seconds at most
 	if err := db.WriteRecords(ctx, recs); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -160,4 +161,94 @@ limits { auth_failures_per_minute = 0 }
 	if f != 0 || dr != 0 || w < uint64(b.N) {
 		b.Fatalf("accounting: written %d failed %d dropped %d for %d requests", w, f, dr, b.N)
 	}
+}
+
+// BenchmarkAccountingMemory sends b.N requests through the gateway (SQLite
+// store, accounting on) and reports the live heap after a GC at the start,
+// the middle and the end: the accounting queue is bounded and batches are
+// reused, so the heap stays flat however many records are written.
+//
+//	go test -run '^$' -bench AccountingMemory -benchtime 200000x ./gateway
+func BenchmarkAccountingMemory(b *testing.B) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, benchAnswer)
+	}))
+	defer upstream.Close()
+	dir := b.TempDir()
+	os.WriteFile(filepath.Join(dir, "master.key"), []byte("bench-master\n"), 0o600)
+	cfg, err := config.Parse(filepath.Join(dir, "gateway.hcl"), []byte(fmt.Sprintf(`
+master_key_file = "master.key"
+org "a" {
+  share = 1
+  team "t" {}
+}
+pool "p" { capacity = 64 }
+model "m" {
+  pool = "p"
+  cost {
+    input_per_mtok  = 0.02
+    output_per_mtok = 0.2
+  }
+  upstream "u" { base_url = %q }
+}
+store { path = "bench.db" }
+limits { auth_failures_per_minute = 0 }
+`, upstream.URL)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	db, err := store.OpenSQLite(ctx, cfg.Store.Path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	gw, err := gateway.New(gateway.Options{Config: cfg, Keys: db, Records: db})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, key, _ := gw.CreateKey(httptest.NewRequest("POST", "/admin/keys", nil), gateway.KeyRequest{Team: "t"},
+		gateway.Principal{Name: "bench", Role: gateway.RoleProxyAdmin})
+	heap := func() float64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return float64(m.HeapInuse) / (1 << 20)
+	}
+	var start, mid float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i == b.N/10 {
+			b.StopTimer()
+			start = heap()
+			b.StartTimer()
+		}
+		if i == b.N/2 {
+			b.StopTimer()
+			mid = heap()
+			b.StartTimer()
+		}
+		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(benchBody))
+		req.Header.Set("Authorization", "Bearer "+key)
+		rec := httptest.NewRecorder()
+		gw.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			b.Fatalf("status %d", rec.Code)
+		}
+	}
+	b.StopTimer()
+	if err := gw.Close(ctx); err != nil {
+		b.Fatal(err)
+	}
+	end := heap()
+	w, f, d := gw.Recorder().Counts()
+	b.ReportMetric(start, "heap-MiB-at-10%")
+	b.ReportMetric(mid, "heap-MiB-at-50%")
+	b.ReportMetric(end, "heap-MiB-at-end")
+	if f != 0 || int(w+d) < b.N {
+		b.Fatalf("written %d failed %d dropped %d of %d", w, f, d, b.N)
+	}
+	b.ReportMetric(float64(d), "dropped")
 }

@@ -37,7 +37,7 @@ func TestSyncToSlurmdbd(t *testing.T) {
 	}
 	conn, _ := mysql.NewConnector(mc)
 	sqlDB := sql.OpenDB(conn)
-	defer sqlDB.Close()
+	t.Cleanup(func() { sqlDB.Close() }) // after the cleanup below (LIFO)
 	if err := sqlDB.Ping(); err != nil {
 		t.Fatalf("MariaDB: %v\nrun scripts/slurm/setup.sh (as root) first, or set LLMFLOW_SKIP_SLURM=1 to skip the Slurm tests", err)
 	}

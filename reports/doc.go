@@ -36,11 +36,10 @@
 //     login keep their order in Data.Assocs, which should be slurmdbd's lft
 //     order), then sub-accounts by name.
 //   - UserUtilizationByAccount and TopUsage are sorted the way sreport sorts
-//     them: by the seconds of the first selected TRES (cpu without -T),
-//     descending, then login, with glibc's merge sort so that ties and
-//     records without that TRES land exactly where sreport puts them. (Every
-//     capture, and the real sreport on a gres/gpu-only cluster written by
-//     llmflow, sort this way.)
+//     them: by the "cpu" TRES seconds, descending, then login, whatever -T
+//     selects (sreport's sort_user_dec "only works for CPUs"), with glibc's
+//     merge sort so that ties and records without cpu usage land exactly
+//     where sreport puts them.
 //   - Numbers: seconds as integers, minutes and hours as C's "%.0f" (round
 //     half to even on the binary value), percent "%.2f%%" of the cluster's
 //     reported time (alloc+down+planned down+idle+planned).

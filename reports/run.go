@@ -638,31 +638,19 @@ func (e *engine) cmpUser(a, b *urec) int {
 		if !a.any || !b.any {
 			return 0
 		}
-		k := e.sortTRES()
-		if k < 0 || !a.seen[k] {
+		if e.cpu < 0 || !a.seen[e.cpu] {
 			return 1
 		}
-		if !b.seen[k] {
+		if !b.seen[e.cpu] {
 			return -1
 		}
-		if a.secs[k] > b.secs[k] {
+		if a.secs[e.cpu] > b.secs[e.cpu] {
 			return -1
-		} else if a.secs[k] < b.secs[k] {
+		} else if a.secs[e.cpu] < b.secs[e.cpu] {
 			return 1
 		}
 	}
 	return strings.Compare(a.name, b.name)
-}
-
-// sortTRES is the TRES user lists are sorted by: the first one selected
-// (-T), which is cpu without -T. The real sreport 22.05 orders a
-// gres/gpu-only cluster by its GPU usage (TestWritebackMatchesRealSreport
-// in cmd/llmflow); every capture sorts the same way.
-func (e *engine) sortTRES() int {
-	if len(e.sel) > 0 {
-		return e.sel[0]
-	}
-	return e.cpu
 }
 
 func (e *engine) sortUsers(recs []*urec) {
@@ -802,14 +790,12 @@ func (e *engine) topUsage(p *printer, fs []field) {
 			r.add(e, i)
 		}
 	}
-	// One sort, then the Used column is sized from the first row. (A
-	// second sort would change nothing when cpu rows exist, but it
-	// reorders the list when only gres/gpu rows do, and the real sreport
-	// does not: checked against sreport 22.05 on a cluster llmflow wrote,
-	// cmd/llmflow TestWritebackMatchesRealSreport.)
+	// sreport sorts the list once to size the Used column and once more
+	// before printing.
 	e.sortUsers(recs)
 	e.userWidths(fs, recs)
 	e.columns(p, fs)
+	e.sortUsers(recs)
 	for n, r := range recs {
 		e.printUser(p, fs, r, strings.Join(r.accts, ", "))
 		if n+1 >= top {

@@ -48,9 +48,14 @@
 //   - <cluster>_last_ran_table: hourly/daily/monthly_rollup raised to at
 //     least `to` (a row inserted if the cluster has none), so slurmdbd's
 //     periodic rollup starts after the written hours.
+//   - every usage row above also as a cpu row (id_tres 1) with the same
+//     seconds: sreport sorts its user lists (UserUtilizationByAccount,
+//     TopUsage) by cpu seconds only, and without cpu rows its comparison is
+//     inconsistent and the order arbitrary. So on this cluster "cpu" means
+//     GPU; read it with -T gres/gpu.
 //
 // The usage rows are replaced in one transaction (DELETE of the period's
-// gres/gpu rows, INSERT), serialised between concurrent write-backs by a
+// gres/gpu and cpu rows, INSERT), serialised between concurrent write-backs by a
 // MySQL named lock and retried on a deadlock with slurmdbd's own rollup:
 // re-running a period replaces it, never doubles it.
 //

@@ -373,9 +373,7 @@ func (w *Writer) writeUsage(ctx context.Context, res *Result, usage []AssocHour)
 		}
 	}()
 	*res = resetCounts(*res)
-	now := w.cfg.Now().Unix()
-	loc := w.cfg.Location
-	from, to, tres := res.From, res.To, res.TRESID
+	to := res.To
 
 	// association ids
 	ids := map[[2]string]int64{}
@@ -399,67 +397,15 @@ func (w *Writer) writeUsage(ctx context.Context, res *Result, usage []AssocHour)
 	}
 	res.ExistingAssocIDs = len(ids)
 
-	// hour rows
-	if _, err := tx.ExecContext(ctx, "DELETE FROM "+w.table("assoc_usage_hour")+
-		" WHERE id_tres = ? AND time_start >= ? AND time_start < ?", tres, from.Unix(), to.Unix()); err != nil {
-		return fmt.Errorf("write-back: clearing hour rows: %w", err)
-	}
-	alloc := map[int64]int64{} // cluster allocation per hour
-	var vals [][]any
-	for _, u := range usage {
-		id, ok := ids[[2]string{u.Account, u.User}]
-		if !ok {
-			return fmt.Errorf("write-back: association (%s, %s) missing from cluster %s after sacctmgr", u.Account, u.User, w.cfg.Cluster)
+	// The gres/gpu rows, then the same seconds as cpu rows: sreport sorts
+	// user lists (UserUtilizationByAccount, TopUsage) by cpu seconds only,
+	// and without cpu rows its comparison is inconsistent and the order
+	// arbitrary. With them, every report lists users by GPU usage; the cpu
+	// TRES of this cluster means "GPU", which the package doc says.
+	for pass, tres := range []int64{res.TRESID, cpuTRES} {
+		if err := w.writeTRES(ctx, tx, res, usage, ids, tres, pass == 0); err != nil {
+			return err
 		}
-		vals = append(vals, []any{now, now, 0, id, tres, u.Hour.Unix(), u.AllocSecs})
-		alloc[u.Hour.Unix()] += u.AllocSecs
-	}
-	assocCols := "(creation_time, mod_time, deleted, id, id_tres, time_start, alloc_secs)"
-	if err := w.insert(ctx, tx, "association hours", w.table("assoc_usage_hour"), assocCols, vals); err != nil {
-		return err
-	}
-	res.AssocHours = len(vals)
-
-	// day and month rows of the associations: sums of the hour / day rows
-	d0, d1 := dayStart(from, loc), nextDay(dayStart(to.Add(-time.Second), loc))
-	m0, m1 := monthStart(from, loc), nextMonth(monthStart(to.Add(-time.Second), loc))
-	if res.AssocDays, err = w.resumAssoc(ctx, tx, "association days", "assoc_usage_hour", "assoc_usage_day", tres, now, d0, d1,
-		func(t time.Time) time.Time { return dayStart(t, loc) }); err != nil {
-		return err
-	}
-	if res.AssocMonths, err = w.resumAssoc(ctx, tx, "association months", "assoc_usage_day", "assoc_usage_month", tres, now, m0, m1,
-		func(t time.Time) time.Time { return monthStart(t, loc) }); err != nil {
-		return err
-	}
-
-	// cluster hour rows: every hour of the period
-	if _, err := tx.ExecContext(ctx, "DELETE FROM "+w.table("usage_hour")+
-		" WHERE id_tres = ? AND time_start >= ? AND time_start < ?", tres, from.Unix(), to.Unix()); err != nil {
-		return fmt.Errorf("write-back: clearing cluster hour rows: %w", err)
-	}
-	capacity := int64(w.cfg.GPUs) * 3600
-	vals = vals[:0]
-	for h := from; h.Before(to); h = h.Add(time.Hour) {
-		a := alloc[h.Unix()]
-		idle := capacity - a
-		if idle < 0 {
-			idle = 0
-			res.OverCapacity++
-		}
-		vals = append(vals, []any{now, now, 0, tres, h.Unix(), w.cfg.GPUs, a, 0, 0, idle, 0, 0})
-	}
-	clusterCols := "(creation_time, mod_time, deleted, id_tres, time_start, count, alloc_secs, down_secs, pdown_secs, idle_secs, plan_secs, over_secs)"
-	if err := w.insert(ctx, tx, "cluster hours", w.table("usage_hour"), clusterCols, vals); err != nil {
-		return err
-	}
-	res.ClusterHours = len(vals)
-	if res.ClusterDays, err = w.resumCluster(ctx, tx, "cluster days", "usage_hour", "usage_day", tres, now, d0, d1,
-		func(t time.Time) time.Time { return dayStart(t, loc) }); err != nil {
-		return err
-	}
-	if res.ClusterMonths, err = w.resumCluster(ctx, tx, "cluster months", "usage_day", "usage_month", tres, now, m0, m1,
-		func(t time.Time) time.Time { return monthStart(t, loc) }); err != nil {
-		return err
 	}
 
 	// last_ran: slurmdbd's hourly rollup starts from hourly_rollup; keep it
@@ -616,4 +562,84 @@ func redact(s string, secrets []string) string {
 		}
 	}
 	return s
+}
+
+// cpuTRES is slurmdbd's id of the cpu TRES.
+const cpuTRES = 1
+
+// writeTRES replaces the period's hour, day and month rows of one TRES,
+// for the associations and the cluster; record says whether res counts
+// them.
+func (w *Writer) writeTRES(ctx context.Context, tx *sql.Tx, res *Result, usage []AssocHour, ids map[[2]string]int64, tres int64, record bool) (err error) {
+	now := w.cfg.Now().Unix()
+	loc := w.cfg.Location
+	from, to := res.From, res.To
+	counts := *res
+	// hour rows
+	if _, err := tx.ExecContext(ctx, "DELETE FROM "+w.table("assoc_usage_hour")+
+		" WHERE id_tres = ? AND time_start >= ? AND time_start < ?", tres, from.Unix(), to.Unix()); err != nil {
+		return fmt.Errorf("write-back: clearing hour rows: %w", err)
+	}
+	alloc := map[int64]int64{} // cluster allocation per hour
+	var vals [][]any
+	for _, u := range usage {
+		id, ok := ids[[2]string{u.Account, u.User}]
+		if !ok {
+			return fmt.Errorf("write-back: association (%s, %s) missing from cluster %s after sacctmgr", u.Account, u.User, w.cfg.Cluster)
+		}
+		vals = append(vals, []any{now, now, 0, id, tres, u.Hour.Unix(), u.AllocSecs})
+		alloc[u.Hour.Unix()] += u.AllocSecs
+	}
+	assocCols := "(creation_time, mod_time, deleted, id, id_tres, time_start, alloc_secs)"
+	if err := w.insert(ctx, tx, "association hours", w.table("assoc_usage_hour"), assocCols, vals); err != nil {
+		return err
+	}
+	counts.AssocHours = len(vals)
+
+	// day and month rows of the associations: sums of the hour / day rows
+	d0, d1 := dayStart(from, loc), nextDay(dayStart(to.Add(-time.Second), loc))
+	m0, m1 := monthStart(from, loc), nextMonth(monthStart(to.Add(-time.Second), loc))
+	if counts.AssocDays, err = w.resumAssoc(ctx, tx, "association days", "assoc_usage_hour", "assoc_usage_day", tres, now, d0, d1,
+		func(t time.Time) time.Time { return dayStart(t, loc) }); err != nil {
+		return err
+	}
+	if counts.AssocMonths, err = w.resumAssoc(ctx, tx, "association months", "assoc_usage_day", "assoc_usage_month", tres, now, m0, m1,
+		func(t time.Time) time.Time { return monthStart(t, loc) }); err != nil {
+		return err
+	}
+
+	// cluster hour rows: every hour of the period
+	if _, err := tx.ExecContext(ctx, "DELETE FROM "+w.table("usage_hour")+
+		" WHERE id_tres = ? AND time_start >= ? AND time_start < ?", tres, from.Unix(), to.Unix()); err != nil {
+		return fmt.Errorf("write-back: clearing cluster hour rows: %w", err)
+	}
+	capacity := int64(w.cfg.GPUs) * 3600
+	vals = vals[:0]
+	for h := from; h.Before(to); h = h.Add(time.Hour) {
+		a := alloc[h.Unix()]
+		idle := capacity - a
+		if idle < 0 {
+			idle = 0
+			counts.OverCapacity++
+		}
+		vals = append(vals, []any{now, now, 0, tres, h.Unix(), w.cfg.GPUs, a, 0, 0, idle, 0, 0})
+	}
+	clusterCols := "(creation_time, mod_time, deleted, id_tres, time_start, count, alloc_secs, down_secs, pdown_secs, idle_secs, plan_secs, over_secs)"
+	if err := w.insert(ctx, tx, "cluster hours", w.table("usage_hour"), clusterCols, vals); err != nil {
+		return err
+	}
+	counts.ClusterHours = len(vals)
+	if counts.ClusterDays, err = w.resumCluster(ctx, tx, "cluster days", "usage_hour", "usage_day", tres, now, d0, d1,
+		func(t time.Time) time.Time { return dayStart(t, loc) }); err != nil {
+		return err
+	}
+	if counts.ClusterMonths, err = w.resumCluster(ctx, tx, "cluster months", "usage_day", "usage_month", tres, now, m0, m1,
+		func(t time.Time) time.Time { return monthStart(t, loc) }); err != nil {
+		return err
+	}
+
+	if record {
+		*res = counts
+	}
+	return nil
 }

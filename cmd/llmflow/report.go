@@ -155,13 +155,14 @@ func gatewayAccounts(cfg *config.Config) llmflow.Accounts {
 	return out
 }
 
-// reportData is llmflow's usage in sreport's model: the account tree under
-// root, one user association per (account, user) with usage, the hourly
-// GPU-seconds of writeback.Usage as gres/gpu rows (days and months summed
-// from them, as slurmdbd does), and cluster rows of gpus GPUs for every
-// hour of the period that has ended.
+// reportData is llmflow's usage in sreport's model, as the write-back puts
+// it in slurmdbd: the account tree under root, one user association per
+// (account, user) with usage, the hourly GPU-seconds of writeback.Usage as
+// gres/gpu rows and the same seconds as cpu rows (sreport sorts user lists
+// by cpu), days and months summed from them as slurmdbd does, and cluster
+// rows of gpus GPUs for every hour of the period that has ended.
 func reportData(tree llmflow.Accounts, rows []writeback.AssocHour, gpus int, cluster string, p reports.Period, now time.Time) reports.Data {
-	const tres = "gres/gpu"
+	tresNames := []string{"gres/gpu", "cpu"}
 	d := reports.Data{Cluster: cluster, Now: now, Location: time.UTC, ProperName: properName}
 	d.Accounts = append(d.Accounts, reports.Account{Name: "root"})
 	known := map[string]bool{"root": true}
@@ -204,13 +205,18 @@ func reportData(tree llmflow.Accounts, rows []writeback.AssocHour, gpus int, clu
 	}
 	for g := range sums {
 		for k, s := range sums[g] {
-			d.Usage[g] = append(d.Usage[g], reports.UsageRow{Assoc: k.assoc, TRES: tres, Start: time.Unix(k.start, 0).UTC(), Secs: s})
+			for _, tres := range tresNames {
+				d.Usage[g] = append(d.Usage[g], reports.UsageRow{Assoc: k.assoc, TRES: tres, Start: time.Unix(k.start, 0).UTC(), Secs: s})
+			}
 		}
 		slices.SortFunc(d.Usage[g], func(a, b reports.UsageRow) int {
 			if c := a.Start.Compare(b.Start); c != 0 {
 				return c
 			}
-			return a.Assoc - b.Assoc
+			if a.Assoc != b.Assoc {
+				return a.Assoc - b.Assoc
+			}
+			return strings.Compare(a.TRES, b.TRES)
 		})
 	}
 	// cluster rows: every hour of the period that has ended
@@ -230,7 +236,7 @@ func reportData(tree llmflow.Accounts, rows []writeback.AssocHour, gpus int, clu
 		for g, start := range [3]time.Time{h, day(h), month(h)} {
 			c := crow[g][start.Unix()]
 			if c == nil {
-				c = &reports.ClusterRow{TRES: tres, Start: start, Count: uint64(gpus)}
+				c = &reports.ClusterRow{Start: start, Count: uint64(gpus)}
 				crow[g][start.Unix()] = c
 				order[g] = append(order[g], start.Unix())
 			}
@@ -240,7 +246,11 @@ func reportData(tree llmflow.Accounts, rows []writeback.AssocHour, gpus int, clu
 	}
 	for g := range crow {
 		for _, s := range order[g] {
-			d.ClusterUsage[g] = append(d.ClusterUsage[g], *crow[g][s])
+			for _, tres := range tresNames {
+				c := *crow[g][s]
+				c.TRES = tres
+				d.ClusterUsage[g] = append(d.ClusterUsage[g], c)
+			}
 		}
 	}
 	return d

@@ -36,7 +36,8 @@ type Config struct {
 	Health    Health
 	Tags      Tags
 	Alerts    Alerts
-	Slurm     *Slurm // nil: the organisation tree comes from this file only
+	Slurm     *Slurm     // nil: the organisation tree comes from this file only
+	Writeback *Writeback // nil: no write-back to slurmdbd inside serve
 
 	// ranges maps Secret.What to the source range of the attribute naming
 	// the secret, for Secrets. Compare Configs with
@@ -203,6 +204,20 @@ type Slurm struct {
 	Schedule     string        // cron schedule of the import inside serve, default every 10 minutes
 	Timeout      time.Duration // one import, default 2m
 	DefRange     hcl.Range
+}
+
+// Writeback writes the GPU-hours into slurmdbd inside serve:
+// writeback { dsn_file, cluster, service_user, schedule, lookback, timezone }.
+// Each run re-writes the last Lookback hours (replacing them: nothing is
+// counted twice).
+type Writeback struct {
+	DSNFile     string        // MySQL DSN of slurmdbd's database, with the grants of `go doc ./writeback`
+	Cluster     string        // the Slurm cluster written, default "llm"
+	ServiceUser string        // the user of keys without an owner, default "llmflow"
+	Schedule    string        // cron, default "5 * * * *" (hourly, after the hour ended)
+	Lookback    time.Duration // hours re-written each run, default 24h
+	Timezone    string        // slurmdbd's time zone (its day and month rows), default "UTC"
+	DefRange    hcl.Range
 }
 
 // Secret is one secret file the configuration names, for CheckSecrets.

@@ -144,6 +144,7 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "tags"},
 		{Type: "alerts"},
 		{Type: "slurm"},
+		{Type: "writeback"},
 	},
 }
 
@@ -164,6 +165,50 @@ func (d *decoder) decodeRoot(body hcl.Body) {
 	d.decodeTags(d.single(c.Blocks, "tags"))
 	d.decodeAlerts(d.single(c.Blocks, "alerts"))
 	d.decodeSlurm(d.single(c.Blocks, "slurm"))
+	d.decodeWriteback(d.single(c.Blocks, "writeback"))
+}
+
+var writebackSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "dsn_file", Required: true},
+		{Name: "cluster"},
+		{Name: "service_user"},
+		{Name: "schedule"},
+		{Name: "lookback"},
+		{Name: "timezone"},
+	},
+}
+
+// decodeWriteback decodes writeback { dsn_file, cluster, service_user,
+// schedule, lookback, timezone }: the write-back of GPU-hours to slurmdbd
+// inside serve.
+func (d *decoder) decodeWriteback(b *hcl.Block) {
+	if b == nil {
+		return
+	}
+	w := &Writeback{Cluster: "llm", ServiceUser: "llmflow", Schedule: "5 * * * *", Lookback: 24 * time.Hour, Timezone: "UTC", DefRange: b.DefRange}
+	c := d.content(b.Body, writebackSchema)
+	d.secretPath(c.Attributes, "dsn_file", "writeback dsn_file", &w.DSNFile)
+	if a := d.str(c.Attributes, "cluster", &w.Cluster); a != nil && !validCluster(w.Cluster) {
+		d.errorf(a.Expr.Range(), "cluster %q is not a Slurm cluster name (lower-case letters, digits, '-' and '_')", w.Cluster)
+	}
+	if a := d.str(c.Attributes, "service_user", &w.ServiceUser); a != nil && !validCluster(w.ServiceUser) {
+		d.errorf(a.Expr.Range(), "service_user %q is not a Slurm user name (lower-case letters, digits, '-' and '_')", w.ServiceUser)
+	}
+	if a := d.str(c.Attributes, "schedule", &w.Schedule); a != nil {
+		if _, err := cron.ParseStandard(w.Schedule); err != nil {
+			d.errorf(a.Expr.Range(), "schedule %q: %v (five cron fields such as \"5 * * * *\", or @hourly)", w.Schedule, err)
+		}
+	}
+	if a := d.duration(c.Attributes, "lookback", &w.Lookback); a != nil && w.Lookback < time.Hour {
+		d.errorf(a.Expr.Range(), "lookback must be at least one hour")
+	}
+	if a := d.str(c.Attributes, "timezone", &w.Timezone); a != nil {
+		if _, err := time.LoadLocation(w.Timezone); err != nil {
+			d.errorf(a.Expr.Range(), "timezone %q: not a time zone name (slurmdbd's TZ, such as \"UTC\" or \"Europe/Paris\")", w.Timezone)
+		}
+	}
+	d.cfg.Writeback = w
 }
 
 var slurmSchema = &hcl.BodySchema{

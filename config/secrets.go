@@ -46,6 +46,9 @@ func (c *Config) Secrets() []Secret {
 	if c.Slurm != nil {
 		add("slurm dsn_file", c.Slurm.DSNFile)
 	}
+	if c.Writeback != nil {
+		add("writeback dsn_file", c.Writeback.DSNFile)
+	}
 	return out
 }
 

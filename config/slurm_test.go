@@ -53,3 +53,18 @@ slurm {
 		t.Error("no slurm block gives a non-nil Slurm")
 	}
 }
+
+func TestWritebackBlock(t *testing.T) {
+	cfg, err := config.Parse("/etc/llmflow/gateway.hcl", []byte(`writeback { dsn_file = "rw.dsn" }`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := cfg.Writeback
+	if w == nil || w.DSNFile != "/etc/llmflow/rw.dsn" || w.Cluster != "llm" || w.ServiceUser != "llmflow" ||
+		w.Schedule != "5 * * * *" || w.Lookback != 24*time.Hour || w.Timezone != "UTC" {
+		t.Fatalf("writeback block decoded as %+v", w)
+	}
+	if _, err := config.Parse("g.hcl", []byte(`writeback {}`)); err == nil {
+		t.Error("a writeback block without dsn_file was accepted")
+	}
+}

@@ -103,6 +103,14 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 	if err != nil {
 		return err
 	}
+	if cfg.Writeback != nil {
+		stopWB, err := startWriteback(ctx, cfg, db, log)
+		if err != nil {
+			gw.Close(context.Background())
+			return err
+		}
+		defer stopWB()
+	}
 	lim := cfg.Limits
 	srv := &http.Server{
 		Handler:           gw,
@@ -115,6 +123,7 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
+		gw.Close(context.Background())
 		return fmt.Errorf("listen: %w", err)
 	}
 	gw.Start(ctx)

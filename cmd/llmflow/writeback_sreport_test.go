@@ -5,13 +5,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/store"
 )
 
@@ -22,66 +26,11 @@ func TestWritebackMatchesRealSreport(t *testing.T) {
 	b := make([]byte, 4)
 	rand.Read(b)
 	cluster := "llmt_" + hex.EncodeToString(b)
-	org, team, proj, team2 := "wo"+hex.EncodeToString(b), "wt"+hex.EncodeToString(b), "wp"+hex.EncodeToString(b), "wu"+hex.EncodeToString(b)
 	t.Cleanup(func() { exec.Command("sacctmgr", "-i", "delete", "cluster", cluster).Run() })
 
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "k"), []byte("secret\n"), 0o600)
-	os.WriteFile(filepath.Join(dir, "wb.dsn"), []byte("root@tcp(127.0.0.1:3306)/slurm_acct_db\n"), 0o600)
-	cfgPath := filepath.Join(dir, "gateway.hcl")
-	os.WriteFile(cfgPath, []byte(`
-master_key_file = "k"
-pool "p" {
-  capacity = 16
-  gpus     = 4
-}
-model "m" {
-  pool = "p"
-  upstream "u" { base_url = "http://127.0.0.1:1" }
-}
-store { path = "llmflow.db" }
-`), 0o600)
+	cfgPath := seedUsage(t, dir, hex.EncodeToString(b), "", time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC))
 	ctx := context.Background()
-	db, err := store.OpenSQLite(ctx, filepath.Join(dir, "llmflow.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Unix(0, 0)
-	tree := llmflow.Accounts{
-		{Name: org, Kind: llmflow.KindOrg, Shares: 3, Source: "slurm"},
-		{Name: team, Kind: llmflow.KindTeam, Parent: org, Shares: 60, Source: "slurm"},
-		{Name: proj, Kind: llmflow.KindProject, Parent: team, Shares: 70, Source: "slurm"},
-		{Name: team2, Kind: llmflow.KindTeam, Parent: org, Shares: 40, Source: "slurm"},
-	}
-	if _, err := db.SaveSync(ctx, tree, llmflow.SyncRun{Started: t0, Finished: t0, Source: "test", Outcome: "applied"}); err != nil {
-		t.Fatal(err)
-	}
-	keys := []llmflow.Key{
-		{ID: "k1", Hash: [32]byte{1}, Org: org, Team: team, Project: proj, Owner: "alice", CreatedAt: t0},
-		{ID: "k2", Hash: [32]byte{2}, Org: org, Team: team, Owner: "bob", CreatedAt: t0},
-		{ID: "k3", Hash: [32]byte{3}, Org: org, Team: team2, CreatedAt: t0},
-	}
-	for _, k := range keys {
-		if err := db.CreateKey(ctx, k); err != nil {
-			t.Fatal(err)
-		}
-	}
-	day := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
-	var recs []llmflow.Record
-	add := func(id string, k llmflow.Key, at time.Duration, gpuHours float64) {
-		recs = append(recs, llmflow.Record{Time: day.Add(at), RequestID: id, KeyID: k.ID, Org: k.Org, Team: k.Team, Project: k.Project,
-			Model: "m", Pool: "p", GPUHours: gpuHours, Status: 200, Outcome: llmflow.OutcomeOK})
-	}
-	add("r1", keys[0], 10*time.Hour+5*time.Minute, 2.5)
-	add("r2", keys[0], 10*time.Hour+50*time.Minute, 0.25)
-	add("r3", keys[1], 23*time.Hour+30*time.Minute, 1.2)
-	add("r4", keys[2], 24*time.Hour+time.Hour, 3.75) // the next day
-	add("r5", keys[1], 36*time.Hour, 0.0001)         // rounds to 0 GPU-seconds at most
-	if err := db.WriteRecords(ctx, recs); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-
 	run := func(args ...string) string {
 		t.Helper()
 		var out, errb bytes.Buffer
@@ -124,4 +73,110 @@ store { path = "llmflow.db" }
 	compare("after the write-back")
 	run(wb...) // idempotent: the same hours again
 	compare("after writing the same hours again")
+}
+
+// seedUsage writes a configuration (a pool of 4 GPUs, extra appended), a
+// Slurm-like tree of org → team → project plus a second team, keys with and
+// without owners, and records; it returns the configuration's path and the
+// tree's names.
+func seedUsage(t *testing.T, dir, suffix, extra string, recsAt time.Time) (cfgPath string) {
+	t.Helper()
+	org, team, proj, team2 := "wo"+suffix, "wt"+suffix, "wp"+suffix, "wu"+suffix
+	os.WriteFile(filepath.Join(dir, "k"), []byte("secret\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "wb.dsn"), []byte("root@tcp(127.0.0.1:3306)/slurm_acct_db\n"), 0o600)
+	cfgPath = filepath.Join(dir, "gateway.hcl")
+	os.WriteFile(cfgPath, []byte(`
+master_key_file = "k"
+pool "p" {
+  capacity = 16
+  gpus     = 4
+}
+model "m" {
+  pool = "p"
+  upstream "u" { base_url = "http://127.0.0.1:1" }
+}
+store { path = "llmflow.db" }
+`+extra), 0o600)
+	ctx := context.Background()
+	db, err := store.OpenSQLite(ctx, filepath.Join(dir, "llmflow.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	t0 := time.Unix(0, 0)
+	tree := llmflow.Accounts{
+		{Name: org, Kind: llmflow.KindOrg, Shares: 3, Source: "slurm"},
+		{Name: team, Kind: llmflow.KindTeam, Parent: org, Shares: 60, Source: "slurm"},
+		{Name: proj, Kind: llmflow.KindProject, Parent: team, Shares: 70, Source: "slurm"},
+		{Name: team2, Kind: llmflow.KindTeam, Parent: org, Shares: 40, Source: "slurm"},
+	}
+	if _, err := db.SaveSync(ctx, tree, llmflow.SyncRun{Started: t0, Finished: t0, Source: "test", Outcome: "applied"}); err != nil {
+		t.Fatal(err)
+	}
+	keys := []llmflow.Key{
+		{ID: "k1", Hash: [32]byte{1}, Org: org, Team: team, Project: proj, Owner: "alice", CreatedAt: t0},
+		{ID: "k2", Hash: [32]byte{2}, Org: org, Team: team, Owner: "bob", CreatedAt: t0},
+		{ID: "k3", Hash: [32]byte{3}, Org: org, Team: team2, CreatedAt: t0},
+	}
+	for _, k := range keys {
+		if err := db.CreateKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var recs []llmflow.Record
+	add := func(id string, k llmflow.Key, at time.Duration, gpuHours float64) {
+		recs = append(recs, llmflow.Record{Time: recsAt.Add(at), RequestID: id, KeyID: k.ID, Org: k.Org, Team: k.Team, Project: k.Project,
+			Model: "m", Pool: "p", GPUHours: gpuHours, Status: 200, Outcome: llmflow.OutcomeOK})
+	}
+	add("r1", keys[0], 10*time.Hour+5*time.Minute, 2.5)
+	add("r2", keys[0], 10*time.Hour+50*time.Minute, 0.25)
+	add("r3", keys[1], 23*time.Hour+30*time.Minute, 1.2)
+	add("r4", keys[2], 24*time.Hour+time.Hour, 3.75) // the next day
+	add("r5", keys[1], 36*time.Hour, 0.0001)         // rounds to 0 GPU-seconds at most
+	if err := db.WriteRecords(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	return cfgPath
+}
+
+// serve writes back on its schedule: the rows appear in the real sreport.
+func TestServeWritesBack(t *testing.T) {
+	needSlurm(t)
+	b := make([]byte, 4)
+	rand.Read(b)
+	cluster := "llmt_" + hex.EncodeToString(b)
+	t.Cleanup(func() { exec.Command("sacctmgr", "-i", "delete", "cluster", cluster).Run() })
+	dir := t.TempDir()
+	// records in the last two days, so that the last 48 hours hold them
+	day := time.Now().UTC().Truncate(24 * time.Hour).Add(-24 * time.Hour)
+	cfgPath := seedUsage(t, dir, hex.EncodeToString(b),
+		"writeback {\n  dsn_file = \"wb.dsn\"\n  cluster = \""+cluster+"\"\n  schedule = \"@every 1s\"\n  lookback = \"48h\"\n}\n", day)
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, cfg, "127.0.0.1:0", slog.New(slog.DiscardHandler), nil) }()
+	defer func() { cancel(); <-done }()
+	start, end := day.Format("2006-01-02"), time.Now().UTC().Truncate(time.Hour).Format("2006-01-02T15:04:05")
+	args := []string{"-P", "-n", "-T", "gres/gpu", "cluster", "AccountUtilizationByUser", "start=" + start, "end=" + end, "-t", "seconds"}
+	var got string
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		cmd := exec.Command("sreport", append(args, "cluster="+cluster)...)
+		cmd.Env = append(os.Environ(), "TZ=UTC")
+		out, _ := cmd.Output()
+		if got = string(out); strings.Contains(got, "|alice||gres/gpu|") {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	var want bytes.Buffer
+	if code := Run(context.Background(), append([]string{"report", "-c", cfgPath, "--as-cluster", cluster}, args...), &want, io.Discard); code != 0 {
+		t.Fatal("llmflow report failed")
+	}
+	if got != want.String() || !strings.Contains(got, "|alice||gres/gpu|") {
+		t.Fatalf("sreport after serve's write-back:\n%s\nllmflow report:\n%s", got, want.String())
+	}
 }

@@ -30,10 +30,8 @@ import (
 )
 
 // Version is reported by /healthz and in the upstream User-Agent; the
-// command line sets it from build information.
+// command line sets it from build information before creating gateways.
 var Version = "dev"
-
-var userAgent = "llmflow/" + Version
 
 // KeyStore is what the gateway needs of a store for keys.
 type KeyStore interface {
@@ -117,6 +115,7 @@ type Gateway struct {
 
 	health         *healthChecker
 	metricsHandler http.Handler
+	userAgent      []string // "llmflow/<Version>", sent upstream
 	mux            *http.ServeMux
 	reqSeq         atomic.Uint64
 	reqPfx         string
@@ -161,6 +160,7 @@ func New(o Options) (*Gateway, error) {
 		g.reg = prometheus.NewRegistry()
 	}
 	g.started = g.now()
+	g.userAgent = []string{"llmflow/" + Version}
 	var pfx [6]byte
 	rand.Read(pfx[:])
 	g.reqPfx = "req_" + hex.EncodeToString(pfx[:])
@@ -304,10 +304,11 @@ func New(o Options) (*Gateway, error) {
 	}
 
 	g.health = &healthChecker{
-		backends: g.backends,
-		client:   func(b *backend) http.RoundTripper { return g.pools[b.pool].transport },
-		cfg:      cfg.Health,
-		now:      g.now,
+		userAgent: g.userAgent[0],
+		backends:  g.backends,
+		client:    func(b *backend) http.RoundTripper { return g.pools[b.pool].transport },
+		cfg:       cfg.Health,
+		now:       g.now,
 		onChange: func(b *backend, ok bool) {
 			g.log.Info("upstream health changed", "pool", b.pool, "upstream", b.name, "healthy", ok)
 		},

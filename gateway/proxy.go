@@ -19,7 +19,6 @@ import (
 
 var (
 	hdrJSON  = []string{"application/json"}
-	hdrUA    = []string{userAgent}
 	prioHdrs = func() (h [128][]string) {
 		for i := range h {
 			h[i] = []string{strconv.Itoa(i)}
@@ -220,7 +219,7 @@ func (g *Gateway) roundTrip(ctx context.Context, ep endpoint, x *exchange, body 
 		if x.rq.stream {
 			h["Accept"] = []string{"text/event-stream"}
 		}
-		h["User-Agent"] = hdrUA
+		h["User-Agent"] = g.userAgent
 		if up.authHdr != nil {
 			h["Authorization"] = up.authHdr
 		}

@@ -92,7 +92,7 @@ func TestSmugglingNeverReachesUpstream(t *testing.T) {
 				"Accept":          "application/json",
 				"Authorization":   "Bearer " + testUpstreamKey,
 				"X-Vllm-Priority": "0",
-				"User-Agent":      userAgent,
+				"User-Agent":      "llmflow/" + Version,
 				"Content-Length":  "",
 			}
 			for k, v := range r.header {

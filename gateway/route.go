@@ -130,11 +130,12 @@ func isConnError(err error) bool {
 
 // healthChecker probes every backend's health path on an interval.
 type healthChecker struct {
-	backends []*backend
-	client   func(b *backend) http.RoundTripper
-	cfg      config.Health
-	now      func() time.Time
-	onChange func(b *backend, healthy bool)
+	userAgent string
+	backends  []*backend
+	client    func(b *backend) http.RoundTripper
+	cfg       config.Health
+	now       func() time.Time
+	onChange  func(b *backend, healthy bool)
 }
 
 // run probes until ctx ends. A failed probe marks the engine down for the
@@ -161,7 +162,7 @@ func (h *healthChecker) probe(ctx context.Context, b *backend) {
 	if err != nil {
 		return
 	}
-	req.Header.Set("User-Agent", userAgent)
+	req.Header.Set("User-Agent", h.userAgent)
 	resp, err := h.client(b).RoundTrip(req)
 	ok := err == nil && resp.StatusCode == http.StatusOK
 	if err == nil {

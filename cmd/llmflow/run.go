@@ -35,11 +35,12 @@ type exitError struct{ code int }
 
 func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
+func init() { gateway.Version = buildVersion() }
+
 // Run is the whole command line: main calls it with the process's
 // arguments and streams, end-to-end tests call it directly. It returns the
 // exit status.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	gateway.Version = buildVersion()
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
 	root.SetOut(stdout)

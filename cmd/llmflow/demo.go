@@ -71,14 +71,15 @@ func demoCmd(e *env) *cobra.Command {
 	return cmd
 }
 
-// demo request shape: ~100 prompt tokens and 60 generated: 7 KV blocks of
-// 16 tokens at admission, 10 at the end, about 8.5 on average over a
-// request's life. The engine gets KV for capacity requests at that
-// average, so C is what it sustains.
+// demo request shape: 400 prompt tokens and 60 generated, 25 KV blocks of
+// 16 tokens at admission and 29 at the end. The engine gets KV for
+// capacity requests at their largest, so C is what it sustains without
+// preemption (the definition of C): within-share requests are never
+// preempted, and the little the engine holds beyond C is borrowed.
 const (
-	demoPromptBytes = 400
+	demoPromptBytes = 1600
 	demoMaxTokens   = 60
-	demoBlocks      = 8.5
+	demoBlocks      = 29
 )
 
 func runDemo(ctx context.Context, out io.Writer, o demoOptions, fair bool) error {

@@ -33,58 +33,11 @@ const benchBody = `{"model":"m","messages":[{"role":"system","content":"You are 
 //
 //	go test -run '^$' -bench Overhead -benchtime 20000x ./gateway
 func BenchmarkOverhead(b *testing.B) {
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, benchAnswer)
-	}))
-	defer upstream.Close()
-
-	dir := b.TempDir()
-	os.WriteFile(filepath.Join(dir, "master.key"), []byte("bench-master\n"), 0o600)
-	os.WriteFile(filepath.Join(dir, "vllm.key"), []byte("bench-upstream\n"), 0o600)
-	src := fmt.Sprintf(`
-master_key_file = "master.key"
-org "a" {
-  share = 1
-  team "t" {}
-}
-pool "p" { capacity = 64 }
-model "m" {
-  upstream_model = "sim/llama"
-  pool           = "p"
-  key_file       = "vllm.key"
-  cost {
-    input_per_mtok  = 0.02
-    output_per_mtok = 0.2
-  }
-  upstream "u" { base_url = %q }
-}
-store { path = "bench.db" }
-limits { auth_failures_per_minute = 0 }
-`, upstream.URL)
-	cfg, err := config.Parse(filepath.Join(dir, "gateway.hcl"), []byte(src))
-	if err != nil {
-		b.Fatal(err)
-	}
+	env := newBenchEnv(b)
+	upstream, gw, key := env.upstream, env.gw, env.key
 	ctx := context.Background()
-	db, err := store.OpenSQLite(ctx, cfg.Store.Path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	gw, err := gateway.New(gateway.Options{Config: cfg, Keys: db, Records: db})
-	if err != nil {
-		b.Fatal(err)
-	}
 	gwSrv := httptest.NewServer(gw)
 	defer gwSrv.Close()
-	defer gw.Close(ctx)
-	_, key, err := gw.CreateKey(httptest.NewRequest("POST", "/admin/keys", nil), gateway.KeyRequest{Team: "t", Name: "bench"},
-		gateway.Principal{Name: "bench", Role: gateway.RoleProxyAdmin})
-	if err != nil {
-		b.Fatal(err)
-	}
 
 	target, _ := url.Parse(upstream.URL)
 	rp := httputil.NewSingleHostReverseProxy(target)
@@ -170,47 +123,9 @@ limits { auth_failures_per_minute = 0 }
 //
 //	go test -run '^$' -bench AccountingMemory -benchtime 200000x ./gateway
 func BenchmarkAccountingMemory(b *testing.B) {
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, benchAnswer)
-	}))
-	defer upstream.Close()
-	dir := b.TempDir()
-	os.WriteFile(filepath.Join(dir, "master.key"), []byte("bench-master\n"), 0o600)
-	cfg, err := config.Parse(filepath.Join(dir, "gateway.hcl"), []byte(fmt.Sprintf(`
-master_key_file = "master.key"
-org "a" {
-  share = 1
-  team "t" {}
-}
-pool "p" { capacity = 64 }
-model "m" {
-  pool = "p"
-  cost {
-    input_per_mtok  = 0.02
-    output_per_mtok = 0.2
-  }
-  upstream "u" { base_url = %q }
-}
-store { path = "bench.db" }
-limits { auth_failures_per_minute = 0 }
-`, upstream.URL)))
-	if err != nil {
-		b.Fatal(err)
-	}
+	env := newBenchEnv(b)
+	gw, key := env.gw, env.key
 	ctx := context.Background()
-	db, err := store.OpenSQLite(ctx, cfg.Store.Path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	gw, err := gateway.New(gateway.Options{Config: cfg, Keys: db, Records: db})
-	if err != nil {
-		b.Fatal(err)
-	}
-	_, key, _ := gw.CreateKey(httptest.NewRequest("POST", "/admin/keys", nil), gateway.KeyRequest{Team: "t"},
-		gateway.Principal{Name: "bench", Role: gateway.RoleProxyAdmin})
 	heap := func() float64 {
 		runtime.GC()
 		var m runtime.MemStats
@@ -251,4 +166,68 @@ limits { auth_failures_per_minute = 0 }
 		b.Fatalf("written %d failed %d dropped %d of %d", w, f, d, b.N)
 	}
 	b.ReportMetric(float64(d), "dropped")
+}
+
+// benchEnv is an instant upstream and a gateway in front of it (SQLite
+// store in a temporary directory, auth, accounting and metrics on) with a
+// client key.
+type benchEnv struct {
+	upstream *httptest.Server
+	gw       *gateway.Gateway
+	db       *store.SQLite
+	key      string
+}
+
+func newBenchEnv(b *testing.B) *benchEnv {
+	b.Helper()
+	e := &benchEnv{}
+	e.upstream = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, benchAnswer)
+	}))
+	dir := b.TempDir()
+	os.WriteFile(filepath.Join(dir, "master.key"), []byte("bench-master\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "vllm.key"), []byte("bench-upstream\n"), 0o600)
+	src := fmt.Sprintf(`
+master_key_file = "master.key"
+org "a" {
+  share = 1
+  team "t" {}
+}
+pool "p" { capacity = 64 }
+model "m" {
+  upstream_model = "sim/llama"
+  pool           = "p"
+  key_file       = "vllm.key"
+  cost {
+    input_per_mtok  = 0.02
+    output_per_mtok = 0.2
+  }
+  upstream "u" { base_url = %q }
+}
+store { path = "bench.db" }
+limits { auth_failures_per_minute = 0 }
+`, e.upstream.URL)
+	cfg, err := config.Parse(filepath.Join(dir, "gateway.hcl"), []byte(src))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if e.db, err = store.OpenSQLite(context.Background(), cfg.Store.Path); err != nil {
+		b.Fatal(err)
+	}
+	if e.gw, err = gateway.New(gateway.Options{Config: cfg, Keys: e.db, Records: e.db}); err != nil {
+		b.Fatal(err)
+	}
+	_, e.key, err = e.gw.CreateKey(httptest.NewRequest("POST", "/admin/keys", nil), gateway.KeyRequest{Team: "t", Name: "bench"},
+		gateway.Principal{Name: "bench", Role: gateway.RoleProxyAdmin})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		e.gw.Close(context.Background())
+		e.db.Close()
+		e.upstream.Close()
+	})
+	return e
 }

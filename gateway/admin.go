@@ -61,20 +61,9 @@ func (g *Gateway) admin(h func(w http.ResponseWriter, r *http.Request, p Princip
 }
 
 func (g *Gateway) adminRoutes() {
-	g.mux.HandleFunc("/admin/keys", func(w http.ResponseWriter, r *http.Request) {
-		var err error
-		switch r.Method {
-		case http.MethodGet:
-			err = g.admin(g.listKeys)(w, r)
-		case http.MethodPost:
-			err = g.admin(g.createKey)(w, r)
-		default:
-			w.Header().Set("Allow", "GET, POST")
-			err = llmflow.Errorf(emethod, "method %s not allowed on /admin/keys", r.Method)
-		}
-		if err != nil {
-			writeError(w, g.log, err)
-		}
+	g.handleMethods("/admin/keys", map[string]handler{
+		http.MethodGet:  g.admin(g.listKeys),
+		http.MethodPost: g.admin(g.createKey),
 	})
 	g.handle(http.MethodDelete, "/admin/keys/{id}", g.admin(g.revokeKey))
 	g.handle(http.MethodGet, "/admin/fairshare", g.admin(g.fairshareReport))

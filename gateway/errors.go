@@ -30,14 +30,12 @@ var errorKinds = map[string]errorKind{
 	llmflow.EUPSTREAM:     {http.StatusBadGateway, "server_error", "upstream_error"},
 	llmflow.ETIMEOUT:      {http.StatusGatewayTimeout, "server_error", "upstream_timeout"},
 	llmflow.EINTERNAL:     {http.StatusInternalServerError, "server_error", "internal_error"},
+	emethod:               {http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed"},
 }
 
-// methodNotAllowed is an error kind of the HTTP layer alone.
+// emethod is an error kind of the HTTP layer alone: a route called with
+// a method it does not serve.
 const emethod = "method_not_allowed"
-
-func init() {
-	errorKinds[emethod] = errorKind{http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed"}
-}
 
 // retryAfter is attached to errors that tell the client when to come back.
 type retryAfter struct {

@@ -13,9 +13,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -408,9 +411,18 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.Serv
 type handler func(w http.ResponseWriter, r *http.Request) error
 
 func (g *Gateway) handle(method, path string, h handler) {
+	g.handleMethods(path, map[string]handler{method: h})
+}
+
+// handleMethods serves path with one handler per method; any other method
+// gets 405 with Allow, in the OpenAI error shape.
+func (g *Gateway) handleMethods(path string, hs map[string]handler) {
+	allowed := slices.Sorted(maps.Keys(hs))
+	allow := strings.Join(allowed, ", ")
 	g.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != method {
-			w.Header().Set("Allow", method)
+		h, ok := hs[r.Method]
+		if !ok {
+			w.Header().Set("Allow", allow)
 			writeError(w, g.log, llmflow.Errorf(emethod, "method %s not allowed on %s", r.Method, path))
 			return
 		}

@@ -11,19 +11,18 @@ import (
 // the configuration (models, pools, upstreams, organisations, teams) and by
 // fixed sets (status codes, reasons); raw keys never appear.
 type metrics struct {
-	requests       *prometheus.CounterVec // model, pool, org, team, code
-	tokens         *prometheus.CounterVec // model, pool, org, team, kind
-	gpuHours       *prometheus.CounterVec // model, pool, org, team
-	estimated      *prometheus.CounterVec // model, pool
-	denied         *prometheus.CounterVec // reason
-	retries        *prometheus.CounterVec // pool, upstream
-	overhead       prometheus.Histogram
-	upstream       *prometheus.HistogramVec // pool
-	queueWait      *prometheus.HistogramVec // pool
-	authLookups    prometheus.Counter
-	acctWritten    prometheus.Counter
-	acctFailed     prometheus.Counter
-	acctDroppedFun prometheus.CounterFunc
+	requests    *prometheus.CounterVec // model, pool, org, team, code
+	tokens      *prometheus.CounterVec // model, pool, org, team, kind
+	gpuHours    *prometheus.CounterVec // model, pool, org, team
+	estimated   *prometheus.CounterVec // model, pool
+	denied      *prometheus.CounterVec // reason
+	retries     *prometheus.CounterVec // pool, upstream
+	overhead    prometheus.Histogram
+	upstream    *prometheus.HistogramVec // pool
+	queueWait   *prometheus.HistogramVec // pool
+	authLookups prometheus.Counter
+	acctWritten prometheus.Counter
+	acctFailed  prometheus.Counter
 
 	// per (model, team) children, resolved once: WithLabelValues hashes
 	// its labels on every call.

@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -313,24 +314,7 @@ func (s *Postgres) KeyByID(ctx context.Context, id string) (llmflow.Key, error) 
 // Revoked keys are included only with f.IncludeRevoked. It returns nil
 // when nothing matches.
 func (s *Postgres) ListKeys(ctx context.Context, f llmflow.KeyFilter) ([]llmflow.Key, error) {
-	var where []string
-	var args []any
-	if f.Org != "" {
-		args = append(args, f.Org)
-		where = append(where, fmt.Sprintf("org = $%d", len(args)))
-	}
-	if f.Team != "" {
-		args = append(args, f.Team)
-		where = append(where, fmt.Sprintf("team = $%d", len(args)))
-	}
-	if !f.IncludeRevoked {
-		where = append(where, "revoked_at IS NULL")
-	}
-	q := `SELECT ` + keyColumns + ` FROM keys`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	q += ` ORDER BY created_at, id`
+	q, args := listKeysQuery(f, func(n int) string { return "$" + strconv.Itoa(n) })
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", err)

@@ -173,17 +173,3 @@ func rollupDest(r *llmflow.Rollup) []any {
 	return []any{&r.Tag, &r.Org, &r.Team, &r.Project, &r.KeyID, &r.Owner, &r.Model, &r.Pool,
 		&r.Requests, &r.PromptTokens, &r.CompletionTokens, &r.CachedTokens, &r.GPUHours, &r.EstimatedRequests}
 }
-
-// distinctTags returns tags without repeats, in first-seen order.
-func distinctTags(tags []string) []string {
-	if len(tags) < 2 {
-		return tags
-	}
-	out := make([]string, 0, len(tags))
-	for _, t := range tags {
-		if !slices.Contains(out, t) {
-			out = append(out, t)
-		}
-	}
-	return out
-}

@@ -295,22 +295,7 @@ func (s *SQLite) KeyByID(ctx context.Context, id string) (llmflow.Key, error) {
 // Revoked keys are included only with f.IncludeRevoked. It returns nil
 // when nothing matches.
 func (s *SQLite) ListKeys(ctx context.Context, f llmflow.KeyFilter) ([]llmflow.Key, error) {
-	var where []string
-	var args []any
-	if f.Org != "" {
-		where, args = append(where, "org = ?"), append(args, f.Org)
-	}
-	if f.Team != "" {
-		where, args = append(where, "team = ?"), append(args, f.Team)
-	}
-	if !f.IncludeRevoked {
-		where = append(where, "revoked_at IS NULL")
-	}
-	q := `SELECT ` + keyColumns + ` FROM keys`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	q += ` ORDER BY created_at, id`
+	q, args := listKeysQuery(f, func(int) string { return "?" })
 
 	rows, err := s.read.QueryContext(ctx, q, args...)
 	if err != nil {

@@ -1,6 +1,10 @@
 package llmflow
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // Kind is an account's level in the organisation tree.
 type Kind uint8
@@ -52,3 +56,16 @@ type Account struct {
 
 // Accounts is a whole organisation tree, parents before children.
 type Accounts []Account
+
+// SlurmNames returns a copy of the tree with account names and parents
+// lower-cased, as Slurm stores them (slurmdbd lower-cases account names):
+// the tree that usage mapped to Slurm associations is reported against.
+func (as Accounts) SlurmNames() Accounts {
+	out := make(Accounts, len(as))
+	for i, a := range as {
+		a.Name, a.Parent = strings.ToLower(a.Name), strings.ToLower(a.Parent)
+		a.Members = slices.Clone(a.Members)
+		out[i] = a
+	}
+	return out
+}

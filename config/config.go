@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/go-llmflow/llmflow"
 )
 
 // Config is a decoded and checked configuration file. Every field holds its
@@ -97,25 +99,9 @@ type Model struct {
 	Pool          string
 	Class         string // "interactive" (default) or "batch"
 	KeyFile       string // default key for its upstreams; "" = none
-	Cost          Cost
+	Cost          llmflow.Cost // GPU-hours per million tokens
 	Upstreams     []Upstream
 	DefRange      hcl.Range
-}
-
-// Cost is in GPU-hours per million tokens.
-type Cost struct {
-	InputPerMTok  float64
-	OutputPerMTok float64
-	CachedPerMTok float64
-}
-
-// GPUHours is the cost of one request:
-// ((prompt − cached) × input + cached × cached_price + completion × output) / 10⁶.
-func (c Cost) GPUHours(prompt, completion, cached int64) float64 {
-	if cached > prompt {
-		cached = prompt
-	}
-	return (float64(prompt-cached)*c.InputPerMTok + float64(cached)*c.CachedPerMTok + float64(completion)*c.OutputPerMTok) / 1e6
 }
 
 // Upstream is one engine endpoint of a model.

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
 )
 
@@ -110,7 +111,7 @@ func TestLoad_Examples(t *testing.T) {
 		Pool:          "b300",
 		Class:         "interactive",
 		KeyFile:       "/etc/llmflow/vllm.key",
-		Cost:          config.Cost{InputPerMTok: 0.02, OutputPerMTok: 0.20, CachedPerMTok: 0.002},
+		Cost:          llmflow.Cost{InputPerMTok: 0.02, OutputPerMTok: 0.20, CachedPerMTok: 0.002},
 		Upstreams: []config.Upstream{
 			{Name: "gpu01", BaseURL: mustURL(t, "http://10.0.0.11:8000"), KeyFile: "/etc/llmflow/vllm.key"},
 			{Name: "gpu02", BaseURL: mustURL(t, "http://10.0.0.12:8000"), KeyFile: "/etc/llmflow/gpu02.key"},
@@ -127,7 +128,7 @@ func TestLoad_Examples(t *testing.T) {
 		Pool:          "sim",
 		Class:         "interactive",
 		KeyFile:       filepath.Join("..", "examples", "vllm.key"),
-		Cost:          config.Cost{InputPerMTok: 0.02, OutputPerMTok: 0.20, CachedPerMTok: 0.002},
+		Cost:          llmflow.Cost{InputPerMTok: 0.02, OutputPerMTok: 0.20, CachedPerMTok: 0.002},
 		Upstreams: []config.Upstream{
 			{Name: "sim0", BaseURL: mustURL(t, "http://127.0.0.1:8001"), KeyFile: filepath.Join("..", "examples", "vllm.key")},
 		},

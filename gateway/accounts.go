@@ -2,39 +2,8 @@ package gateway
 
 import (
 	"github.com/go-llmflow/llmflow"
-	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/fairshare"
 )
-
-// AccountsFromConfig is the organisation tree the configuration declares:
-// its organisations with their shares and their teams. A team without a
-// share splits what its siblings with one leave, equally.
-func AccountsFromConfig(cfg *config.Config) llmflow.Accounts {
-	var out llmflow.Accounts
-	for _, o := range cfg.Orgs {
-		out = append(out, llmflow.Account{Name: o.Name, Kind: llmflow.KindOrg, Shares: o.Share, Source: "config"})
-		given, without := 0.0, 0
-		for _, t := range o.Teams {
-			if t.HasShare {
-				given += t.Share
-			} else {
-				without++
-			}
-		}
-		rest := 0.0
-		if without > 0 && given < 1 {
-			rest = (1 - given) / float64(without)
-		}
-		for _, t := range o.Teams {
-			share := rest
-			if t.HasShare {
-				share = t.Share
-			}
-			out = append(out, llmflow.Account{Name: t.Name, Kind: llmflow.KindTeam, Parent: o.Name, Shares: share, Source: "config"})
-		}
-	}
-	return out
-}
 
 // accountView is an immutable index of an organisation tree, swapped
 // atomically when the tree changes (a Slurm sync).

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -133,9 +134,9 @@ func viewOf(k llmflow.Key) keyView {
 	return v
 }
 
-// CreateKey creates a key for req and returns it with its secret, which
-// is not kept anywhere.
-func (g *Gateway) CreateKey(r *http.Request, req KeyRequest, p Principal) (llmflow.Key, string, error) {
+// CreateKey creates a key for req on behalf of p and returns it with its
+// secret, which is not kept anywhere.
+func (g *Gateway) CreateKey(ctx context.Context, req KeyRequest, p Principal) (llmflow.Key, string, error) {
 	team, ok := g.accts.Load().team(req.Team)
 	switch {
 	case req.Team == "":
@@ -146,24 +147,18 @@ func (g *Gateway) CreateKey(r *http.Request, req KeyRequest, p Principal) (llmfl
 		return llmflow.Key{}, "", llmflow.Errorf(llmflow.EFORBIDDEN, "you may not create keys for team %q", req.Team)
 	case team.Disabled:
 		return llmflow.Key{}, "", llmflow.Errorf(llmflow.EFORBIDDEN, "team %q is disabled", req.Team)
-	case req.RPM < 0 || req.TPM < 0 || req.MaxInFlight < 0:
-		return llmflow.Key{}, "", llmflow.Errorf(llmflow.EINVALID, "rpm, tpm and max_inflight must not be negative")
-	case len(req.Name) > 200 || len(req.Project) > 200 || len(req.Owner) > 200:
-		return llmflow.Key{}, "", llmflow.Errorf(llmflow.EINVALID, "name, project and owner are limited to 200 bytes")
 	}
-	for _, t := range req.Tags {
-		if t == "" || len(t) > 100 {
-			return llmflow.Key{}, "", &llmflow.Error{Code: llmflow.EINVALID, Message: "tags must be 1 to 100 bytes", Param: "tags"}
-		}
-	}
-	secret, hash, hint := NewKeySecret()
+	secret, hash, hint := llmflow.NewKeySecret()
 	k := llmflow.Key{
-		ID: newID("key_"), Hash: hash, Hint: hint, Name: req.Name,
+		ID: llmflow.NewID("key_"), Hash: hash, Hint: hint, Name: req.Name,
 		Org: team.Parent, Team: team.Name, Project: req.Project, Owner: req.Owner,
 		RPM: req.RPM, TPM: req.TPM, MaxInFlight: req.MaxInFlight, Tags: req.Tags,
 		CreatedAt: g.now().UTC(),
 	}
-	if err := g.keys.CreateKey(r.Context(), k); err != nil {
+	if err := k.Validate(); err != nil {
+		return llmflow.Key{}, "", err
+	}
+	if err := g.keys.CreateKey(ctx, k); err != nil {
 		return llmflow.Key{}, "", err
 	}
 	g.auth.misses.remove(hash)
@@ -178,7 +173,7 @@ func (g *Gateway) createKey(w http.ResponseWriter, r *http.Request, p Principal)
 	if err := decodeAdmin(w, r, &req); err != nil {
 		return err
 	}
-	k, secret, err := g.CreateKey(r, req, p)
+	k, secret, err := g.CreateKey(r.Context(), req, p)
 	if err != nil {
 		return err
 	}

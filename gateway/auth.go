@@ -2,10 +2,8 @@ package gateway
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"errors"
 	"net"
 	"net/netip"
@@ -15,27 +13,6 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 )
-
-// KeyPrefix starts every client key; admin tokens will use "llma-".
-const KeyPrefix = "llmf-"
-
-// NewKeySecret returns a fresh client key secret: "llmf-" and 256 random
-// bits as 64 hex digits, with its SHA-256 and a listing hint.
-func NewKeySecret() (secret string, hash [32]byte, hint string) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic("crypto/rand: " + err.Error()) // never fails on supported platforms
-	}
-	secret = KeyPrefix + hex.EncodeToString(b[:])
-	return secret, sha256.Sum256([]byte(secret)), secret[:len(KeyPrefix)+4] + "…"
-}
-
-// newID returns prefix and 16 random hex digits.
-func newID(prefix string) string {
-	var b [8]byte
-	rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
-}
 
 // bearer returns the token of an "Authorization: Bearer <token>" header.
 func bearer(h string) (string, bool) {
@@ -286,7 +263,7 @@ func (a *authenticator) authenticate(ctx context.Context, header, remoteAddr str
 	if !ok || tok == "" {
 		return nil, a.failed(remoteAddr, now, errNoKey)
 	}
-	h := sha256.Sum256([]byte(tok))
+	h := llmflow.HashKey(tok)
 	cached, fresh := a.hits.get(h, now)
 	if cached != nil && subtle.ConstantTimeCompare(h[:], cached.key.Hash[:]) != 1 {
 		cached, fresh = nil, false // cannot happen with a map keyed by the digest
@@ -301,7 +278,7 @@ func (a *authenticator) authenticate(ctx context.Context, header, remoteAddr str
 	if blocked, after := a.limiter.blocked(net, now); blocked {
 		return nil, withRetryAfter(errTooManyBad, after)
 	}
-	if !strings.HasPrefix(tok, KeyPrefix) || a.misses.has(h, now) {
+	if !llmflow.LooksLikeKey(tok) || a.misses.has(h, now) {
 		a.limiter.fail(net, now)
 		return nil, errBadKey
 	}

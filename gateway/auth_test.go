@@ -25,14 +25,14 @@ func newTestAuth(keys *fakeKeys, perMinute int) *authenticator {
 }
 
 func addKey(t testing.TB, keys *fakeKeys) (string, llmflow.Key) {
-	secret, hash, hint := NewKeySecret()
-	k := llmflow.Key{ID: newID("key_"), Hash: hash, Hint: hint, Team: "lab-nlp", Org: "etabA"}
+	secret, hash, hint := llmflow.NewKeySecret()
+	k := llmflow.Key{ID: llmflow.NewID("key_"), Hash: hash, Hint: hint, Team: "lab-nlp", Org: "etabA"}
 	keys.CreateKey(context.Background(), k)
 	return secret, k
 }
 
 func TestNewKeySecret(t *testing.T) {
-	s, h, hint := NewKeySecret()
+	s, h, hint := llmflow.NewKeySecret()
 	if !strings.HasPrefix(s, "llmf-") || len(s) != 5+64 {
 		t.Fatalf("secret %q: want llmf- and 64 hex digits", s)
 	}
@@ -45,7 +45,7 @@ func TestNewKeySecret(t *testing.T) {
 	if !strings.HasPrefix(s, strings.TrimSuffix(hint, "…")) || len(hint) > 15 {
 		t.Errorf("hint %q", hint)
 	}
-	s2, _, _ := NewKeySecret()
+	s2, _, _ := llmflow.NewKeySecret()
 	if s == s2 {
 		t.Fatal("two secrets are equal")
 	}

@@ -219,7 +219,7 @@ limits { auth_failures_per_minute = 0 }
 	if e.gw, err = gateway.New(gateway.Options{Config: cfg, Keys: e.db, Records: e.db}); err != nil {
 		b.Fatal(err)
 	}
-	_, e.key, err = e.gw.CreateKey(httptest.NewRequest("POST", "/admin/keys", nil), gateway.KeyRequest{Team: "t", Name: "bench"},
+	_, e.key, err = e.gw.CreateKey(b.Context(), gateway.KeyRequest{Team: "t", Name: "bench"},
 		gateway.Principal{Name: "bench", Role: gateway.RoleProxyAdmin})
 	if err != nil {
 		b.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -134,7 +133,7 @@ func TestSetAccountsWhileServing(t *testing.T) {
 	up := newRecordingUpstream(t, nil)
 	e := newEnv(t, []string{up.srv.URL}, "")
 	keyB := e.newKey(t, "lab-chem")
-	accts := AccountsFromConfig(e.cfg)
+	accts := e.cfg.Accounts()
 	for i := range accts {
 		switch accts[i].Name {
 		case "lab-chem":
@@ -159,7 +158,7 @@ func TestSetAccountsWhileServing(t *testing.T) {
 			t.Error("a disabled team still has a reservation")
 		}
 	}
-	if _, _, err := e.gw.CreateKey(httptest.NewRequest("POST", "/admin/keys", nil), KeyRequest{Team: "lab-chem"}, Principal{Role: RoleProxyAdmin}); llmflow.ErrorCode(err) != llmflow.EFORBIDDEN {
+	if _, _, err := e.gw.CreateKey(t.Context(), KeyRequest{Team: "lab-chem"}, Principal{Role: RoleProxyAdmin}); llmflow.ErrorCode(err) != llmflow.EFORBIDDEN {
 		t.Errorf("key for a disabled team: %v, want forbidden", err)
 	}
 }

@@ -71,7 +71,7 @@ type Options struct {
 	// Spend reads accounting rollups for GET /admin/spend and
 	// /admin/usage.csv; nil answers 503 there.
 	Spend SpendFunc
-	// Accounts is the organisation tree; nil = AccountsFromConfig(Config).
+	// Accounts is the organisation tree; nil = Config.Accounts().
 	// SetAccounts replaces it while serving (a Slurm sync).
 	Accounts llmflow.Accounts
 	// Registry receives the gateway's metrics and is served at /metrics;
@@ -203,7 +203,7 @@ func New(o Options) (*Gateway, error) {
 	g.saltKey = saltKey
 	accts := o.Accounts
 	if accts == nil {
-		accts = AccountsFromConfig(cfg)
+		accts = cfg.Accounts()
 	}
 	g.m = newMetrics(g.reg)
 	g.sync = newSyncState(g.reg)

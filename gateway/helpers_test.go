@@ -227,8 +227,7 @@ func newEnv(t testing.TB, upstreams []string, extra string, mod ...func(*Options
 
 func (e *testEnv) newKey(t testing.TB, team string) string {
 	t.Helper()
-	r := httptest.NewRequest(http.MethodPost, "/admin/keys", nil)
-	_, secret, err := e.gw.CreateKey(r, KeyRequest{Team: team, Name: "test"}, Principal{Name: "test", Role: RoleProxyAdmin})
+	_, secret, err := e.gw.CreateKey(t.Context(), KeyRequest{Team: team, Name: "test"}, Principal{Name: "test", Role: RoleProxyAdmin})
 	if err != nil {
 		t.Fatal(err)
 	}

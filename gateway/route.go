@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/fairshare"
 )
@@ -36,7 +37,7 @@ type route struct {
 	upstreamModel string
 	pool          *pool
 	class         int // 0 interactive, 1 batch
-	cost          config.Cost
+	cost          llmflow.Cost
 	upstreams     []*upstream
 	rr            atomic.Uint32 // rotates the start of least-in-flight ties
 }

@@ -152,7 +152,7 @@ limits { auth_failures_per_minute = 0 }
 		gw.Close(context.Background())
 	}()
 	key := func(team string) (string, error) {
-		_, k, err := gw.CreateKey(httptest.NewRequest("POST", "/admin/keys", nil), gateway.KeyRequest{Team: team, Name: "demo"},
+		_, k, err := gw.CreateKey(ctx, gateway.KeyRequest{Team: team, Name: "demo"},
 			gateway.Principal{Name: "demo", Role: gateway.RoleProxyAdmin})
 		return k, err
 	}

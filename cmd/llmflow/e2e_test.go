@@ -85,7 +85,7 @@ store {
 	done := make(chan error, 1)
 	go func() {
 		done <- serve(ctx, cfg, "127.0.0.1:0", slog.New(slog.DiscardHandler), func(addr string, gw *gateway.Gateway) {
-			_, e.key, err = gw.CreateKey(httptest.NewRequest("POST", "/admin/keys", nil),
+			_, e.key, err = gw.CreateKey(ctx,
 				gateway.KeyRequest{Team: "lab-nlp", Name: "e2e"}, gateway.Principal{Name: "t", Role: gateway.RoleProxyAdmin})
 			e.base = "http://" + addr
 			close(readyc)

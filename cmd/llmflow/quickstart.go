@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 
@@ -54,7 +53,7 @@ func quickstartCmd(e *env) *cobra.Command {
 			go func() { simErr <- sim.ListenAndServe(ctx, model.Upstreams[0].BaseURL.Host) }()
 
 			ready := func(addr string, gw *gateway.Gateway) {
-				_, secret, err := gw.CreateKey(httptest.NewRequest("POST", "/admin/keys", nil),
+				_, secret, err := gw.CreateKey(ctx,
 					gateway.KeyRequest{Team: cfg.Orgs[0].Teams[0].Name, Name: "quickstart"},
 					gateway.Principal{Name: "quickstart", Role: gateway.RoleProxyAdmin})
 				if err != nil {

@@ -78,7 +78,7 @@ func reportCmd(e *env) *cobra.Command {
 				return err
 			}
 			if tree == nil {
-				tree = gatewayAccounts(cfg)
+				tree = cfg.Accounts().SlurmNames()
 			}
 			rows, _ := writeback.Usage(rollups, o.serviceUser)
 			data := reportData(tree, rows, o.gpus, o.cluster, period, now)
@@ -140,19 +140,6 @@ func reportOptions(args []string) (reportOpts, []string, error) {
 		}
 	}
 	return o, rest, nil
-}
-
-// gatewayAccounts is the configuration's tree, for a store that never
-// imported one from Slurm.
-func gatewayAccounts(cfg *config.Config) llmflow.Accounts {
-	var out llmflow.Accounts
-	for _, o := range cfg.Orgs {
-		out = append(out, llmflow.Account{Name: strings.ToLower(o.Name), Kind: llmflow.KindOrg})
-		for _, t := range o.Teams {
-			out = append(out, llmflow.Account{Name: strings.ToLower(t.Name), Kind: llmflow.KindTeam, Parent: strings.ToLower(o.Name)})
-		}
-	}
-	return out
 }
 
 // reportData is llmflow's usage in sreport's model, as the write-back puts

@@ -35,7 +35,7 @@ func newSlurmImport(ctx context.Context, cfg *config.Config, as accountStore, lo
 		return nil, err
 	}
 	imp := &slurmImport{cfg: cfg, syncer: &slurmsync.Syncer{Source: src, Name: name, Sink: as},
-		closeSrc: closeSrc, log: log, cfgAccts: gateway.AccountsFromConfig(cfg)}
+		closeSrc: closeSrc, log: log, cfgAccts: cfg.Accounts()}
 	stored, err := as.Accounts(ctx)
 	if err != nil {
 		closeSrc()

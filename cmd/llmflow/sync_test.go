@@ -175,7 +175,7 @@ func TestServeFollowsSlurm(t *testing.T) {
 	if r := reserved(orgA); r != 12 {
 		t.Fatalf("%s reserved %d, want 12 (3/4 of 16)", orgA, r)
 	}
-	_, keyB, err := gw.CreateKey(httptest.NewRequest("POST", "/admin/keys", nil), gateway.KeyRequest{Team: teamB, Name: "t"},
+	_, keyB, err := gw.CreateKey(ctx, gateway.KeyRequest{Team: teamB, Name: "t"},
 		gateway.Principal{Name: "t", Role: gateway.RoleProxyAdmin})
 	if err != nil {
 		t.Fatal(err)

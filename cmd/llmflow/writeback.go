@@ -119,7 +119,7 @@ func runWriteback(cmd *cobra.Command, e *env, cfg *config.Config, db writebackSt
 		return fmt.Errorf("reading the account tree: %w", err)
 	}
 	if tree == nil && cfg != nil { // never imported from Slurm: the configuration's, as llmflow report does
-		tree = gatewayAccounts(cfg)
+		tree = cfg.Accounts().SlurmNames()
 	}
 	rollups, err := db.Rollups(ctx, from, to, store.RollupFilter{GroupBy: []string{"org", "team", "project", "owner"}})
 	if err != nil {

@@ -50,7 +50,7 @@ func startWriteback(ctx context.Context, cfg *config.Config, db appStore, log *s
 		from := to.Add(-wc.Lookback)
 		tree, err := db.Accounts(ctx)
 		if err == nil && tree == nil {
-			tree = gatewayAccounts(cfg)
+			tree = cfg.Accounts().SlurmNames()
 		}
 		var res writeback.Result
 		if err == nil {

@@ -97,8 +97,8 @@ type Model struct {
 	Name          string
 	UpstreamModel string // sent to the engine; defaults to Name
 	Pool          string
-	Class         string // "interactive" (default) or "batch"
-	KeyFile       string // default key for its upstreams; "" = none
+	Class         string       // "interactive" (default) or "batch"
+	KeyFile       string       // default key for its upstreams; "" = none
 	Cost          llmflow.Cost // GPU-hours per million tokens
 	Upstreams     []Upstream
 	DefRange      hcl.Range

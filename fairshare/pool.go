@@ -57,9 +57,6 @@ const (
 	PriorityUnknown          = 100 // + class: organisation not in the tree
 )
 
-// maxDepth is the depth of a Path: organisation, team, project.
-const maxDepth = 3
-
 // Node is one account of a pool's fair-share tree. The root is the pool
 // itself (Name "", not a real account).
 type Node struct {
@@ -85,66 +82,17 @@ type UsageEntry struct {
 type Ticket struct {
 	Priority int // the priority to send to the engine
 
-	cells    [maxDepth]*cell
-	n        uint8 // cells used
-	within   uint8 // bit i: counted as within at cells[i]
-	top      bool  // within the organisation's reservation (not borrowing from another organisation)
+	chain    *Chain // in the tree the request was admitted in (immutable)
+	place    Placement
 	admitted bool
 }
 
 // Borrowing reports whether the request was admitted over its
 // organisation's reservation (priority ≥ PriorityBorrowBase).
-func (t Ticket) Borrowing() bool { return t.admitted && !t.top }
-
-// cell holds the live counters of one account; it survives SetTree for
-// accounts that stay in the tree, so tickets admitted before stay valid.
-type cell struct {
-	inflight atomic.Int64
-	within   atomic.Int64
-
-	mu    sync.Mutex
-	usage float64   // GPU-hours, decayed to asOf
-	asOf  time.Time // zero: no usage yet
-}
-
-// charge adds g GPU-hours at time now, decaying what is there to now first
-// (or, if now is before asOf, adding g already decayed to asOf).
-func (c *cell) charge(g float64, now time.Time, hl time.Duration) {
-	c.mu.Lock()
-	switch {
-	case c.asOf.IsZero():
-		c.usage, c.asOf = g, now
-	case now.After(c.asOf):
-		c.usage = c.usage*DecayFactor(now.Sub(c.asOf), hl) + g
-		c.asOf = now
-	default:
-		c.usage += g * DecayFactor(c.asOf.Sub(now), hl)
-	}
-	c.mu.Unlock()
-}
-
-// read returns the usage decayed to now.
-func (c *cell) read(now time.Time, hl time.Duration) float64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.asOf.IsZero() {
-		return 0
-	}
-	if now.After(c.asOf) {
-		c.usage *= DecayFactor(now.Sub(c.asOf), hl)
-		c.asOf = now
-	}
-	return c.usage
-}
-
-func (c *cell) set(u float64, now time.Time) {
-	c.mu.Lock()
-	c.usage, c.asOf = u, now
-	c.mu.Unlock()
-}
+func (t Ticket) Borrowing() bool { return t.admitted && !t.place.Top }
 
 // pnode is one account in a published tree (immutable once published,
-// except for its cell's counters).
+// except for the counters in its slot).
 type pnode struct {
 	id        int
 	name      string
@@ -158,11 +106,14 @@ type pnode struct {
 	res       int64   // reservation
 	children  map[string]*pnode
 	ordered   []*pnode
-	cell      *cell
+	slot      Slot             // the account's counters
+	chain     Chain            // organisation … this account, for the counters
+	anc       [MaxDepth]*pnode // the same accounts
 }
 
 // tree is an immutable account tree with its reservations.
 type tree struct {
+	byKey map[string]*pnode // by PathKey
 	orgs  map[string]*pnode
 	nodes []*pnode // pre-order
 	top   []*pnode // effective children of the pool
@@ -180,31 +131,30 @@ type state struct {
 }
 
 // Pool is the live fair-share state of one gateway pool of capacity C. It is
-// safe for concurrent use; Admit, Peek and Done take no global lock (atomics
-// and an atomically published immutable snapshot of ranks; Done locks only
-// the usage of the accounts it charges); Refresh, SetTree, Snapshot, Usage
-// and RestoreUsage serialise on a pool mutex.
+// safe for concurrent use. Its counters (in flight, within share, usage)
+// are a Counters: MemCounters for one gateway, a shared implementation for
+// several. Admit, Peek and Done take no pool lock (they read an atomically
+// published immutable snapshot of the tree and its ranks); Refresh,
+// SetTree, Snapshot, Usage and RestoreUsage serialise on a pool mutex.
 type Pool struct {
 	capacity int
-	halfLife time.Duration
+	ctr      Counters
 
-	st        atomic.Pointer[state]
-	inflight  atomic.Int64
-	borrowing atomic.Int64
-	root      cell // pool total usage
-
-	mu    sync.Mutex
-	cells map[string]*cell // by path key, reused across SetTree
+	st atomic.Pointer[state]
+	mu sync.Mutex
 }
 
 // NewPool returns the state of a pool of capacity C (sustainable
 // concurrency) over the tree under root (nil: no accounts), with usage
-// decaying with halfLife (≤ 0: DefaultHalfLife).
+// decaying with halfLife (≤ 0: DefaultHalfLife), counted in this process
+// (MemCounters).
 func NewPool(capacity int, root *Node, halfLife time.Duration, now time.Time) *Pool {
-	if halfLife <= 0 {
-		halfLife = DefaultHalfLife
-	}
-	p := &Pool{capacity: max(capacity, 0), halfLife: halfLife, cells: map[string]*cell{}}
+	return NewPoolWith(capacity, root, NewMemCounters(halfLife), now)
+}
+
+// NewPoolWith is NewPool with the given counters, which decay the usage.
+func NewPoolWith(capacity int, root *Node, ctr Counters, now time.Time) *Pool {
+	p := &Pool{capacity: max(capacity, 0), ctr: ctr}
 	p.SetTree(root, now)
 	return p
 }
@@ -218,8 +168,7 @@ func (p *Pool) Capacity() int { return p.capacity }
 func (p *Pool) SetTree(root *Node, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	t := &tree{orgs: map[string]*pnode{}}
-	cells := map[string]*cell{}
+	t := &tree{orgs: map[string]*pnode{}, byKey: map[string]*pnode{}}
 	var build func(n *Node, parent *pnode, depth int) *pnode
 	build = func(n *Node, parent *pnode, depth int) *pnode {
 		pn := &pnode{id: len(t.nodes), name: n.Name, depth: depth, parent: parent,
@@ -229,14 +178,11 @@ func (p *Pool) SetTree(root *Node, now time.Time) {
 		} else {
 			pn.path = []string{n.Name}
 		}
-		key := pathKey(pn.path)
-		pn.cell = p.cells[key]
-		if pn.cell == nil {
-			pn.cell = new(cell)
-		}
-		cells[key] = pn.cell
+		key := PathKey(pn.path)
+		pn.slot = p.ctr.Bind(key)
+		t.byKey[key] = pn
 		t.nodes = append(t.nodes, pn)
-		if depth < maxDepth {
+		if depth < MaxDepth {
 			for _, c := range n.Children {
 				if c == nil || c.Name == "" {
 					continue
@@ -265,7 +211,6 @@ func (p *Pool) SetTree(root *Node, now time.Time) {
 			orgs = append(orgs, o)
 		}
 	}
-	p.cells = cells
 	// Effective parents and reservations, top-down.
 	t.top = lift(orgs)
 	apportionLevel(t.top, int64(p.capacity), nil)
@@ -273,6 +218,16 @@ func (p *Pool) SetTree(root *Node, now time.Time) {
 		if !n.useParent {
 			apportionLevel(lift(n.ordered), n.res, n)
 		}
+	}
+	// Each account's chain, for the counters (parents come first).
+	for _, n := range t.nodes {
+		if n.parent != nil {
+			n.chain, n.anc = n.parent.chain, n.parent.anc
+		}
+		i := n.chain.N
+		n.chain.Slots[i], n.chain.Res[i], n.chain.Level[i] = n.slot, n.res, !n.useParent
+		n.anc[i] = n
+		n.chain.N++
 	}
 	p.publish(t, now)
 }
@@ -305,72 +260,53 @@ func apportionLevel(level []*pnode, total int64, parent *pnode) {
 	}
 }
 
-func pathKey(path []string) string {
-	k := ""
-	for i, s := range path {
-		if i > 0 {
-			k += "\x00"
-		}
-		k += s
-	}
-	return k
-}
-
-// resolve finds the real chain of a path: organisation, team if in the
-// tree, project if in the tree. n = 0 when the organisation is unknown.
-func (t *tree) resolve(path Path) (chain [maxDepth]*pnode, n int) {
+// resolve finds the deepest account of a path in the tree: the project if
+// in the tree, else the team if in the tree, else the organisation; nil
+// when the organisation is unknown.
+func (t *tree) resolve(path Path) *pnode {
 	o := t.orgs[path.Org]
 	if o == nil {
-		return chain, 0
+		return nil
 	}
-	chain[0], n = o, 1
 	tm := o.children[path.Team]
 	if tm == nil {
-		return chain, n
+		return o
 	}
-	chain[1], n = tm, 2
 	if path.Project != "" {
 		if pr := tm.children[path.Project]; pr != nil {
-			chain[2], n = pr, 3
+			return pr
 		}
 	}
-	return chain, n
+	return tm
 }
 
-// decision is the outcome of the priority rules for one chain.
-type decision struct {
-	priority int
-	within   uint8 // bits of the real chain counted as within
-	top      bool
-}
+// noChain is the chain of a path whose organisation is unknown.
+var noChain Chain
 
 // Admit decides the priority of a request of class 0 (interactive) or 1
-// (batch) and counts it in flight (and as within where it is). Pass the
-// ticket to Done when the request ends. It does not allocate.
+// (batch) and counts it in flight (and as within where it is placed). Pass
+// the ticket to Done when the request ends. It does not allocate.
 func (p *Pool) Admit(path Path, class int) Ticket {
-	class = clampClass(class)
 	st := p.st.Load()
-	chain, n := st.tree.resolve(path)
-	t := Ticket{admitted: true, n: uint8(n)}
-	p.inflight.Add(1)
-	for i := 0; i < n; i++ {
-		t.cells[i] = chain[i].cell
-		chain[i].cell.inflight.Add(1)
+	leaf := st.tree.resolve(path)
+	c := &noChain
+	if leaf != nil {
+		c = &leaf.chain
 	}
-	d := decide(st, chain, n, class, true)
-	t.Priority, t.within, t.top = d.priority, d.within, d.top
-	if !d.top {
-		p.borrowing.Add(1)
-	}
-	return t
+	pl := p.ctr.Admit(c)
+	return Ticket{Priority: st.priority(leaf, pl, clampClass(class)), chain: c, place: pl, admitted: true}
 }
 
 // Peek returns the priority Admit would give now, without admitting (for a
 // gateway-side queue, to re-prioritise requests not yet sent).
 func (p *Pool) Peek(path Path, class int) int {
 	st := p.st.Load()
-	chain, n := st.tree.resolve(path)
-	return decide(st, chain, n, clampClass(class), false).priority
+	leaf := st.tree.resolve(path)
+	c := &noChain
+	if leaf != nil {
+		c = &leaf.chain
+	}
+	return st.priority(leaf, p.ctr.Peek(c), clampClass(class))
 }
 
 func clampClass(class int) int {
@@ -380,77 +316,18 @@ func clampClass(class int) int {
 	return 0
 }
 
-// decide applies the priority rules; with acquire it counts the request as
-// within where it is, with CAS loops so that a race never takes a count over
-// a reservation (only the leaf-within rule adds to an ancestor past it).
-func decide(st *state, chain [maxDepth]*pnode, n, class int, acquire bool) decision {
-	// Effective levels: the chain without UseParent nodes, with their index
-	// in the real chain.
-	var lv [maxDepth]*pnode
-	var idx [maxDepth]int
-	m := 0
-	for i := 0; i < n; i++ {
-		if !chain[i].useParent {
-			lv[m], idx[m] = chain[i], i
-			m++
-		}
-	}
-	if m == 0 {
-		if n > 0 {
-			return decision{priority: PriorityBorrowBase + RankBuckets*int(st.leafRank[chain[n-1].id]) + class}
-		}
-		return decision{priority: PriorityUnknown + class}
-	}
-	// Leaf-within: the deepest level is under its own reservation. Its
-	// ancestors count it whatever their counts (they may then exceed their
-	// reservations: that is correct, the siblings borrowing from them become
-	// the victims). A project under its reservation is thus never ranked
-	// behind a sibling project that borrowed its team's slots.
-	leaf := lv[m-1]
-	var within uint8
-	if tryAcquire(leaf, acquire) {
-		for i := 0; i < m-1; i++ {
-			if acquire {
-				lv[i].cell.within.Add(1)
-			}
-		}
-		for i := 0; i < m; i++ {
-			within |= 1 << idx[i]
-		}
-		return decision{priority: class, within: within, top: true}
-	}
-	// The leaf is over its own reservation. With room in its organisation
-	// it borrows from a sibling: the levels below the organisation are taken
-	// from the top down while they have room; the first without (or the
-	// leaf) is the level at which it borrows, and its band rank among its
-	// siblings orders the request.
-	if m > 1 && tryAcquire(lv[0], acquire) {
-		within |= 1 << idx[0]
-		j := 1
-		for ; j < m-1; j++ {
-			if !tryAcquire(lv[j], acquire) {
-				break
-			}
-			within |= 1 << idx[j]
-		}
-		b := int(st.bandRank[lv[j].id])
-		return decision{priority: PriorityBandBase + 2*b + class, within: within, top: true}
-	}
-	return decision{priority: PriorityBorrowBase + RankBuckets*int(st.leafRank[chain[n-1].id]) + class}
-}
-
-// tryAcquire counts one more within-share request at n if that keeps it
-// within its reservation (CAS loop); without acquire it only tests.
-func tryAcquire(n *pnode, acquire bool) bool {
-	c := &n.cell.within
-	for {
-		v := c.Load()
-		if v >= n.res {
-			return false
-		}
-		if !acquire || c.CompareAndSwap(v, v+1) {
-			return true
-		}
+// priority maps a placement of a request at leaf to its priority (see the
+// package documentation) with the ranks of this state.
+func (st *state) priority(leaf *pnode, pl Placement, class int) int {
+	switch {
+	case leaf == nil:
+		return PriorityUnknown + class
+	case pl.Top && pl.Borrow < 0:
+		return class
+	case pl.Top:
+		return PriorityBandBase + 2*int(st.bandRank[leaf.anc[pl.Borrow].id]) + class
+	default:
+		return PriorityBorrowBase + RankBuckets*int(st.leafRank[leaf.id]) + class
 	}
 }
 
@@ -461,24 +338,7 @@ func (p *Pool) Done(t Ticket, gpuHours float64, now time.Time) {
 	if !t.admitted {
 		return
 	}
-	p.inflight.Add(-1)
-	if !t.top {
-		p.borrowing.Add(-1)
-	}
-	charge := gpuHours > 0 && !math.IsInf(gpuHours, 0) && !math.IsNaN(gpuHours)
-	for i := 0; i < int(t.n); i++ {
-		c := t.cells[i]
-		c.inflight.Add(-1)
-		if t.within&(1<<i) != 0 {
-			c.within.Add(-1)
-		}
-		if charge {
-			c.charge(gpuHours, now, p.halfLife)
-		}
-	}
-	if charge {
-		p.root.charge(gpuHours, now, p.halfLife)
-	}
+	p.ctr.Release(t.chain, t.place, gpuHours, now)
 }
 
 // Refresh decays usage to now and recomputes the level fairshares and the
@@ -497,11 +357,11 @@ func (p *Pool) publish(t *tree, now time.Time) {
 		leafRank: make([]uint8, len(t.nodes)), bandRank: make([]uint8, len(t.nodes)),
 		rowOf: make([]int, len(t.nodes))}
 	// Fair Tree input: the pool is the root; leaves are users.
-	root := &TreeNode{Name: "", Usage: p.root.read(now, p.halfLife)}
+	root := &TreeNode{Name: "", Usage: p.ctr.Usage(PoolSlot, now)}
 	tn := make([]*TreeNode, len(t.nodes))
 	for _, n := range t.nodes {
 		x := &TreeNode{Name: n.name, Shares: n.rawShares, UseParent: n.useParent,
-			User: len(n.ordered) == 0, Usage: n.cell.read(now, p.halfLife)}
+			User: len(n.ordered) == 0, Usage: p.ctr.Usage(n.slot, now)}
 		tn[n.id] = x
 		if n.parent == nil {
 			root.Children = append(root.Children, x)
@@ -577,11 +437,11 @@ func (p *Pool) Usage(now time.Time) []UsageEntry {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []UsageEntry
-	if u := p.root.read(now, p.halfLife); u > 0 {
+	if u := p.ctr.Usage(PoolSlot, now); u > 0 {
 		out = append(out, UsageEntry{Path: []string{}, GPUHours: u})
 	}
 	for _, n := range p.st.Load().tree.nodes {
-		if u := n.cell.read(now, p.halfLife); u > 0 {
+		if u := p.ctr.Usage(n.slot, now); u > 0 {
 			out = append(out, UsageEntry{Path: append([]string(nil), n.path...), GPUHours: u})
 		}
 	}
@@ -595,18 +455,18 @@ func (p *Pool) Usage(now time.Time) []UsageEntry {
 func (p *Pool) RestoreUsage(entries []UsageEntry, savedAt, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	f := DecayFactor(now.Sub(savedAt), p.halfLife)
+	f := DecayFactor(now.Sub(savedAt), p.ctr.HalfLife())
 	st := p.st.Load()
 	for _, e := range entries {
 		if e.GPUHours < 0 || math.IsNaN(e.GPUHours) || math.IsInf(e.GPUHours, 0) {
 			continue
 		}
 		if len(e.Path) == 0 {
-			p.root.set(e.GPUHours*f, now)
+			p.ctr.SetUsage(PoolSlot, e.GPUHours*f, now)
 			continue
 		}
-		if c := p.cells[pathKey(e.Path)]; c != nil {
-			c.set(e.GPUHours*f, now)
+		if n := st.tree.byKey[PathKey(e.Path)]; n != nil {
+			p.ctr.SetUsage(n.slot, e.GPUHours*f, now)
 		}
 	}
 	p.publish(st.tree, now)

@@ -107,19 +107,21 @@ func (p *Pool) Snapshot(now time.Time) Snapshot {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := p.st.Load()
-	s := Snapshot{Time: now, Capacity: p.capacity, InFlight: p.inflight.Load(),
-		Borrowing: p.borrowing.Load(), RawUsage: p.root.read(now, p.halfLife), Leaves: st.users}
+	inflight, borrowing := p.ctr.PoolCounts()
+	s := Snapshot{Time: now, Capacity: p.capacity, InFlight: inflight,
+		Borrowing: borrowing, RawUsage: p.ctr.Usage(PoolSlot, now), Leaves: st.users}
 	for _, n := range st.tree.top {
 		s.Reserved += n.res
 	}
 	kinds := [...]string{"", "org", "team", "project"}
 	for _, n := range st.tree.nodes {
 		fr := st.fair[st.rowOf[n.id]]
-		u := n.cell.read(now, p.halfLife)
+		u := p.ctr.Usage(n.slot, now)
+		nIn, nWithin := p.ctr.Counts(n.slot)
 		r := Row{Name: n.name, Path: append([]string(nil), n.path...), Depth: n.depth, Kind: kinds[n.depth],
 			Leaf: len(n.ordered) == 0, UseParent: n.useParent, RawShares: n.rawShares,
 			NormShares: Value(fr.NormShares), Fraction: n.fraction, Reserved: n.res,
-			InFlight: n.cell.inflight.Load(), WithinShare: n.cell.within.Load(),
+			InFlight: nIn, WithinShare: nWithin,
 			RawUsage: u, NormUsage: Value(0), EffectvUsage: Value(0),
 			LevelFS: Value(fr.LevelFS), FairShare: Value(fr.FairShare),
 			Rank: int(st.leafRank[n.id]), BandRank: int(st.bandRank[n.id])}
@@ -133,7 +135,7 @@ func (p *Pool) Snapshot(now time.Time) Snapshot {
 		anc := s.RawUsage
 		for a := n.parent; a != nil; a = a.parent {
 			if !a.useParent {
-				anc = a.cell.read(now, p.halfLife)
+				anc = p.ctr.Usage(a.slot, now)
 				break
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/engine"
 )
 
 // Config is a decoded and checked configuration file. Every field holds its
@@ -72,24 +73,26 @@ type Pool struct {
 	// the cluster rows of `llmflow report` and of the write-back to
 	// slurmdbd (Utilization's Reported = GPUs × hours).
 	GPUs int
-	// Scheduler is "priority" (the default: engines run vLLM's
-	// --scheduling-policy priority and receive the fair-share priority with
-	// each request), "gateway" (engines without a priority scheduler, such
-	// as llama-server or vLLM in FCFS mode: the gateway keeps at most
-	// Capacity requests in flight and queues the rest in (priority,
-	// arrival) order) or "fcfs" (no priority anywhere: the control).
-	Scheduler string
-	// PriorityVia says how the priority reaches a "priority" engine:
-	// "header" (X-Vllm-Priority), "body" (the priority field) or "both"
-	// (the default: vLLM releases before mid-2026 ignore the header).
-	PriorityVia string
 	// QueueTimeout is the longest a request waits in a "gateway" queue
 	// before a 503 with Retry-After; default 30s.
 	QueueTimeout time.Duration
 	// QueueSize bounds the "gateway" queue; beyond it requests get a 503 at
 	// once. Default 10000.
 	QueueSize int
-	DefRange  hcl.Range
+	// Engine is what the pool's engines understand, from the block's
+	// scheduler and priority_via:
+	//
+	//   - scheduler = "priority" (the default): engines run vLLM's
+	//     --scheduling-policy priority and receive the fair-share priority
+	//     with each request, as priority_via says: "header"
+	//     (X-Vllm-Priority), "body" (the priority member) or "both" (the
+	//     default: vLLM releases before mid-2026 ignore the header);
+	//   - "gateway": engines without a priority scheduler (llama-server,
+	//     vLLM in FCFS mode); the gateway keeps at most Capacity requests in
+	//     flight and queues the rest in (priority, arrival) order;
+	//   - "fcfs": no priority anywhere (the control).
+	Engine   engine.Descriptor
+	DefRange hcl.Range
 }
 
 // Model is a client-facing model name routed to a pool's upstreams.

@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"github.com/robfig/cron/v3"
 	"math"
 	"math/big"
 	"net/url"
@@ -13,8 +12,11 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/robfig/cron/v3"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/go-llmflow/llmflow/engine"
 )
 
 // Defaults of the values the configuration may leave out.
@@ -356,14 +358,16 @@ func (d *decoder) decodePools(blocks hcl.Blocks) {
 	for _, b := range blocks.OfType("pool") {
 		name, ok := d.label(b, "pool", seen)
 		c := d.content(b.Body, poolSchema)
-		p := Pool{Name: name, Scheduler: DefaultScheduler, PriorityVia: DefaultPriorityVia,
+		scheduler, via := DefaultScheduler, DefaultPriorityVia
+		p := Pool{Name: name,
 			QueueTimeout: DefaultQueueTimeout, QueueSize: DefaultQueueSize, DefRange: b.DefRange}
 		intAttr(d, c.Attributes, "capacity", 1, MaxCapacity, &p.Capacity)
-		d.enum(c.Attributes, "scheduler", &p.Scheduler, "priority", "fcfs", "gateway")
+		d.enum(c.Attributes, "scheduler", &scheduler, "priority", "fcfs", "gateway")
 		d.duration(c.Attributes, "queue_timeout", &p.QueueTimeout)
 		intAttr(d, c.Attributes, "queue_size", 1, 1<<24, &p.QueueSize)
 		intAttr(d, c.Attributes, "gpus", 0, 1<<24, &p.GPUs)
-		d.enum(c.Attributes, "priority_via", &p.PriorityVia, "both", "header", "body")
+		d.enum(c.Attributes, "priority_via", &via, "both", "header", "body")
+		p.Engine, _ = engine.For(scheduler, via) // both checked by enum
 		if ok {
 			d.cfg.Pools = append(d.cfg.Pools, p)
 		}

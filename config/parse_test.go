@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/engine"
 )
 
 // cmpConfig compares decoded configurations, URLs by their string form,
@@ -104,7 +105,7 @@ func TestLoad_Examples(t *testing.T) {
 	gateway := defaults("../examples/gateway.hcl")
 	gateway.MasterKeyFile = "/etc/llmflow/master.key"
 	gateway.Orgs = twoOrgs()
-	gateway.Pools = []config.Pool{{Name: "b300", Capacity: 256, Scheduler: "priority", PriorityVia: "both", QueueTimeout: 30 * time.Second, QueueSize: 10000}}
+	gateway.Pools = []config.Pool{{Name: "b300", Capacity: 256, QueueTimeout: 30 * time.Second, QueueSize: 10000, Engine: engine.Descriptor{Name: "vllm", Scheduling: engine.Priority, PriorityHeader: engine.VLLMPriorityHeader, PriorityBody: true, Strip: engine.Stripped, Endpoints: 7}}}
 	gateway.Models = []config.Model{{
 		Name:          "llama-3.3-70b",
 		UpstreamModel: "meta-llama/Llama-3.3-70B-Instruct",
@@ -121,7 +122,7 @@ func TestLoad_Examples(t *testing.T) {
 	quick := defaults("../examples/quickstart.hcl")
 	quick.MasterKeyFile = filepath.Join("..", "examples", "master.key")
 	quick.Orgs = twoOrgs()
-	quick.Pools = []config.Pool{{Name: "sim", Capacity: 16, Scheduler: "priority", PriorityVia: "both", QueueTimeout: 30 * time.Second, QueueSize: 10000}}
+	quick.Pools = []config.Pool{{Name: "sim", Capacity: 16, QueueTimeout: 30 * time.Second, QueueSize: 10000, Engine: engine.Descriptor{Name: "vllm", Scheduling: engine.Priority, PriorityHeader: engine.VLLMPriorityHeader, PriorityBody: true, Strip: engine.Stripped, Endpoints: 7}}}
 	quick.Models = []config.Model{{
 		Name:          "sim-llama",
 		UpstreamModel: "sim/llama",
@@ -248,8 +249,8 @@ func TestParse_Full(t *testing.T) {
 			{Name: "borrower", Share: 0},
 		},
 		Pools: []config.Pool{
-			{Name: "p", Capacity: 1048576, Scheduler: "gateway", PriorityVia: "header", QueueTimeout: 2 * time.Minute, QueueSize: 50},
-			{Name: "q", Capacity: 1, Scheduler: "priority", PriorityVia: "body", QueueTimeout: 30 * time.Second, QueueSize: 10000},
+			{Name: "p", Capacity: 1048576, QueueTimeout: 2 * time.Minute, QueueSize: 50, Engine: engine.Descriptor{Name: "llama-server", Scheduling: engine.GatewayQueue, Strip: engine.Stripped, Endpoints: 7}},
+			{Name: "q", Capacity: 1, QueueTimeout: 30 * time.Second, QueueSize: 10000, Engine: engine.Descriptor{Name: "vllm", Scheduling: engine.Priority, PriorityBody: true, Strip: engine.Stripped, Endpoints: 7}},
 		},
 		Models: []config.Model{{
 			Name:          "batchy",

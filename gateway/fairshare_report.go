@@ -54,7 +54,7 @@ func (g *Gateway) FairshareReport() FairshareReport {
 	for _, pl := range g.poolOrder {
 		s := pl.fs.Snapshot(now)
 		ps := PoolShare{
-			Pool: pl.name, Scheduler: pl.scheduler, Capacity: s.Capacity,
+			Pool: pl.name, Scheduler: pl.engine.Scheduling.String(), Capacity: s.Capacity,
 			InFlight: int(s.InFlight), Borrowing: int(s.Borrowing),
 			Accounts: make([]AccountShare, 0, len(s.Rows)+1),
 		}

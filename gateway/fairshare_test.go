@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/engine"
 )
 
 // heldUpstream answers every request only when release is closed, and
@@ -224,7 +225,7 @@ func TestGatewayQueuePool(t *testing.T) {
 	up := newHeldUpstream(t)
 	e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) {
 		o.Config.Pools[0].Capacity = 1
-		o.Config.Pools[0].Scheduler = "gateway"
+		o.Config.Pools[0].Engine, _ = engine.For("gateway", "")
 		o.Config.Pools[0].QueueTimeout = 100 * time.Millisecond
 	})
 	done := make(chan int, 1)

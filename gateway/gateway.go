@@ -5,6 +5,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -28,12 +29,9 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/engine"
 	"github.com/go-llmflow/llmflow/fairshare"
 )
-
-// Version is reported by /healthz and in the upstream User-Agent; the
-// command line sets it from build information before creating gateways.
-var Version = "dev"
 
 // KeyStore is what the gateway needs of a store for keys.
 type KeyStore interface {
@@ -87,6 +85,13 @@ type Options struct {
 	// KeyCacheTTL is how long a cached key is trusted before it is read
 	// again; 0 = 1 minute.
 	KeyCacheTTL time.Duration
+	// Version is reported by /healthz and in the upstream User-Agent;
+	// "" = "dev".
+	Version string
+	// Counters returns the fair-share counters of a pool (in flight,
+	// within share, usage decaying with halfLife); nil = in this process
+	// (fairshare.NewMemCounters). Several replicas share theirs here.
+	Counters func(pool string, halfLife time.Duration) fairshare.Counters
 }
 
 // Gateway serves the client and admin routes. Create it with New, start
@@ -115,9 +120,11 @@ type Gateway struct {
 	backends  []*backend
 	saltKey   string // cache_salt derivation secret
 
+	steps          []step // admission, in order (admission.go)
 	health         *healthChecker
 	metricsHandler http.Handler
-	userAgent      []string // "llmflow/<Version>", sent upstream
+	version        string
+	userAgent      []string // "llmflow/<version>", sent upstream
 	mux            *http.ServeMux
 	reqSeq         atomic.Uint64
 	reqPfx         string
@@ -139,21 +146,18 @@ func New(o Options) (*Gateway, error) {
 	if o.Config == nil || o.Keys == nil {
 		return nil, fmt.Errorf("new gateway: Config and Keys are required")
 	}
-	cfg := o.Config
 	g := &Gateway{
-		cfg:    cfg,
-		keys:   o.Keys,
-		usage:  o.ShareUsage,
-		syncs:  o.SyncHistory,
-		spend:  o.Spend,
-		log:    o.Log,
-		now:    o.Now,
-		reg:    o.Registry,
-		routes: make(map[string]*route),
-		pools:  make(map[string]*pool),
-	}
-	if g.log == nil {
-		g.log = slog.New(slog.DiscardHandler)
+		cfg:     o.Config,
+		keys:    o.Keys,
+		usage:   o.ShareUsage,
+		syncs:   o.SyncHistory,
+		spend:   o.Spend,
+		log:     cmp.Or(o.Log, slog.New(slog.DiscardHandler)),
+		now:     o.Now,
+		reg:     o.Registry,
+		version: cmp.Or(o.Version, "dev"),
+		routes:  make(map[string]*route),
+		pools:   make(map[string]*pool),
 	}
 	if g.now == nil {
 		g.now = time.Now
@@ -162,11 +166,57 @@ func New(o Options) (*Gateway, error) {
 		g.reg = prometheus.NewRegistry()
 	}
 	g.started = g.now()
-	g.userAgent = []string{"llmflow/" + Version}
+	g.userAgent = []string{"llmflow/" + g.version}
 	var pfx [6]byte
 	rand.Read(pfx[:])
 	g.reqPfx = "req_" + hex.EncodeToString(pfx[:])
 
+	if err := g.loadSecrets(); err != nil {
+		return nil, err
+	}
+	accts := o.Accounts
+	if accts == nil {
+		accts = g.cfg.Accounts()
+	}
+	g.m = newMetrics(g.reg)
+	g.sync = newSyncState(g.reg)
+	view := g.setView(accts)
+	g.auth = newAuthenticator(o, g.cfg.Limits, g.m)
+	if err := g.newPools(o, view); err != nil {
+		return nil, err
+	}
+	if err := g.newRoutes(); err != nil {
+		return nil, err
+	}
+	g.registerGauges()
+	g.reg.MustRegister(newShareCollector(g))
+	g.metricsHandler = promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)})
+	if o.Records != nil {
+		g.rec = NewRecorder(o.Records, g.cfg.Store.QueueSize, g.cfg.Store.BatchSize, g.cfg.Store.FlushInterval, g.log)
+		g.rec.OnWrite = func(written, failed int) {
+			g.m.acctWritten.Add(float64(written))
+			g.m.acctFailed.Add(float64(failed))
+		}
+	}
+	g.health = &healthChecker{
+		userAgent: g.userAgent[0],
+		backends:  g.backends,
+		client:    func(b *backend) http.RoundTripper { return g.pools[b.pool].transport },
+		cfg:       g.cfg.Health,
+		now:       g.now,
+		onChange: func(b *backend, ok bool) {
+			g.log.Info("upstream health changed", "pool", b.pool, "upstream", b.name, "healthy", ok)
+		},
+	}
+	g.steps = g.admissionSteps()
+	g.routesInit()
+	return g, nil
+}
+
+// loadSecrets reads the master key, the metrics token and the cache_salt
+// key (the master key when none is configured; random for this process
+// when neither is).
+func (g *Gateway) loadSecrets() error {
 	secret := func(what, path string) (string, error) {
 		if path == "" {
 			return "", nil
@@ -177,19 +227,19 @@ func New(o Options) (*Gateway, error) {
 		}
 		return s, nil
 	}
-	master, err := secret("master_key_file", cfg.MasterKeyFile)
+	master, err := secret("master_key_file", g.cfg.MasterKeyFile)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	g.master = newSecretMatcher(master)
-	mtok, err := secret("metrics_token_file", cfg.MetricsTokenFile)
+	mtok, err := secret("metrics_token_file", g.cfg.MetricsTokenFile)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	g.metricsTok = newSecretMatcher(mtok)
-	saltKey, err := secret("cache_salt_key_file", cfg.CacheSaltKeyFile)
+	saltKey, err := secret("cache_salt_key_file", g.cfg.CacheSaltKeyFile)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if saltKey == "" {
 		saltKey = master
@@ -201,14 +251,12 @@ func New(o Options) (*Gateway, error) {
 		g.log.Warn("no master key or cache_salt_key_file: cache salts are random for this process")
 	}
 	g.saltKey = saltKey
-	accts := o.Accounts
-	if accts == nil {
-		accts = cfg.Accounts()
-	}
-	g.m = newMetrics(g.reg)
-	g.sync = newSyncState(g.reg)
-	view := g.setView(accts)
+	return nil
+}
 
+// newAuthenticator builds the client key authentication: the two bounded
+// caches and the per-network failure limit.
+func newAuthenticator(o Options, lim config.Limits, m *metrics) *authenticator {
 	size := o.KeyCacheSize
 	if size <= 0 {
 		size = 100_000
@@ -217,22 +265,29 @@ func New(o Options) (*Gateway, error) {
 	if ttl <= 0 {
 		ttl = time.Minute
 	}
-	g.auth = &authenticator{
+	return &authenticator{
 		store:   o.Keys,
 		hits:    newKeyCache(size, ttl),
 		misses:  newMissCache(size, 30*time.Second),
-		limiter: newFailureLimiter(cfg.Limits.AuthFailuresPerMinute, 100_000),
-		lookups: g.m.authLookups.Inc,
+		limiter: newFailureLimiter(lim.AuthFailuresPerMinute, 100_000),
+		lookups: m.authLookups.Inc,
 	}
+}
 
-	for _, p := range cfg.Pools {
-		pl := &pool{name: p.Name, capacity: p.Capacity, scheduler: p.Scheduler, upstreamSeconds: g.m.upstream.WithLabelValues(p.Name)}
-		pl.fs = fairshare.NewPool(p.Capacity, view.tree(), cfg.FairShare.HalfLife, g.started)
-		switch p.Scheduler {
-		case "priority":
-			pl.prioBody = p.PriorityVia == "body" || p.PriorityVia == "both"
-			pl.prioHdr = p.PriorityVia == "header" || p.PriorityVia == "both"
-		case "gateway":
+// newPools builds each configured pool: its engine descriptor, fair-share
+// state (usage restored from the store), gateway-side queue when its
+// engines need one, and transport.
+func (g *Gateway) newPools(o Options, view *accountView) error {
+	for _, p := range g.cfg.Pools {
+		pl := &pool{name: p.Name, capacity: p.Capacity, engine: p.Engine, upstreamSeconds: g.m.upstream.WithLabelValues(p.Name)}
+		var ctr fairshare.Counters
+		if o.Counters != nil {
+			ctr = o.Counters(p.Name, g.cfg.FairShare.HalfLife)
+		} else {
+			ctr = fairshare.NewMemCounters(g.cfg.FairShare.HalfLife)
+		}
+		pl.fs = fairshare.NewPoolWith(p.Capacity, view.tree(), ctr, g.started)
+		if p.Engine.Scheduling == engine.GatewayQueue {
 			fs := pl.fs
 			pl.queue = newQueue(p.Capacity, p.QueueSize, p.QueueTimeout, func(k queueKey) int {
 				return fs.Peek(fairshare.Path{Org: k.org, Team: k.team, Project: k.project}, k.class)
@@ -241,33 +296,39 @@ func New(o Options) (*Gateway, error) {
 			pl.queue.waitSeconds = func(d time.Duration) { wait.Observe(d.Seconds()) }
 		}
 		if err := g.restoreUsage(pl); err != nil {
-			return nil, err
+			return err
 		}
 		pl.transport = o.Transport
 		if pl.transport == nil {
-			pl.transport = newTransport(p.Capacity, cfg.Limits)
+			pl.transport = newTransport(p.Capacity, g.cfg.Limits)
 		}
 		g.pools[p.Name] = pl
 		g.poolOrder = append(g.poolOrder, pl)
 	}
+	return nil
+}
+
+// newRoutes builds each configured model's route and its upstreams; engines
+// shared by several models (one base URL) share one backend state.
+func (g *Gateway) newRoutes() error {
 	backends := make(map[string]*backend)
-	for _, mc := range cfg.Models {
+	for _, mc := range g.cfg.Models {
 		pl := g.pools[mc.Pool]
 		if pl == nil {
-			return nil, fmt.Errorf("model %q: unknown pool %q", mc.Name, mc.Pool)
+			return fmt.Errorf("model %q: unknown pool %q", mc.Name, mc.Pool)
 		}
 		rt := &route{name: mc.Name, upstreamModel: mc.UpstreamModel, pool: pl, cost: mc.Cost}
 		if mc.Class == "batch" {
 			rt.class = 1
 		}
 		for _, uc := range mc.Upstreams {
-			keyFile := uc.KeyFile
-			if keyFile == "" {
-				keyFile = mc.KeyFile
-			}
-			key, err := secret(fmt.Sprintf("model %q upstream %q key_file", mc.Name, uc.Name), keyFile)
-			if err != nil {
-				return nil, err
+			keyFile := cmp.Or(uc.KeyFile, mc.KeyFile)
+			var key string
+			if keyFile != "" {
+				var err error
+				if key, err = config.ReadSecret(keyFile); err != nil {
+					return fmt.Errorf("model %q upstream %q key_file: %w", mc.Name, uc.Name, err)
+				}
 			}
 			base := uc.BaseURL.String()
 			b := backends[base]
@@ -277,9 +338,10 @@ func New(o Options) (*Gateway, error) {
 				g.backends = append(g.backends, b)
 			}
 			u := &upstream{name: uc.Name, b: b}
-			for ep := chatCompletions; ep <= embeddings; ep++ {
-				if u.urls[ep], err = url.Parse(base + ep.path()); err != nil {
-					return nil, fmt.Errorf("model %q upstream %q: %w", mc.Name, uc.Name, err)
+			for ep := range engine.NumEndpoints {
+				var err error
+				if u.urls[ep], err = url.Parse(base + ep.Path()); err != nil {
+					return fmt.Errorf("model %q upstream %q: %w", mc.Name, uc.Name, err)
 				}
 			}
 			if key != "" {
@@ -288,35 +350,12 @@ func New(o Options) (*Gateway, error) {
 			rt.upstreams = append(rt.upstreams, u)
 		}
 		if len(rt.upstreams) == 0 {
-			return nil, fmt.Errorf("model %q has no upstream", mc.Name)
+			return fmt.Errorf("model %q has no upstream", mc.Name)
 		}
 		g.routes[mc.Name] = rt
 		g.models = append(g.models, modelCard{ID: mc.Name, Object: "model", Created: g.started.Unix(), OwnedBy: "llmflow"})
 	}
-	g.registerGauges()
-	g.reg.MustRegister(newShareCollector(g))
-	g.metricsHandler = promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)})
-
-	if o.Records != nil {
-		g.rec = NewRecorder(o.Records, cfg.Store.QueueSize, cfg.Store.BatchSize, cfg.Store.FlushInterval, g.log)
-		g.rec.OnWrite = func(written, failed int) {
-			g.m.acctWritten.Add(float64(written))
-			g.m.acctFailed.Add(float64(failed))
-		}
-	}
-
-	g.health = &healthChecker{
-		userAgent: g.userAgent[0],
-		backends:  g.backends,
-		client:    func(b *backend) http.RoundTripper { return g.pools[b.pool].transport },
-		cfg:       cfg.Health,
-		now:       g.now,
-		onChange: func(b *backend, ok bool) {
-			g.log.Info("upstream health changed", "pool", b.pool, "upstream", b.name, "healthy", ok)
-		},
-	}
-	g.routesInit()
-	return g, nil
+	return nil
 }
 
 // cacheSalt derives an organisation's vLLM cache_salt from the secret:
@@ -434,9 +473,9 @@ func (g *Gateway) handleMethods(path string, hs map[string]handler) {
 
 func (g *Gateway) routesInit() {
 	g.mux = http.NewServeMux()
-	g.handle(http.MethodPost, "/v1/chat/completions", g.inference(chatCompletions))
-	g.handle(http.MethodPost, "/v1/completions", g.inference(completions))
-	g.handle(http.MethodPost, "/v1/embeddings", g.inference(embeddings))
+	for ep := range engine.NumEndpoints {
+		g.handle(http.MethodPost, ep.Path(), g.inference(ep))
+	}
 	g.handle(http.MethodGet, "/v1/models", g.listModels)
 	g.handle(http.MethodGet, "/healthz", g.healthz)
 	g.handle(http.MethodGet, "/metrics", g.serveMetrics)
@@ -480,7 +519,7 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 		Store     string           `json:"store"`
 		Upstreams []upstreamHealth `json:"upstreams"`
 		Slurm     *syncHealth      `json:"slurm_sync,omitempty"`
-	}{Status: "ok", Version: Version, Store: "ok", Slurm: g.sync.health()}
+	}{Status: "ok", Version: g.version, Store: "ok", Slurm: g.sync.health()}
 	if body.Slurm != nil && body.Slurm.Outcome == "failed" {
 		body.Status = "degraded" // serving the last good tree
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/engine"
 	"github.com/go-llmflow/llmflow/fairshare"
 	"github.com/go-llmflow/llmflow/sse"
 )
@@ -32,98 +33,45 @@ const statusClientGone = 499
 
 // exchange is one client request on its way through the gateway.
 type exchange struct {
-	id       string
-	start    time.Time
-	key      *llmflow.Key
-	rt       *route
-	rq       *clientRequest
-	view     *accountView
-	org      string // the key's team's organisation in the tree served now
-	ticket   fairshare.Ticket
-	admitted bool // ticket holds a fair-share admission to release
-	queued   bool // holds a slot of the pool's gateway-side queue
-	up       *upstream
-	sentUp   time.Time // first upstream attempt
-	upDone   time.Time // upstream answer read
-	first    time.Time // first byte to the client
-	rec      llmflow.Record
+	id     string
+	start  time.Time
+	end    time.Time // set by finish
+	r      *http.Request
+	ep     engine.Endpoint
+	taken  int // admission steps taken (Gateway.steps[:taken] to release)
+	key    *llmflow.Key
+	rt     *route
+	rq     *clientRequest
+	view   *accountView
+	org    string // the key's team's organisation in the tree served now
+	ticket fairshare.Ticket
+	queued bool // holds a slot of the pool's gateway-side queue
+	up     *upstream
+	sentUp time.Time // first upstream attempt
+	upDone time.Time // upstream answer read
+	first  time.Time // first byte to the client
+	rec    llmflow.Record
 }
 
-// inference returns the handler of one proxied OpenAI route.
-func (g *Gateway) inference(ep endpoint) handler {
+// inference returns the handler of one proxied OpenAI route: admission
+// (Gateway.steps), the upstream exchange, then finish, which releases
+// what admission took.
+func (g *Gateway) inference(ep engine.Endpoint) handler {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		x := &exchange{start: g.now()}
-		ck, err := g.authenticate(r)
-		if err != nil {
-			return err
-		}
-		x.key = &ck.key
-		x.view = g.accts.Load()
-		x.org = x.view.orgOf(x.key)
-		if x.view.disabled(x.key) {
-			g.m.denied.WithLabelValues(reasonDisabled).Inc()
-			return llmflow.Errorf(llmflow.EFORBIDDEN, "the key's team %q (or its organisation or project) is disabled", x.key.Team)
-		}
-		body, err := readBody(w, r, g.cfg.Limits.MaxBodyBytes)
-		if err != nil {
-			g.m.denied.WithLabelValues(reasonTooLarge).Inc()
-			return err
-		}
-		rq, err := parseRequest(body, ep)
-		if err != nil {
-			g.m.denied.WithLabelValues(reasonBadRequest).Inc()
-			return err
-		}
-		rt := g.routes[rq.model]
-		if rt == nil {
-			g.m.denied.WithLabelValues(reasonModel).Inc()
-			e := llmflow.Errorf(llmflow.ENOTFOUND, "the model %q does not exist or you do not have access to it", rq.model)
-			e.Param = "model"
-			return e
-		}
-		x.rq, x.rt = rq, rt
-		x.id = g.requestID()
+		x := &exchange{start: g.now(), r: r, ep: ep, id: g.requestID()}
 		w.Header().Set("X-Request-Id", x.id)
 		ctx, cancel := context.WithTimeout(r.Context(), g.cfg.Limits.MaxRequestDuration)
 		defer cancel()
 		if err := g.admit(ctx, x); err != nil {
-			if r.Context().Err() != nil {
-				return nil // the client left while queued: nothing to answer
+			if err == errClientGone {
+				return nil // the client left while waiting: nothing to answer
 			}
-			g.m.denied.WithLabelValues(reasonQueue).Inc()
 			return err
 		}
-		err = g.forward(ctx, w, r, ep, x)
+		err := g.forward(ctx, w, r, ep, x)
 		g.finish(x)
 		return err
 	}
-}
-
-// admit waits for a slot in a gateway-side queue, when the pool has one,
-// and takes the request's fair-share priority.
-func (g *Gateway) admit(ctx context.Context, x *exchange) error {
-	pl, k := x.rt.pool, x.key
-	if pl.queue != nil {
-		if err := pl.queue.acquire(ctx, queueKey{org: x.org, team: k.Team, project: k.Project, class: x.rt.class}, g.now); err != nil {
-			return err
-		}
-		x.queued = true
-	}
-	x.ticket = pl.fs.Admit(fairshare.Path{Org: x.org, Team: k.Team, Project: k.Project}, x.rt.class)
-	x.admitted = true
-	return nil
-}
-
-// readBody reads the whole body, refusing more than limit bytes.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	b, err := readAll(r.Body, r.ContentLength, limit)
-	switch {
-	case errors.Is(err, errTooLong):
-		return nil, llmflow.Errorf(llmflow.ETOOLARGE, "request body larger than %d bytes", limit)
-	case err != nil:
-		return nil, &llmflow.Error{Code: llmflow.EINVALID, Message: "could not read the request body", Err: err}
-	}
-	return b, nil
 }
 
 var errTooLong = errors.New("body over the size limit")
@@ -158,10 +106,10 @@ func readAll(r io.Reader, n, limit int64) ([]byte, error) {
 
 // forward sends the request upstream (retrying before the first byte) and
 // relays the answer. It fills x.rec's outcome, status and usage.
-func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, ep endpoint, x *exchange) error {
+func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, ep engine.Endpoint, x *exchange) error {
 	rt, pl := x.rt, x.rt.pool
-	ub := upstreamBody{model: rt.upstreamModel, cacheSalt: x.view.salts[x.org]}
-	if pl.prioBody {
+	ub := upstreamBody{engine: &pl.engine, model: rt.upstreamModel, cacheSalt: x.view.salts[x.org]}
+	if pl.engine.PriorityBody {
 		ub.priority, ub.withPrio = x.ticket.Priority, true
 	}
 	body := x.rq.encode(ub)
@@ -199,7 +147,7 @@ func isEventStream(h http.Header) bool {
 // trying others on connection errors and on 502/503/504 answers, as long
 // as nothing has reached the client. Redirects are answers like any other:
 // they are never followed.
-func (g *Gateway) roundTrip(ctx context.Context, ep endpoint, x *exchange, body []byte) (*http.Response, error) {
+func (g *Gateway) roundTrip(ctx context.Context, ep engine.Endpoint, x *exchange, body []byte) (*http.Response, error) {
 	rt, pl := x.rt, x.rt.pool
 	var tried []*upstream
 	var lastErr error
@@ -223,8 +171,8 @@ func (g *Gateway) roundTrip(ctx context.Context, ep endpoint, x *exchange, body 
 		if up.authHdr != nil {
 			h["Authorization"] = up.authHdr
 		}
-		if pl.prioHdr {
-			h["X-Vllm-Priority"] = priorityHeader(x.ticket.Priority)
+		if pl.engine.PriorityHeader != "" {
+			h[pl.engine.PriorityHeader] = priorityHeader(x.ticket.Priority)
 		}
 		req := newUpstreamRequest(ctx, up.urls[ep], h, body)
 		if x.sentUp.IsZero() {
@@ -471,10 +419,12 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// finish completes x's record, settles the scheduler and metrics, and
-// queues the record. It runs once per proxied request, whatever happened.
+// finish completes x's record, releases what admission took (charging the
+// request's cost), settles the metrics, and queues the record. It runs once
+// per admitted request, whatever happened.
 func (g *Gateway) finish(x *exchange) {
 	end := g.now()
+	x.end = end
 	if x.up != nil {
 		x.up.b.inflight.Add(-1)
 	}
@@ -485,7 +435,7 @@ func (g *Gateway) finish(x *exchange) {
 	rec.Model, rec.Pool = x.rt.name, x.rt.pool.name
 	rec.Tags = x.key.Tags
 	rec.Stream = x.rq.stream
-	if x.rt.pool.prioBody || x.rt.pool.prioHdr || x.queued {
+	if x.rt.pool.engine.SendsPriority() || x.queued {
 		rec.Priority = x.ticket.Priority // sent to the engine, or the queue's order
 	}
 	rec.Latency = end.Sub(x.start)
@@ -493,12 +443,7 @@ func (g *Gateway) finish(x *exchange) {
 		rec.TTFB = x.first.Sub(x.start)
 	}
 	rec.GPUHours = x.rt.cost.GPUHours(rec.PromptTokens, rec.CompletionTokens, rec.CachedTokens)
-	if x.admitted {
-		x.rt.pool.fs.Done(x.ticket, rec.GPUHours, end)
-	}
-	if x.queued {
-		x.rt.pool.queue.release()
-	}
+	g.release(x)
 
 	c := g.m.child(rec.Model, rec.Pool, rec.Org, rec.Team)
 	c.request(g.m, rec.Status)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/engine"
 )
 
 // recorded is one request as the fake upstream saw it.
@@ -92,7 +93,7 @@ func TestSmugglingNeverReachesUpstream(t *testing.T) {
 				"Accept":          "application/json",
 				"Authorization":   "Bearer " + testUpstreamKey,
 				"X-Vllm-Priority": "0",
-				"User-Agent":      "llmflow/" + Version,
+				"User-Agent":      "llmflow/dev",
 				"Content-Length":  "",
 			}
 			for k, v := range r.header {
@@ -185,7 +186,7 @@ func TestBatchClassAndPriorityVia(t *testing.T) {
 		t.Run(tc.via, func(t *testing.T) {
 			up := newRecordingUpstream(t, nil)
 			e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) {
-				o.Config.Pools[0].PriorityVia = tc.via
+				o.Config.Pools[0].Engine, _ = engine.For("priority", tc.via)
 			})
 			resp := e.post(t, "/v1/chat/completions", `{"model":"batchm","messages":[]}`)
 			resp.Body.Close()
@@ -204,7 +205,7 @@ func TestBatchClassAndPriorityVia(t *testing.T) {
 
 func TestFCFSPoolSendsNoPriority(t *testing.T) {
 	up := newRecordingUpstream(t, nil)
-	e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) { o.Config.Pools[0].Scheduler = "fcfs" })
+	e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) { o.Config.Pools[0].Engine, _ = engine.For("fcfs", "") })
 	resp := e.post(t, "/v1/chat/completions", `{"model":"m","messages":[],"priority":3}`, "X-Vllm-Priority", "4")
 	resp.Body.Close()
 	r := up.requests()[0]

@@ -3,49 +3,13 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
-	"slices"
 	"strconv"
 	"unicode/utf8"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/engine"
 	"github.com/go-llmflow/llmflow/internal/jsonscan"
 )
-
-// endpoint is one of the proxied OpenAI routes.
-type endpoint uint8
-
-const (
-	chatCompletions endpoint = iota
-	completions
-	embeddings
-)
-
-func (e endpoint) path() string {
-	switch e {
-	case chatCompletions:
-		return "/v1/chat/completions"
-	case completions:
-		return "/v1/completions"
-	default:
-		return "/v1/embeddings"
-	}
-}
-
-// strippedFields never reach an engine: they would let a client choose its
-// scheduling priority, its request id, its session, its KV transfer or
-// prefix-cache partition, or a llama-server slot. See
-// shared/reference/engines.md A4 and B3.
-var strippedFields = []string{
-	"priority",
-	"extra_body",
-	"request_id",
-	"kv_transfer_params",
-	"ec_transfer_params",
-	"vllm_xargs",
-	"session_id",
-	"id_slot",
-	"cache_salt",
-}
 
 // member is one top-level member of a client body: its name decoded (so
 // "\u0070riority" is "priority") and its raw value.
@@ -77,7 +41,7 @@ func invalid(param, format string, args ...any) error {
 // parseRequest checks a client body for ep and splits its top-level
 // members. The body is validated strictly first; the members are then
 // sliced out without decoding them.
-func parseRequest(body []byte, ep endpoint) (*clientRequest, error) {
+func parseRequest(body []byte, ep engine.Endpoint) (*clientRequest, error) {
 	if !json.Valid(body) {
 		return nil, invalid("", "request body must be valid JSON")
 	}
@@ -125,7 +89,7 @@ func parseRequest(body []byte, ep endpoint) (*clientRequest, error) {
 	default:
 		return nil, invalid("stream", "stream must be a boolean")
 	}
-	if rq.stream && ep == embeddings {
+	if rq.stream && ep == engine.Embeddings {
 		return nil, invalid("stream", "embeddings cannot be streamed")
 	}
 	if raw := rq.get("stream_options"); raw != nil && string(raw) != "null" {
@@ -185,10 +149,11 @@ func (rq *clientRequest) get(name string) []byte {
 	return nil
 }
 
-// upstreamBody is what the rewrite adds to a request.
+// upstreamBody is what the rewrite adds to, and takes out of, a request.
 type upstreamBody struct {
-	model     string // upstream model name
-	cacheSalt string // per-organisation salt; "" = none
+	engine    *engine.Descriptor // its Strip members are left out
+	model     string             // upstream model name
+	cacheSalt string             // per-organisation salt; "" = none
 	priority  int
 	withPrio  bool // put priority in the body
 }
@@ -209,7 +174,7 @@ func (rq *clientRequest) encode(u upstreamBody) []byte {
 		case "model", "stream_options":
 			continue
 		}
-		if slices.Contains(strippedFields, string(m.name)) {
+		if u.engine.Strips(m.name) {
 			continue
 		}
 		b = append(b, ',')

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"github.com/go-llmflow/llmflow/engine"
 	"testing"
 
 	"github.com/go-llmflow/llmflow/sse"
@@ -11,11 +12,11 @@ var benchReq = []byte(`{"model":"m","messages":[{"role":"system","content":"You 
 func BenchmarkRewrite(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
-		rq, err := parseRequest(benchReq, chatCompletions)
+		rq, err := parseRequest(benchReq, engine.ChatCompletions)
 		if err != nil {
 			b.Fatal(err)
 		}
-		rq.encode(upstreamBody{model: "sim/llama", cacheSalt: "0123456789012345678901234567890123456789012", priority: 1, withPrio: true})
+		rq.encode(upstreamBody{engine: &vllm, model: "sim/llama", cacheSalt: "0123456789012345678901234567890123456789012", priority: 1, withPrio: true})
 	}
 }
 

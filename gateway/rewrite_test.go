@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/go-llmflow/llmflow/engine"
 	"reflect"
 	"slices"
 	"strings"
@@ -50,7 +51,7 @@ var rewriteSeeds = []string{
 func TestRewrite(t *testing.T) {
 	for _, body := range rewriteSeeds {
 		t.Run("", func(t *testing.T) {
-			checkRewrite(t, []byte(body), chatCompletions, true)
+			checkRewrite(t, []byte(body), engine.ChatCompletions, true)
 		})
 	}
 }
@@ -64,11 +65,11 @@ func TestRewriteRefuses(t *testing.T) {
 		`{"model":"m","stream":true,"stream_options":{"include_usage":"yes"}}`,
 		"{\"model\":\"m\",\"x\":\"\xff\"}",
 	} {
-		if _, err := parseRequest([]byte(body), chatCompletions); err == nil {
+		if _, err := parseRequest([]byte(body), engine.ChatCompletions); err == nil {
 			t.Errorf("%q accepted", body)
 		}
 	}
-	if _, err := parseRequest([]byte(`{"model":"m","stream":true}`), embeddings); err == nil {
+	if _, err := parseRequest([]byte(`{"model":"m","stream":true}`), engine.Embeddings); err == nil {
 		t.Error("streamed embeddings accepted")
 	}
 }
@@ -84,14 +85,14 @@ func TestRewriteManyKeys(t *testing.T) {
 		b.WriteString(strings.Repeat("1", 1+i%3))
 	}
 	b.WriteString(`,"priority":5}`)
-	checkRewrite(t, []byte(b.String()), chatCompletions, true)
+	checkRewrite(t, []byte(b.String()), engine.ChatCompletions, true)
 }
 
 // checkRewrite checks the upstream body made from a client body: valid
 // JSON, every key once, no stripped field, the gateway's model, salt and
 // priority, and every other member as encoding/json decodes it (last of
 // duplicates).
-func checkRewrite(t testing.TB, body []byte, ep endpoint, mustParse bool) {
+func checkRewrite(t testing.TB, body []byte, ep engine.Endpoint, mustParse bool) {
 	t.Helper()
 	rq, err := parseRequest(body, ep)
 	if err != nil {
@@ -100,7 +101,7 @@ func checkRewrite(t testing.TB, body []byte, ep endpoint, mustParse bool) {
 		}
 		return
 	}
-	out := rq.encode(upstreamBody{model: "up/model", cacheSalt: "salt", priority: 7, withPrio: true})
+	out := rq.encode(upstreamBody{engine: &vllm, model: "up/model", cacheSalt: "salt", priority: 7, withPrio: true})
 	if !json.Valid(out) {
 		t.Fatalf("invalid upstream body %q from %q", out, body)
 	}
@@ -111,7 +112,7 @@ func checkRewrite(t testing.TB, body []byte, ep endpoint, mustParse bool) {
 			t.Fatalf("key %q twice in %s", k, out)
 		}
 		seen[k] = true
-		if k != "cache_salt" && k != "priority" && slices.Contains(strippedFields, k) {
+		if k != "cache_salt" && k != "priority" && slices.Contains(engine.Stripped, k) {
 			t.Fatalf("stripped field %q in %s", k, out)
 		}
 	}
@@ -126,7 +127,7 @@ func checkRewrite(t testing.TB, body []byte, ep endpoint, mustParse bool) {
 	}
 	for k, v := range client {
 		switch {
-		case k == "model" || k == "stream_options" || slices.Contains(strippedFields, k):
+		case k == "model" || k == "stream_options" || slices.Contains(engine.Stripped, k):
 		case !reflect.DeepEqual(vals[k], v):
 			t.Fatalf("member %q: upstream %v, client %v", k, vals[k], v)
 		}
@@ -146,6 +147,9 @@ func FuzzRewrite(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		checkRewrite(t, body, chatCompletions, false)
+		checkRewrite(t, body, engine.ChatCompletions, false)
 	})
 }
+
+// vllm is the descriptor of a vLLM pool with the default priority_via.
+var vllm, _ = engine.For("priority", "both")

@@ -1,20 +1,21 @@
 package gateway
 
 import (
-	"net/url"
-
 	"context"
 	"crypto/tls"
 	"errors"
-	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/engine"
 	"github.com/go-llmflow/llmflow/fairshare"
 )
 
@@ -22,13 +23,11 @@ import (
 type pool struct {
 	name            string
 	capacity        int
-	scheduler       string // priority, gateway or fcfs
-	prioBody        bool   // send the priority in the body
-	prioHdr         bool   // send X-Vllm-Priority
+	engine          engine.Descriptor // what the engines understand
 	transport       http.RoundTripper
 	upstreamSeconds prometheus.Observer
 	fs              *fairshare.Pool // the pool's fair-share state
-	queue           *queue          // scheduler = "gateway": the gateway-side queue; nil otherwise
+	queue           *queue          // engine.GatewayQueue: the gateway-side queue; nil otherwise
 }
 
 // route is a client-facing model: where its requests go and what they cost.
@@ -46,8 +45,8 @@ type route struct {
 // engine (one vLLM serving two model names): they share its backend state.
 type upstream struct {
 	name    string
-	urls    [3]*url.URL // per endpoint, parsed once
-	authHdr []string    // "Bearer <key>", nil = none
+	urls    [engine.NumEndpoints]*url.URL // per endpoint, parsed once
+	authHdr []string                      // "Bearer <key>", nil = none
 	b       *backend
 }
 

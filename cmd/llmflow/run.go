@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/go-llmflow/llmflow/config"
-	"github.com/go-llmflow/llmflow/gateway"
 )
 
 // version is set with -ldflags "-X main.version=…"; otherwise it comes
@@ -34,8 +33,6 @@ func buildVersion() string {
 type exitError struct{ code int }
 
 func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
-
-func init() { gateway.Version = buildVersion() }
 
 // Run is the whole command line: main calls it with the process's
 // arguments and streams, end-to-end tests call it directly. It returns the

@@ -87,7 +87,7 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	opts := gateway.Options{Config: cfg, Keys: db, Records: db, ShareUsage: db, Registry: reg, Log: log, SyncHistory: db,
+	opts := gateway.Options{Config: cfg, Version: buildVersion(), Keys: db, Records: db, ShareUsage: db, Registry: reg, Log: log, SyncHistory: db,
 		Spend: func(ctx context.Context, from, to time.Time, groupBy []string) ([]llmflow.Rollup, error) {
 			return spend(ctx, db, from, to, groupBy)
 		}}
@@ -132,7 +132,7 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 	}
 	purge := startPurge(ctx, db, cfg.Store.Retention, log)
 	defer func() { <-purge.Stop().Done() }()
-	log.Info("llmflow gateway listening", "addr", ln.Addr().String(), "version", gateway.Version,
+	log.Info("llmflow gateway listening", "addr", ln.Addr().String(), "version", buildVersion(),
 		"models", len(cfg.Models), "store", cfg.Store.Kind)
 	if ready != nil {
 		ready(ln.Addr().String(), gw)

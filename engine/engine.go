@@ -1,0 +1,148 @@
+// Package engine describes what the inference engines of a pool
+// understand: how the fair-share priority reaches them, which client body
+// members must never reach them, and which OpenAI endpoints they serve.
+// The configuration picks one Descriptor per pool; the gateway reads it and
+// nowhere else branches on what kind of engine is behind a pool.
+//
+// It is pure: standard library only. See shared/reference/engines.md for
+// the facts each descriptor encodes.
+package engine
+
+// Endpoint is one of the OpenAI routes the gateway proxies.
+type Endpoint uint8
+
+// The proxied endpoints, in the order of their paths in Paths.
+const (
+	ChatCompletions Endpoint = iota
+	Completions
+	Embeddings
+	NumEndpoints // how many there are
+)
+
+// Path is the endpoint's path, the same on the gateway and the engine.
+func (e Endpoint) Path() string {
+	switch e {
+	case ChatCompletions:
+		return "/v1/chat/completions"
+	case Completions:
+		return "/v1/completions"
+	case Embeddings:
+		return "/v1/embeddings"
+	}
+	return ""
+}
+
+// Scheduling is how an engine orders the requests it runs.
+type Scheduling uint8
+
+const (
+	// Priority engines (vLLM --scheduling-policy priority) run the requests
+	// with the lowest priority value first and preempt the others: the
+	// gateway sends each request's fair-share priority.
+	Priority Scheduling = iota
+	// GatewayQueue engines have no priority scheduler (llama-server, vLLM
+	// in FCFS mode): the gateway keeps at most the pool's capacity in
+	// flight and queues the rest in (priority, arrival) order.
+	GatewayQueue
+	// FCFS sends every request as it comes, with no priority anywhere (the
+	// control in experiments).
+	FCFS
+)
+
+// Descriptor is what one pool's engines understand.
+type Descriptor struct {
+	Name       string // for logs and listings: "vllm", "llama-server", "openai-compatible"
+	Scheduling Scheduling
+	// PriorityHeader is the request header the priority is sent in ("" =
+	// none); PriorityBody sends it as the body's "priority" member. Only
+	// Priority engines get either.
+	PriorityHeader string
+	PriorityBody   bool
+	// Strip lists the top-level client body members never sent to the
+	// engine: they would let a client choose its own priority, request id,
+	// session, KV transfer, prefix-cache partition or llama-server slot.
+	// The gateway sets "model", "stream_options", "cache_salt" and
+	// "priority" itself.
+	Strip []string
+	// Endpoints has bit e set when the engine serves Endpoint e.
+	Endpoints uint8
+}
+
+// Stripped are the client body members no engine gets (engines.md A4, B3).
+var Stripped = []string{
+	"priority",
+	"extra_body",
+	"request_id",
+	"kv_transfer_params",
+	"ec_transfer_params",
+	"vllm_xargs",
+	"session_id",
+	"id_slot",
+	"cache_salt",
+}
+
+// allEndpoints serves chat completions, completions and embeddings.
+const allEndpoints = 1<<ChatCompletions | 1<<Completions | 1<<Embeddings
+
+// VLLMPriorityHeader is the header vLLM reads a request's priority from.
+const VLLMPriorityHeader = "X-Vllm-Priority"
+
+// For returns the descriptor of a pool configured with scheduler
+// ("priority", "gateway" or "fcfs") and priorityVia ("header", "body" or
+// "both", for "priority" only). ok is false for an unknown scheduler or
+// priorityVia; the configuration checks both before.
+func For(scheduler, priorityVia string) (d Descriptor, ok bool) {
+	d = Descriptor{Strip: Stripped, Endpoints: allEndpoints}
+	switch scheduler {
+	case "priority":
+		d.Name, d.Scheduling = "vllm", Priority
+		switch priorityVia {
+		case "header":
+			d.PriorityHeader = VLLMPriorityHeader
+		case "body":
+			d.PriorityBody = true
+		case "both":
+			d.PriorityHeader, d.PriorityBody = VLLMPriorityHeader, true
+		default:
+			return Descriptor{}, false
+		}
+	case "gateway":
+		d.Name, d.Scheduling = "llama-server", GatewayQueue
+	case "fcfs":
+		d.Name, d.Scheduling = "openai-compatible", FCFS
+	default:
+		return Descriptor{}, false
+	}
+	return d, true
+}
+
+// Serves reports whether the engine serves e.
+func (d *Descriptor) Serves(e Endpoint) bool { return e < NumEndpoints && d.Endpoints&(1<<e) != 0 }
+
+// SendsPriority reports whether the engine receives the priority, in a
+// header or in the body.
+func (d *Descriptor) SendsPriority() bool { return d.PriorityHeader != "" || d.PriorityBody }
+
+// Strips reports whether the client body member name is never sent.
+func (d *Descriptor) Strips(name []byte) bool {
+	for _, s := range d.Strip {
+		if string(name) == s {
+			return true
+		}
+	}
+	return false
+}
+
+// String is the configuration's name of the scheduling: "priority",
+// "gateway" or "fcfs".
+func (s Scheduling) String() string {
+	switch s {
+	case Priority:
+		return "priority"
+	case GatewayQueue:
+		return "gateway"
+	case FCFS:
+		return "fcfs"
+	}
+	return "unknown"
+}

@@ -1,0 +1,171 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/fairshare"
+)
+
+// step is one admission step of a client request: before anything is sent
+// upstream, it checks or takes something the request needs, or refuses
+// it. Steps run in the order of Gateway.steps. release, when not nil,
+// gives back what admit took; it runs exactly once for every step taken,
+// in reverse order, both when a later step refuses the request and when
+// the request ends (answered, failed upstream, or its client gone).
+//
+// Adding a step (a budget hold, a rate limit) is one more entry in
+// admissionSteps with its own admit and release; no other step changes.
+type step struct {
+	name    string
+	admit   func(ctx context.Context, x *exchange) error
+	release func(x *exchange) // nil: nothing to give back
+
+	// reason is the llmflow_denied_total reason when admit refuses;
+	// byCode overrides it for some error codes.
+	reason string
+	byCode map[string]string
+}
+
+// admissionSteps are the steps of every proxied request, in order.
+func (g *Gateway) admissionSteps() []step {
+	return []step{
+		{name: "auth", admit: g.admitKey, reason: reasonAuth,
+			byCode: map[string]string{llmflow.ERATELIMIT: reasonAuthLimited}},
+		{name: "key_state", admit: g.admitKeyState, reason: reasonDisabled},
+		{name: "request", admit: g.admitRequest, reason: reasonBadRequest,
+			byCode: map[string]string{llmflow.ETOOLARGE: reasonTooLarge}},
+		{name: "model", admit: g.admitModel, reason: reasonModel},
+		{name: "queue", admit: g.admitQueue, release: g.releaseQueue, reason: reasonQueue},
+		{name: "fair_share", admit: g.admitFairShare, release: g.releaseFairShare, reason: reasonQueue},
+	}
+}
+
+// errClientGone is returned by admit when the client left while a step
+// waited: there is nobody to answer.
+var errClientGone = errors.New("client gone during admission")
+
+// admit runs the admission steps for x. When one refuses, the steps taken
+// are released, the denial is counted, and its error returned.
+func (g *Gateway) admit(ctx context.Context, x *exchange) error {
+	for i := range g.steps {
+		s := &g.steps[i]
+		if err := s.admit(ctx, x); err != nil {
+			g.release(x)
+			if x.r.Context().Err() != nil {
+				return errClientGone
+			}
+			reason := s.reason
+			if r, ok := s.byCode[llmflow.ErrorCode(err)]; ok {
+				reason = r
+			}
+			g.m.denied.WithLabelValues(reason).Inc()
+			return err
+		}
+		x.taken = i + 1
+	}
+	return nil
+}
+
+// release gives back, in reverse order, what the steps taken for x hold.
+func (g *Gateway) release(x *exchange) {
+	for i := x.taken - 1; i >= 0; i-- {
+		if r := g.steps[i].release; r != nil {
+			r(x)
+		}
+	}
+	x.taken = 0
+}
+
+// admitKey authenticates the client key.
+func (g *Gateway) admitKey(ctx context.Context, x *exchange) error {
+	ck, err := g.auth.authenticate(ctx, x.r.Header.Get("Authorization"), x.r.RemoteAddr, x.start)
+	if err != nil {
+		return err
+	}
+	x.key = &ck.key
+	return nil
+}
+
+// admitKeyState refuses a key whose team, organisation or project is
+// disabled in the tree served now, and places the key in that tree.
+func (g *Gateway) admitKeyState(_ context.Context, x *exchange) error {
+	x.view = g.accts.Load()
+	x.org = x.view.orgOf(x.key)
+	if x.view.disabled(x.key) {
+		return llmflow.Errorf(llmflow.EFORBIDDEN, "the key's team %q (or its organisation or project) is disabled", x.key.Team)
+	}
+	return nil
+}
+
+// admitRequest reads and checks the body.
+func (g *Gateway) admitRequest(_ context.Context, x *exchange) error {
+	body, err := readBody(x.r, g.cfg.Limits.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	x.rq, err = parseRequest(body, x.ep)
+	return err
+}
+
+// admitModel routes the request's model; a model the pool's engines do
+// not serve on this endpoint is as unknown as one that does not exist.
+func (g *Gateway) admitModel(_ context.Context, x *exchange) error {
+	rt := g.routes[x.rq.model]
+	if rt == nil || !rt.pool.engine.Serves(x.ep) {
+		e := llmflow.Errorf(llmflow.ENOTFOUND, "the model %q does not exist or you do not have access to it", x.rq.model)
+		e.Param = "model"
+		return e
+	}
+	x.rt = rt
+	return nil
+}
+
+// admitQueue waits for a slot of the pool's gateway-side queue, when the
+// pool has one (engines without a priority scheduler).
+func (g *Gateway) admitQueue(ctx context.Context, x *exchange) error {
+	q := x.rt.pool.queue
+	if q == nil {
+		return nil
+	}
+	if err := q.acquire(ctx, queueKey{org: x.org, team: x.key.Team, project: x.key.Project, class: x.rt.class}, g.now); err != nil {
+		return err
+	}
+	x.queued = true
+	return nil
+}
+
+func (g *Gateway) releaseQueue(x *exchange) {
+	if x.queued {
+		x.rt.pool.queue.release()
+		x.queued = false
+	}
+}
+
+// admitFairShare takes the request's fair-share priority (and its place
+// within or over the reservations).
+func (g *Gateway) admitFairShare(_ context.Context, x *exchange) error {
+	x.ticket = x.rt.pool.fs.Admit(fairshare.Path{Org: x.org, Team: x.key.Team, Project: x.key.Project}, x.rt.class)
+	return nil
+}
+
+// releaseFairShare gives the place back and charges the request's cost,
+// known by then (finish computes it first).
+func (g *Gateway) releaseFairShare(x *exchange) {
+	x.rt.pool.fs.Done(x.ticket, x.rec.GPUHours, x.end)
+	x.ticket = fairshare.Ticket{}
+}
+
+// readBody reads the whole body, refusing more than limit bytes.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	b, err := readAll(r.Body, r.ContentLength, limit)
+	switch {
+	case errors.Is(err, errTooLong):
+		return nil, llmflow.Errorf(llmflow.ETOOLARGE, "request body larger than %d bytes", limit)
+	case err != nil:
+		return nil, &llmflow.Error{Code: llmflow.EINVALID, Message: "could not read the request body", Err: err}
+	}
+	return b, nil
+}

@@ -206,7 +206,7 @@ type NotWrittenError struct {
 }
 
 func (e *NotWrittenError) Error() string {
-	return fmt.Sprintf("accounting: %d records not written: %v", e.Records, e.Err)
+	return fmt.Sprintf("%d accounting records not written: %v", e.Records, e.Err)
 }
 
 func (e *NotWrittenError) Unwrap() error { return e.Err }

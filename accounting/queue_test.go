@@ -83,18 +83,6 @@ func (f *fakeWriter) batchSizes() []int {
 
 func rec(i int) llmflow.Record { return llmflow.Record{RequestID: fmt.Sprintf("r%d", i)} }
 
-// waitFor polls cond until it holds, or fails the test after 5 seconds.
-func waitFor(tb testing.TB, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatal("condition not met after 5s")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // logCounter is a slog handler that counts records per level.
 type logCounter struct {
 	mu     sync.Mutex

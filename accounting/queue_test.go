@@ -23,9 +23,9 @@ type fakeWriter struct {
 	sleep   time.Duration // per write
 	fail    atomic.Bool
 
-	calls    atomic.Int64 // WriteRecords calls
-	active   atomic.Int64 // calls running now
-	canceled atomic.Int64 // calls that returned because ctx ended
+	calls    atomic.Int64  // WriteRecords calls
+	active   atomic.Int64  // calls running now
+	canceled atomic.Int64  // calls that returned because ctx ended
 	started  chan struct{} // when non-nil, receives once per call (non-blocking)
 
 	mu       sync.Mutex

@@ -43,7 +43,9 @@ const (
 // Options configure a Queue. The zero value works.
 type Options struct {
 	// QueueSize bounds the records held, waiting or being written;
-	// beyond it Enqueue drops and counts. 0 = DefaultQueueSize.
+	// beyond it Enqueue drops and counts. 0 = DefaultQueueSize. The two
+	// buffers the queue swaps grow to at most QueueSize records each and
+	// are reused, so memory stays flat.
 	QueueSize int
 	// BatchSize is the most records written at once, and the number
 	// waiting that wakes the writer before its flush interval. It is at

@@ -3,137 +3,73 @@ package gateway
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
-	"sync/atomic"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/accounting"
 )
 
-// blockingWriter holds every write until release is closed.
-type blockingWriter struct {
-	release chan struct{}
-	fail    atomic.Bool
-	calls   atomic.Int64
-	mu      sync.Mutex
-	got     []llmflow.Record
+// stuckRecords is a store whose writes hang until their context ends, or
+// fail at once when fail is set.
+type stuckRecords struct {
+	fail    bool
+	started chan struct{}
 }
 
-func (b *blockingWriter) WriteRecords(ctx context.Context, recs []llmflow.Record) error {
-	b.calls.Add(1)
-	select {
-	case <-b.release:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	if b.fail.Load() {
+func (s *stuckRecords) WriteRecords(ctx context.Context, _ []llmflow.Record) error {
+	if s.fail {
 		return errors.New("disk full")
 	}
-	b.mu.Lock()
-	b.got = append(b.got, recs...)
-	b.mu.Unlock()
-	return nil
+	select {
+	case s.started <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return ctx.Err()
 }
 
-func rec(i int) llmflow.Record { return llmflow.Record{RequestID: fmt.Sprintf("r%d", i)} }
-
-func TestRecorder_BatchesAndDrains(t *testing.T) {
-	w := &blockingWriter{release: make(chan struct{})}
-	close(w.release)
-	r := NewRecorder(w, 1000, 10, time.Hour, nil)
-	for i := range 95 {
-		if !r.Enqueue(rec(i)) {
-			t.Fatal("dropped with room in the queue")
+// The gateway's accounting queue reports failed batches to the metrics
+// (OnWrite, set at construction), and Close bounded by a context cancels
+// a hung store write and says how many records were not written.
+func TestGateway_Accounting(t *testing.T) {
+	t.Run("ErrWriteCounted", func(t *testing.T) {
+		up := newRecordingUpstream(t, nil)
+		e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) { o.Records = &stuckRecords{fail: true} })
+		resp := e.post(t, "/v1/chat/completions", `{"model":"m","messages":[]}`)
+		resp.Body.Close()
+		waitFor(t, func() bool { _, failed, _ := e.gw.Recorder().Counts(); return failed == 1 })
+		req, _ := http.NewRequest("GET", e.srv.URL+"/metrics", nil)
+		resp, err := e.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := r.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	written, failed, dropped := r.Counts()
-	if written != 95 || failed != 0 || dropped != 0 || len(w.got) != 95 {
-		t.Fatalf("written %d failed %d dropped %d stored %d, want 95 written and stored", written, failed, dropped, len(w.got))
-	}
-	if c := w.calls.Load(); c != 10 {
-		t.Errorf("%d writes for 95 records in batches of 10, want 10", c)
-	}
-}
-
-func TestRecorder_FlushInterval(t *testing.T) {
-	w := &blockingWriter{release: make(chan struct{})}
-	close(w.release)
-	r := NewRecorder(w, 100, 50, 10*time.Millisecond, nil)
-	defer r.Close(context.Background())
-	r.Enqueue(rec(1))
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if written, _, _ := r.Counts(); written == 1 {
-			return
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), "llmflow_accounting_failed_total 1\n") {
+			t.Errorf("metrics do not count the failed record:\n%s", b)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("a partial batch was not written after the flush interval")
+	})
+	t.Run("CloseCancelsHungWrite", func(t *testing.T) {
+		up := newRecordingUpstream(t, nil)
+		st := &stuckRecords{started: make(chan struct{}, 1)}
+		e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) { o.Records = st })
+		resp := e.post(t, "/v1/chat/completions", `{"model":"m","messages":[]}`)
+		resp.Body.Close()
+		<-st.started // flush_interval is 10ms
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		err := e.gw.Close(ctx)
+		var nw *accounting.NotWrittenError
+		if !errors.As(err, &nw) || nw.Records != 1 || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Close: %v, want 1 record not written, deadline exceeded", err)
 		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-func TestRecorder_FullQueueDropsAndCounts(t *testing.T) {
-	w := &blockingWriter{release: make(chan struct{})}
-	r := NewRecorder(w, 4, 1, time.Millisecond, nil)
-	// the writer takes one record and blocks; four more fill the queue
-	r.Enqueue(rec(0))
-	waitFor(t, func() bool { return w.calls.Load() == 1 })
-	queued := 0
-	for i := 1; i <= 10; i++ {
-		if r.Enqueue(rec(i)) {
-			queued++
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("Close took %v with a 50ms context", d)
 		}
-	}
-	if queued != 4 {
-		t.Errorf("%d queued, want 4 (the queue size)", queued)
-	}
-	if _, _, dropped := r.Counts(); dropped != 6 {
-		t.Errorf("dropped %d, want 6", dropped)
-	}
-	close(w.release)
-	r.Close(context.Background())
-	if written, _, _ := r.Counts(); written != 5 {
-		t.Errorf("written %d, want 5", written)
-	}
-}
-
-func TestRecorder_FailedBatchRetriedOnceThenCounted(t *testing.T) {
-	w := &blockingWriter{release: make(chan struct{})}
-	close(w.release)
-	w.fail.Store(true)
-	var failedSeen atomic.Int64
-	r := NewRecorder(w, 10, 3, time.Hour, nil)
-	r.OnWrite = func(_, failed int) { failedSeen.Add(int64(failed)) }
-	for i := range 3 {
-		r.Enqueue(rec(i))
-	}
-	r.Close(context.Background())
-	written, failed, _ := r.Counts()
-	if written != 0 || failed != 3 || failedSeen.Load() != 3 {
-		t.Errorf("written %d failed %d (seen %d), want 0 and 3", written, failed, failedSeen.Load())
-	}
-	if c := w.calls.Load(); c != 2 {
-		t.Errorf("%d write attempts, want 2 (one retry)", c)
-	}
-}
-
-func TestRecorder_CloseBoundedByContext(t *testing.T) {
-	w := &blockingWriter{release: make(chan struct{})}
-	r := NewRecorder(w, 10, 1, time.Millisecond, nil)
-	r.timeout = time.Hour
-	r.Enqueue(rec(0))
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	if err := r.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Close with a stuck writer: %v, want deadline exceeded", err)
-	}
-	close(w.release)
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -28,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/accounting"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/engine"
 	"github.com/go-llmflow/llmflow/fairshare"
@@ -99,7 +101,7 @@ type Options struct {
 type Gateway struct {
 	cfg        *config.Config
 	keys       KeyStore
-	rec        *Recorder
+	rec        *accounting.Queue
 	usage      ShareUsageStore
 	accts      atomic.Pointer[accountView]
 	syncs      SyncHistory
@@ -192,11 +194,14 @@ func New(o Options) (*Gateway, error) {
 	g.reg.MustRegister(newShareCollector(g))
 	g.metricsHandler = promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)})
 	if o.Records != nil {
-		g.rec = NewRecorder(o.Records, g.cfg.Store.QueueSize, g.cfg.Store.BatchSize, g.cfg.Store.FlushInterval, g.log)
-		g.rec.OnWrite = func(written, failed int) {
-			g.m.acctWritten.Add(float64(written))
-			g.m.acctFailed.Add(float64(failed))
-		}
+		g.rec = accounting.New(o.Records, accounting.Options{
+			QueueSize: g.cfg.Store.QueueSize, BatchSize: g.cfg.Store.BatchSize, FlushInterval: g.cfg.Store.FlushInterval,
+			OnWrite: func(written, failed int) {
+				g.m.acctWritten.Add(float64(written))
+				g.m.acctFailed.Add(float64(failed))
+			},
+			Log: g.log,
+		})
 	}
 	g.health = &healthChecker{
 		userAgent: g.userAgent[0],
@@ -430,19 +435,20 @@ func (g *Gateway) Close(ctx context.Context) error {
 		g.cancel()
 		<-g.done
 	}
+	var errs []error
 	if err := g.saveUsage(ctx); err != nil {
-		return fmt.Errorf("save fair-share usage: %w", err)
+		errs = append(errs, fmt.Errorf("save fair-share usage: %w", err))
 	}
 	if g.rec != nil {
 		if err := g.rec.Close(ctx); err != nil {
-			return fmt.Errorf("drain accounting queue: %w", err)
+			errs = append(errs, fmt.Errorf("drain accounting queue: %w", err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Recorder returns the accounting queue (nil without a record writer).
-func (g *Gateway) Recorder() *Recorder { return g.rec }
+func (g *Gateway) Recorder() *accounting.Queue { return g.rec }
 
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -126,60 +125,4 @@ func isConnError(err error) bool {
 		return false
 	}
 	return true
-}
-
-// healthChecker probes every backend's health path on an interval.
-type healthChecker struct {
-	userAgent string
-	backends  []*backend
-	client    func(b *backend) http.RoundTripper
-	cfg       config.Health
-	now       func() time.Time
-	onChange  func(b *backend, healthy bool)
-}
-
-// run probes until ctx ends. A failed probe marks the engine down for the
-// cooldown; a successful one clears a mark left by passive failures.
-func (h *healthChecker) run(ctx context.Context) {
-	t := time.NewTicker(h.cfg.Interval)
-	defer t.Stop()
-	for {
-		for _, b := range h.backends {
-			h.probe(ctx, b)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-func (h *healthChecker) probe(ctx context.Context, b *backend) {
-	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base+h.cfg.Path, nil)
-	if err != nil {
-		return
-	}
-	req.Header.Set("User-Agent", h.userAgent)
-	resp, err := h.client(b).RoundTrip(req)
-	ok := err == nil && resp.StatusCode == http.StatusOK
-	if err == nil {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		resp.Body.Close()
-	}
-	if ctx.Err() != nil && err != nil && errors.Is(err, context.Canceled) {
-		return // shutting down
-	}
-	now := h.now()
-	was := b.up(now)
-	if ok {
-		b.downUntil.Store(0)
-	} else {
-		b.markDown(now, h.cfg.Cooldown)
-	}
-	if h.onChange != nil && was != ok {
-		h.onChange(b, ok)
-	}
 }

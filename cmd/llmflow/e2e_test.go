@@ -36,6 +36,7 @@ type e2e struct {
 	dbPath string
 	dir    string // holds master.key
 	stop   func() // shuts the gateway down and waits (accounting drained)
+	gw     *gateway.Gateway
 }
 
 func startE2E(t *testing.T) *e2e {
@@ -88,6 +89,7 @@ store {
 			_, e.key, err = gw.CreateKey(ctx,
 				gateway.KeyRequest{Team: "lab-nlp", Name: "e2e"}, gateway.Principal{Name: "t", Role: gateway.RoleProxyAdmin})
 			e.base = "http://" + addr
+			e.gw = gw
 			close(readyc)
 		})
 	}()
@@ -114,6 +116,23 @@ store {
 	}
 	t.Cleanup(e.stop)
 	return e
+}
+
+// waitWritten waits until the gateway has written n accounting records
+// to its store, failing the test after 10 seconds.
+func (e *e2e) waitWritten(t *testing.T, n uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		written, failed, dropped := e.gw.Recorder().Counts()
+		if written >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d accounting records written after 10s, want %d (failed %d, dropped %d)", written, n, failed, dropped)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (e *e2e) records(t *testing.T) []llmflow.Record {

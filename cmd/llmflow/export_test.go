@@ -27,8 +27,9 @@ func TestExportAndSpend(t *testing.T) {
 	}
 	from := time.Now().UTC().Add(-time.Hour).Format(time.RFC3339)
 	to := time.Now().UTC().Add(2 * time.Hour).Format(time.RFC3339)
-	// the admin API answers while the gateway runs (records flushed in 20ms)
-	time.Sleep(100 * time.Millisecond)
+	// the admin API answers while the gateway runs, once the records are
+	// written (flush_interval is 20ms)
+	e.waitWritten(t, 3)
 	req, _ := http.NewRequest("GET", e.base+"/admin/spend?from="+from+"&to="+to+"&group_by=org,team,model&format=parsable2", nil)
 	req.Header.Set("Authorization", "Bearer master-e2e")
 	resp, err := http.DefaultClient.Do(req)

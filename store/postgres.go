@@ -5,7 +5,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -314,7 +313,7 @@ func (s *Postgres) KeyByID(ctx context.Context, id string) (llmflow.Key, error) 
 // Revoked keys are included only with f.IncludeRevoked. It returns nil
 // when nothing matches.
 func (s *Postgres) ListKeys(ctx context.Context, f llmflow.KeyFilter) ([]llmflow.Key, error) {
-	q, args := listKeysQuery(f, func(n int) string { return "$" + strconv.Itoa(n) })
+	q, args := postgresDialect.listKeysQuery(f)
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", err)
@@ -570,20 +569,24 @@ func (s *Postgres) PurgeRecords(ctx context.Context, before time.Time) (int64, e
 // Rollups returns the hourly rollups of the hours starting in [from, to),
 // selected and grouped by f, ordered by hour then the kept dimensions. It
 // reads rollups only, never raw records.
-func (s *Postgres) Rollups(ctx context.Context, from, to time.Time, f RollupFilter) ([]llmflow.Rollup, error) {
+func (s *Postgres) Rollups(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error) {
 	return s.rollups(ctx, false, from, to, f)
 }
 
 // RollupsByTag is Rollups per tag: a request with several tags counts once
 // under each distinct tag, a request without tags under the tag "".
-func (s *Postgres) RollupsByTag(ctx context.Context, from, to time.Time, f RollupFilter) ([]llmflow.Rollup, error) {
+func (s *Postgres) RollupsByTag(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error) {
 	return s.rollups(ctx, true, from, to, f)
 }
 
-func (s *Postgres) rollups(ctx context.Context, byTag bool, from, to time.Time, f RollupFilter) ([]llmflow.Rollup, error) {
-	q, args, err := rollupQuery(byTag, f, pgBound(from), pgBound(to),
-		func(n int) string { return fmt.Sprintf("$%d", n) }, "NULL::timestamptz",
-		func(c string) string { return "sum(" + c + ")::bigint" }, false)
+// Spend returns the rollups f selects: from RollupsByTag when f needs the
+// tags (llmflow.RollupFilter.NeedsTags), from Rollups otherwise.
+func (s *Postgres) Spend(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error) {
+	return s.rollups(ctx, f.NeedsTags(), from, to, f)
+}
+
+func (s *Postgres) rollups(ctx context.Context, byTag bool, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error) {
+	q, args, err := postgresDialect.rollupQuery(byTag, f, from, to)
 	if err != nil {
 		return nil, err
 	}

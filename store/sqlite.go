@@ -234,8 +234,6 @@ func (s *SQLite) Close() error {
 	return s.closeErr
 }
 
-const keyColumns = `id, hash, hint, name, org, team, project, owner, rpm, tpm, max_inflight, tags, created_at, revoked_at`
-
 // CreateKey stores k. It fails with ECONFLICT when a key with the same ID
 // or the same Hash exists (revoked or not), and with EINVALID when k.ID is
 // empty.
@@ -295,7 +293,7 @@ func (s *SQLite) KeyByID(ctx context.Context, id string) (llmflow.Key, error) {
 // Revoked keys are included only with f.IncludeRevoked. It returns nil
 // when nothing matches.
 func (s *SQLite) ListKeys(ctx context.Context, f llmflow.KeyFilter) ([]llmflow.Key, error) {
-	q, args := listKeysQuery(f, func(int) string { return "?" })
+	q, args := sqliteDialect.listKeysQuery(f)
 
 	rows, err := s.read.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -610,17 +608,6 @@ func sqliteCode(err error) int {
 // range comparisons, no time zone or text format to parse.
 
 func toMicros(t time.Time) int64 { return t.UnixMicro() }
-
-// ceilMicros rounds t up to the next microsecond, so that for a stored
-// time us (whole microseconds) us >= ceilMicros(t) exactly when the stored
-// time is at or after t.
-func ceilMicros(t time.Time) int64 {
-	us := t.UnixMicro()
-	if t.Nanosecond()%1000 != 0 {
-		us++
-	}
-	return us
-}
 
 func nullMicros(t time.Time) sql.NullInt64 {
 	if t.IsZero() {

@@ -44,20 +44,25 @@ func (s *SQLite) PurgeRecords(ctx context.Context, before time.Time) (int64, err
 // (org, team, project, key, owner, model, pool). It reads rollups only,
 // never raw records, so it answers the same after PurgeRecords. Bounds are
 // meant to be whole hours: a from of 10:30 starts at the 11:00 hour.
-func (s *SQLite) Rollups(ctx context.Context, from, to time.Time, f RollupFilter) ([]llmflow.Rollup, error) {
+func (s *SQLite) Rollups(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error) {
 	return s.rollups(ctx, false, from, to, f)
 }
 
 // RollupsByTag is Rollups per tag: a request with several tags counts once
 // under each distinct tag, a request without tags under the tag "". Rows
 // are ordered by hour, then tag, then the other kept dimensions.
-func (s *SQLite) RollupsByTag(ctx context.Context, from, to time.Time, f RollupFilter) ([]llmflow.Rollup, error) {
+func (s *SQLite) RollupsByTag(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error) {
 	return s.rollups(ctx, true, from, to, f)
 }
 
-func (s *SQLite) rollups(ctx context.Context, byTag bool, from, to time.Time, f RollupFilter) ([]llmflow.Rollup, error) {
-	q, args, err := rollupQuery(byTag, f, ceilMicros(from), ceilMicros(to),
-		func(int) string { return "?" }, "NULL", func(c string) string { return "sum(" + c + ")" }, true)
+// Spend returns the rollups f selects: from RollupsByTag when f needs the
+// tags (llmflow.RollupFilter.NeedsTags), from Rollups otherwise.
+func (s *SQLite) Spend(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error) {
+	return s.rollups(ctx, f.NeedsTags(), from, to, f)
+}
+
+func (s *SQLite) rollups(ctx context.Context, byTag bool, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error) {
+	q, args, err := sqliteDialect.rollupQuery(byTag, f, from, to)
 	if err != nil {
 		return nil, err
 	}

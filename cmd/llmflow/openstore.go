@@ -19,8 +19,8 @@ type appStore interface {
 	gateway.Pinger
 	gateway.ShareUsageStore
 	accountStore
-	Rollups(ctx context.Context, from, to time.Time, f store.RollupFilter) ([]llmflow.Rollup, error)
-	RollupsByTag(ctx context.Context, from, to time.Time, f store.RollupFilter) ([]llmflow.Rollup, error)
+	Rollups(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)
+	RollupsByTag(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)
 	PurgeRecords(ctx context.Context, before time.Time) (int64, error)
 	Close() error
 }
@@ -28,7 +28,7 @@ type appStore interface {
 // spend returns the rollups of [from, to) summed per group: per tag (a
 // request counts once under each of its tags) when groupBy has "tag".
 func spend(ctx context.Context, db appStore, from, to time.Time, groupBy []string) ([]llmflow.Rollup, error) {
-	f := store.RollupFilter{GroupBy: groupBy, Total: true}
+	f := llmflow.RollupFilter{GroupBy: groupBy, Total: true}
 	if slices.Contains(groupBy, "tag") {
 		return db.RollupsByTag(ctx, from, to, f)
 	}

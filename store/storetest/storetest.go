@@ -29,7 +29,6 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
-	"github.com/go-llmflow/llmflow/store"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -68,10 +67,10 @@ type Store interface {
 	// [from, to), selected and grouped by f, ordered by hour then the kept
 	// dimensions. They are maintained by WriteRecords, count each
 	// RequestID once and survive PurgeRecords.
-	Rollups(ctx context.Context, from, to time.Time, f store.RollupFilter) ([]llmflow.Rollup, error)
+	Rollups(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)
 	// RollupsByTag is Rollups per tag: a request counts once under each
 	// distinct tag, an untagged one under "".
-	RollupsByTag(ctx context.Context, from, to time.Time, f store.RollupFilter) ([]llmflow.Rollup, error)
+	RollupsByTag(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error
 	// Close releases the store; a second call returns without harm.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/reports"
 )
 
@@ -48,7 +49,7 @@ func exportCmd(e *env) *cobra.Command {
 				return err
 			}
 			defer db.Close()
-			rows, err := spend(cmd.Context(), db, f, t, dims)
+			rows, err := db.Spend(cmd.Context(), f, t, llmflow.RollupFilter{GroupBy: dims, Total: true})
 			if err != nil {
 				return err
 			}

@@ -564,6 +564,60 @@ func testRollupsInvalid(t *testing.T, s Store) {
 	}
 }
 
+// testRollupsSpend checks that Spend reads the per-tag rollups exactly
+// when the filter needs the tags, and the plain rollups otherwise.
+func testRollupsSpend(t *testing.T, s Store) {
+	rec := func(id, org string, tags ...string) llmflow.Record {
+		return llmflow.Record{RequestID: id, Time: hour0.Add(time.Minute), Org: org, GPUHours: 1, Tags: tags}
+	}
+	mustWrite(t, s, []llmflow.Record{
+		rec("r1", "o1", "a", "b"),
+		rec("r2", "o1", "b"),
+		rec("r3", "o2"),
+	})
+	from, to := hour0, hour0.Add(time.Hour)
+	for _, f := range []llmflow.RollupFilter{
+		{GroupBy: []string{"org"}, Total: true},
+		{GroupBy: []string{"org", "tag"}, Total: true},
+		{GroupBy: []string{"tag"}},
+		{Tag: "b", Total: true},
+		{Org: "o1", Tag: "a", GroupBy: []string{"org"}, Total: true},
+		{},
+	} {
+		got, err := s.Spend(t.Context(), from, to, f)
+		if err != nil {
+			t.Fatalf("Spend(%+v): %v", f, err)
+		}
+		var want []llmflow.Rollup
+		if f.NeedsTags() {
+			want = mustRollupsByTag(t, s, from, to, f)
+		} else {
+			want = mustRollups(t, s, from, to, f)
+		}
+		if diff := gocmp.Diff(want, got); diff != "" {
+			t.Errorf("Spend(%+v) (-want +got):\n%s", f, diff)
+		}
+	}
+	// Grouped without tags, each request counts once; by tag, once under
+	// each of its tags.
+	org, err := s.Spend(t.Context(), from, to, llmflow.RollupFilter{GroupBy: []string{"org"}, Total: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(org) != 2 || org[0].Requests != 2 || org[1].Requests != 1 {
+		t.Errorf("Spend by org = %+v, want o1: 2, o2: 1", org)
+	}
+	tag, err := s.Spend(t.Context(), from, to, llmflow.RollupFilter{GroupBy: []string{"tag"}, Total: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tag) != 3 || tag[0].Tag != "" || tag[1].Tag != "a" || tag[2].Tag != "b" || tag[2].Requests != 2 {
+		t.Errorf("Spend by tag = %+v, want \"\": 1, a: 1, b: 2", tag)
+	}
+	_, err = s.Spend(t.Context(), from, to, llmflow.RollupFilter{GroupBy: []string{"bogus"}})
+	checkCode(t, err, llmflow.EINVALID)
+}
+
 // testRollupsConcurrent writes the same records from several goroutines
 // at once, each also with records of its own: whichever write wins, every
 // request is counted exactly once.

@@ -71,6 +71,8 @@ type Store interface {
 	// RollupsByTag is Rollups per tag: a request counts once under each
 	// distinct tag, an untagged one under "".
 	RollupsByTag(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)
+	// Spend is RollupsByTag when f.NeedsTags, Rollups otherwise.
+	Spend(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error
 	// Close releases the store; a second call returns without harm.
@@ -139,6 +141,7 @@ func Run(t *testing.T, open func(t *testing.T) Store) {
 		t.Run("GroupBy", func(t *testing.T) { testRollupsGroupBy(t, open(t)) })
 		t.Run("Filters", func(t *testing.T) { testRollupsFilters(t, open(t)) })
 		t.Run("ErrInvalid", func(t *testing.T) { testRollupsInvalid(t, open(t)) })
+		t.Run("Spend", func(t *testing.T) { testRollupsSpend(t, open(t)) })
 		t.Run("ConcurrentDuplicates", func(t *testing.T) { testRollupsConcurrent(t, open(t)) })
 	})
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open(t)) })

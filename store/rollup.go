@@ -23,15 +23,6 @@ var rollupColumns = []struct{ dim, col string }{
 	{llmflow.DimPool, "pool"},
 }
 
-// hourMicros is the length of an hour in microseconds.
-const hourMicros = int64(time.Hour / time.Microsecond)
-
-// hourOf returns the start of the UTC hour holding t, in unix microseconds
-// (floored also before 1970).
-func hourOf(us int64) int64 {
-	return us - ((us%hourMicros)+hourMicros)%hourMicros
-}
-
 // rollupQuery builds, in d's SQL, the SELECT of Rollups (byTag false:
 // table rollups) or RollupsByTag (table rollups_by_tag) over the hours
 // starting in [from, to). It selects, in this order: hour (d.nullHour when

@@ -9,36 +9,6 @@ import (
 	"github.com/go-llmflow/llmflow"
 )
 
-// purgeChunk is how many records one purge transaction deletes: a large
-// purge goes in steps, so that accounting writes interleave with it
-// instead of waiting for the whole of it.
-const purgeChunk = 10000
-
-// PurgeRecords deletes the raw records with Time < before and returns how
-// many it deleted. The rollups stay: reports over the purged range are
-// unchanged. It deletes in steps of its own transactions; a purge stopped
-// by ctx keeps what it deleted so far (and returns that count with the
-// error).
-func (s *SQLite) PurgeRecords(ctx context.Context, before time.Time) (int64, error) {
-	var total int64
-	bound := ceilMicros(before)
-	for {
-		res, err := s.write.ExecContext(ctx, `DELETE FROM records WHERE rowid IN (
-	SELECT rowid FROM records WHERE time < ? ORDER BY time LIMIT ?)`, bound, purgeChunk)
-		if err != nil {
-			return total, fmt.Errorf("purge records: %w", err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return total, fmt.Errorf("purge records: %w", err)
-		}
-		total += n
-		if n < purgeChunk {
-			return total, nil
-		}
-	}
-}
-
 // Rollups returns the hourly rollups of the hours starting in [from, to),
 // selected and grouped by f, ordered by hour then the kept dimensions
 // (org, team, project, key, owner, model, pool). It reads rollups only,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -67,7 +68,7 @@ func exportCmd(e *env) *cobra.Command {
 	fl.StringP("config", "c", "", "configuration file (LLMFLOW_CONFIG)")
 	fl.StringVar(&from, "from", "", "start (inclusive): 2026-10-01 or an RFC 3339 time")
 	fl.StringVar(&to, "to", "", "end (exclusive)")
-	fl.StringVar(&groupBy, "group-by", "org,team", "comma-separated: org, team, project, key, owner, model, pool, tag")
+	fl.StringVar(&groupBy, "group-by", "org,team", "comma-separated: "+strings.Join(llmflow.RollupDimensions(), ", "))
 	fl.StringVar(&format, "format", "csv", "csv, json or parsable2")
 	fl.StringVarP(&output, "output", "o", "", "write to this file (atomically) instead of stdout")
 	cmd.MarkFlagRequired("from")

@@ -70,7 +70,7 @@ type Options struct {
 	SyncHistory SyncHistory
 	// Spend reads accounting rollups for GET /admin/spend and
 	// /admin/usage.csv; nil answers 503 there.
-	Spend SpendFunc
+	Spend SpendReader
 	// Accounts is the organisation tree; nil = Config.Accounts().
 	// SetAccounts replaces it while serving (a Slurm sync).
 	Accounts llmflow.Accounts
@@ -105,7 +105,7 @@ type Gateway struct {
 	usage      ShareUsageStore
 	accts      atomic.Pointer[accountView]
 	syncs      SyncHistory
-	spend      SpendFunc
+	spend      SpendReader
 	sync       *syncState
 	log        *slog.Logger
 	now        func() time.Time

@@ -10,9 +10,15 @@ import (
 	"github.com/go-llmflow/llmflow/reports"
 )
 
-// SpendFunc returns the accounting rollups of [from, to) summed per group
-// of groupBy (org, team, project, key, owner, model, pool, tag).
-type SpendFunc func(ctx context.Context, from, to time.Time, groupBy []string) ([]llmflow.Rollup, error)
+// SpendReader is what the gateway needs of a store for the spend routes.
+// The stores implement it.
+type SpendReader interface {
+	// Spend returns the accounting rollups of the hours starting in
+	// [from, to) that f selects, grouped by f.GroupBy: per tag, a request
+	// counting once under each of its tags, when f.NeedsTags. It fails with
+	// EINVALID for a dimension it does not know.
+	Spend(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)
+}
 
 // spendQuery reads from, to, group_by and format of a spend request.
 func spendQuery(r *http.Request, defGroup, defFormat string) (from, to time.Time, groupBy []string, format string, err error) {
@@ -66,7 +72,7 @@ func (g *Gateway) writeSpend(w http.ResponseWriter, r *http.Request, from, to ti
 	if g.spend == nil {
 		return llmflow.Errorf(llmflow.EUNAVAILABLE, "this gateway keeps no accounting store")
 	}
-	rows, err := g.spend(r.Context(), from, to, groupBy)
+	rows, err := g.spend.Spend(r.Context(), from, to, llmflow.RollupFilter{GroupBy: groupBy, Total: true})
 	if err != nil {
 		return err
 	}

@@ -13,23 +13,21 @@ import (
 	"github.com/go-llmflow/llmflow"
 )
 
-// SpendDimensions are the columns a spend report may be grouped by.
-var SpendDimensions = []string{"org", "team", "project", "key", "owner", "model", "pool", "tag"}
-
 // SpendFormats are the formats WriteSpend writes.
 var SpendFormats = []string{"json", "csv", "parsable2"}
 
-// ParseGroupBy checks a comma-separated group-by list; empty means
+// ParseGroupBy checks a comma-separated group-by list of rollup
+// dimensions (llmflow.RollupDimensions), in any case; empty means
 // "org,team".
 func ParseGroupBy(s string) ([]string, error) {
 	if strings.TrimSpace(s) == "" {
-		return []string{"org", "team"}, nil
+		return []string{llmflow.DimOrg, llmflow.DimTeam}, nil
 	}
 	var out []string
 	for _, d := range strings.Split(s, ",") {
 		d = strings.ToLower(strings.TrimSpace(d))
-		if !slices.Contains(SpendDimensions, d) {
-			return nil, fmt.Errorf("unknown group-by %q (one of %s)", d, strings.Join(SpendDimensions, ", "))
+		if !llmflow.IsRollupDimension(d) {
+			return nil, fmt.Errorf("unknown group-by %q (one of %s)", d, strings.Join(llmflow.RollupDimensions(), ", "))
 		}
 		if slices.Contains(out, d) {
 			return nil, fmt.Errorf("group-by %q given twice", d)
@@ -49,29 +47,6 @@ func ParseSpendTime(s string) (time.Time, error) {
 		}
 	}
 	return time.Time{}, fmt.Errorf("invalid time %q: use 2026-10-01 or 2026-10-01T00:00:00Z", s)
-}
-
-// spendField is a rollup's value for a dimension.
-func spendField(r llmflow.Rollup, dim string) string {
-	switch dim {
-	case "org":
-		return r.Org
-	case "team":
-		return r.Team
-	case "project":
-		return r.Project
-	case "key":
-		return r.KeyID
-	case "owner":
-		return r.Owner
-	case "model":
-		return r.Model
-	case "pool":
-		return r.Pool
-	case "tag":
-		return r.Tag
-	}
-	return ""
 }
 
 var spendColumns = []string{"requests", "prompt_tokens", "completion_tokens", "cached_tokens", "gpu_hours", "estimated_requests"}
@@ -115,7 +90,7 @@ func WriteSpend(w io.Writer, rows []llmflow.Rollup, groupBy []string, format str
 		for _, r := range rows {
 			x := row{}
 			for _, d := range groupBy {
-				x[d] = spendField(r, d)
+				x[d] = r.Dimension(d)
 			}
 			x["requests"], x["prompt_tokens"], x["completion_tokens"] = r.Requests, r.PromptTokens, r.CompletionTokens
 			x["cached_tokens"], x["gpu_hours"], x["estimated_requests"] = r.CachedTokens, r.GPUHours, r.EstimatedRequests
@@ -129,7 +104,7 @@ func WriteSpend(w io.Writer, rows []llmflow.Rollup, groupBy []string, format str
 		for _, r := range rows {
 			rec := make([]string, 0, len(groupBy)+len(spendColumns))
 			for _, d := range groupBy {
-				rec = append(rec, spendField(r, d))
+				rec = append(rec, r.Dimension(d))
 			}
 			cw.Write(append(rec, spendValues(r)...))
 		}
@@ -145,7 +120,7 @@ func WriteSpend(w io.Writer, rows []llmflow.Rollup, groupBy []string, format str
 		for _, r := range rows {
 			var cells []string
 			for _, d := range groupBy {
-				cells = append(cells, strings.ReplaceAll(spendField(r, d), "|", "_"))
+				cells = append(cells, strings.ReplaceAll(r.Dimension(d), "|", "_"))
 			}
 			b.WriteString(strings.Join(append(cells, spendValues(r)...), "|") + "\n")
 		}

@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/go-llmflow/llmflow"
-	"github.com/go-llmflow/llmflow/store"
 )
 
 // Benchmarks of the accounting path and of the monthly rollup queries.
@@ -89,20 +88,20 @@ var genMonth = time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
 const genKeys = 200
 
 // benchRollupQueries runs the monthly queries a report makes.
-func benchRollupQueries(b *testing.B, rollups, byTag func(ctx context.Context, from, to time.Time, f store.RollupFilter) ([]llmflow.Rollup, error), n int) {
+func benchRollupQueries(b *testing.B, rollups, byTag func(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error), n int) {
 	ctx := context.Background()
 	from, to := genMonth, genMonth.AddDate(0, 1, 0)
 	for _, q := range []struct {
 		name  string
 		byTag bool
-		f     store.RollupFilter
+		f     llmflow.RollupFilter
 	}{
-		{"OrgTeam", false, store.RollupFilter{GroupBy: []string{"org", "team"}, Total: true}},
-		{"ProjectOwner", false, store.RollupFilter{GroupBy: []string{"org", "team", "project", "owner"}, Total: true}},
-		{"PoolHourly", false, store.RollupFilter{GroupBy: []string{"pool"}}},
-		{"OneOrgByKeyModel", false, store.RollupFilter{Org: "org3", GroupBy: []string{"key", "model"}, Total: true}},
-		{"Tag", true, store.RollupFilter{GroupBy: []string{"tag"}, Total: true}},
-		{"TagOrg", true, store.RollupFilter{GroupBy: []string{"tag", "org"}, Total: true}},
+		{"OrgTeam", false, llmflow.RollupFilter{GroupBy: []string{"org", "team"}, Total: true}},
+		{"ProjectOwner", false, llmflow.RollupFilter{GroupBy: []string{"org", "team", "project", "owner"}, Total: true}},
+		{"PoolHourly", false, llmflow.RollupFilter{GroupBy: []string{"pool"}}},
+		{"OneOrgByKeyModel", false, llmflow.RollupFilter{Org: "org3", GroupBy: []string{"key", "model"}, Total: true}},
+		{"Tag", true, llmflow.RollupFilter{GroupBy: []string{"tag"}, Total: true}},
+		{"TagOrg", true, llmflow.RollupFilter{GroupBy: []string{"tag", "org"}, Total: true}},
 	} {
 		b.Run(q.name, func(b *testing.B) {
 			read := rollups

@@ -32,7 +32,19 @@
 //   - Text sorts by bytes (PostgreSQL columns are COLLATE "C"), whatever
 //     the locale.
 //
-// Schemas are versioned by numbered files under migrations/<dialect>/,
-// embedded in the binary and applied in order at open, each in its own
-// transaction, and tracked in schema_migrations(version, applied_at).
+// Schemas are versioned by numbered files under migrations/<backend>/
+// (sqlite, postgres), embedded in the binary and applied in order at open,
+// each in its own transaction, and tracked in
+// schema_migrations(version, applied_at).
+//
+// Files say which backend they belong to: sqlite*.go and postgres*.go hold
+// each backend's type and its methods, one file per concern (keys,
+// records, rollups, accounts, share usage). The code both share has no
+// prefix: the SQL built for either backend (keys.go, rollup.go) takes a
+// dialect (dialect.go), the one value per backend that says how its SQL
+// differs; records.go and migrate.go hold the rest.
+//
+// The rollup filter and its dimensions are the domain's
+// (llmflow.RollupFilter, llmflow.RollupDimensions); this package maps the
+// dimensions to its columns.
 package store

@@ -64,7 +64,7 @@ func loadMigrations(fsys fs.FS, dir string) ([]migration, error) {
 }
 
 // migrator is what the migration runner needs from a database. Each
-// implementation (SQLite over database/sql, later PostgreSQL over pgx) keeps
+// implementation (SQLite over database/sql, PostgreSQL over pgx) keeps
 // its own SQL dialect and its own locking; the runner keeps the ordering and
 // the version checks.
 type migrator interface {

@@ -23,7 +23,7 @@ func (s *Postgres) SaveShareUsage(ctx context.Context, pool string, at time.Time
 		b.Queue(`DELETE FROM share_usage WHERE pool = $1`, pool)
 		for _, u := range usage {
 			b.Queue(`INSERT INTO share_usage (pool, path, gpu_hours) VALUES ($1, $2, $3)
-ON CONFLICT (pool, path) DO UPDATE SET gpu_hours = EXCLUDED.gpu_hours`, pool, pathOrEmpty(u.Path), u.GPUHours)
+ON CONFLICT (pool, path) DO UPDATE SET gpu_hours = EXCLUDED.gpu_hours`, pool, nonNil(u.Path), u.GPUHours)
 		}
 		b.Queue(`INSERT INTO share_usage_saved (pool, saved_at) VALUES ($1, $2)
 ON CONFLICT (pool) DO UPDATE SET saved_at = EXCLUDED.saved_at`, pool, pgTime(at))

@@ -217,7 +217,7 @@ func TestPostgres_TwoStoresOneDatabase(t *testing.T) {
 			if byTag {
 				read = s.RollupsByTag
 			}
-			ru, err := read(t.Context(), base, base.Add(24*time.Hour), store.RollupFilter{Total: true, GroupBy: []string{"org"}})
+			ru, err := read(t.Context(), base, base.Add(24*time.Hour), llmflow.RollupFilter{Total: true, GroupBy: []string{"org"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -338,7 +338,7 @@ func TestPostgres_Reopen(t *testing.T) {
 	if err != nil || len(got) != 2 || got[0].Tags[0] != "x" {
 		t.Fatalf("records after reopen: %+v, %v", got, err)
 	}
-	ru, err := s.Rollups(t.Context(), created.Truncate(time.Hour), created.Add(time.Hour), store.RollupFilter{})
+	ru, err := s.Rollups(t.Context(), created.Truncate(time.Hour), created.Add(time.Hour), llmflow.RollupFilter{})
 	if err != nil || len(ru) != 1 || ru[0].Owner != "alice" || ru[0].Requests != 2 || !ru[0].Hour.Equal(created.Truncate(time.Hour)) {
 		t.Fatalf("rollups after reopen: %+v, %v", ru, err)
 	}

@@ -9,55 +9,30 @@ import (
 	"github.com/go-llmflow/llmflow"
 )
 
-// purgeChunk is how many records one purge transaction deletes: a large
-// purge goes in steps, so that accounting writes interleave with it
-// instead of waiting for the whole of it.
-const purgeChunk = 10000
-
-// PurgeRecords deletes the raw records with Time < before and returns how
-// many it deleted. The rollups stay: reports over the purged range are
-// unchanged. It deletes in steps of its own transactions; a purge stopped
-// by ctx keeps what it deleted so far (and returns that count with the
-// error).
-func (s *SQLite) PurgeRecords(ctx context.Context, before time.Time) (int64, error) {
-	var total int64
-	bound := ceilMicros(before)
-	for {
-		res, err := s.write.ExecContext(ctx, `DELETE FROM records WHERE rowid IN (
-	SELECT rowid FROM records WHERE time < ? ORDER BY time LIMIT ?)`, bound, purgeChunk)
-		if err != nil {
-			return total, fmt.Errorf("purge records: %w", err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return total, fmt.Errorf("purge records: %w", err)
-		}
-		total += n
-		if n < purgeChunk {
-			return total, nil
-		}
-	}
-}
-
 // Rollups returns the hourly rollups of the hours starting in [from, to),
 // selected and grouped by f, ordered by hour then the kept dimensions
 // (org, team, project, key, owner, model, pool). It reads rollups only,
 // never raw records, so it answers the same after PurgeRecords. Bounds are
 // meant to be whole hours: a from of 10:30 starts at the 11:00 hour.
-func (s *SQLite) Rollups(ctx context.Context, from, to time.Time, f RollupFilter) ([]llmflow.Rollup, error) {
+func (s *SQLite) Rollups(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error) {
 	return s.rollups(ctx, false, from, to, f)
 }
 
 // RollupsByTag is Rollups per tag: a request with several tags counts once
 // under each distinct tag, a request without tags under the tag "". Rows
 // are ordered by hour, then tag, then the other kept dimensions.
-func (s *SQLite) RollupsByTag(ctx context.Context, from, to time.Time, f RollupFilter) ([]llmflow.Rollup, error) {
+func (s *SQLite) RollupsByTag(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error) {
 	return s.rollups(ctx, true, from, to, f)
 }
 
-func (s *SQLite) rollups(ctx context.Context, byTag bool, from, to time.Time, f RollupFilter) ([]llmflow.Rollup, error) {
-	q, args, err := rollupQuery(byTag, f, ceilMicros(from), ceilMicros(to),
-		func(int) string { return "?" }, "NULL", func(c string) string { return "sum(" + c + ")" }, true)
+// Spend returns the rollups f selects: from RollupsByTag when f needs the
+// tags (llmflow.RollupFilter.NeedsTags), from Rollups otherwise.
+func (s *SQLite) Spend(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error) {
+	return s.rollups(ctx, f.NeedsTags(), from, to, f)
+}
+
+func (s *SQLite) rollups(ctx context.Context, byTag bool, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error) {
+	q, args, err := sqliteDialect.rollupQuery(byTag, f, from, to)
 	if err != nil {
 		return nil, err
 	}

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/reports"
 )
 
@@ -48,7 +50,7 @@ func exportCmd(e *env) *cobra.Command {
 				return err
 			}
 			defer db.Close()
-			rows, err := spend(cmd.Context(), db, f, t, dims)
+			rows, err := db.Spend(cmd.Context(), f, t, llmflow.RollupFilter{GroupBy: dims, Total: true})
 			if err != nil {
 				return err
 			}
@@ -66,7 +68,7 @@ func exportCmd(e *env) *cobra.Command {
 	fl.StringP("config", "c", "", "configuration file (LLMFLOW_CONFIG)")
 	fl.StringVar(&from, "from", "", "start (inclusive): 2026-10-01 or an RFC 3339 time")
 	fl.StringVar(&to, "to", "", "end (exclusive)")
-	fl.StringVar(&groupBy, "group-by", "org,team", "comma-separated: org, team, project, key, owner, model, pool, tag")
+	fl.StringVar(&groupBy, "group-by", "org,team", "comma-separated: "+strings.Join(llmflow.RollupDimensions(), ", "))
 	fl.StringVar(&format, "format", "csv", "csv, json or parsable2")
 	fl.StringVarP(&output, "output", "o", "", "write to this file (atomically) instead of stdout")
 	cmd.MarkFlagRequired("from")

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/go-llmflow/llmflow"
@@ -18,21 +17,12 @@ type appStore interface {
 	gateway.RecordWriter
 	gateway.Pinger
 	gateway.ShareUsageStore
+	gateway.SpendReader
 	accountStore
-	Rollups(ctx context.Context, from, to time.Time, f store.RollupFilter) ([]llmflow.Rollup, error)
-	RollupsByTag(ctx context.Context, from, to time.Time, f store.RollupFilter) ([]llmflow.Rollup, error)
+	Rollups(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)
+	RollupsByTag(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)
 	PurgeRecords(ctx context.Context, before time.Time) (int64, error)
 	Close() error
-}
-
-// spend returns the rollups of [from, to) summed per group: per tag (a
-// request counts once under each of its tags) when groupBy has "tag".
-func spend(ctx context.Context, db appStore, from, to time.Time, groupBy []string) ([]llmflow.Rollup, error) {
-	f := store.RollupFilter{GroupBy: groupBy, Total: true}
-	if slices.Contains(groupBy, "tag") {
-		return db.RollupsByTag(ctx, from, to, f)
-	}
-	return db.Rollups(ctx, from, to, f)
 }
 
 // Interface guards: both stores are app stores.

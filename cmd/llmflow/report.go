@@ -14,7 +14,6 @@ import (
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/reports"
-	"github.com/go-llmflow/llmflow/store"
 	"github.com/go-llmflow/llmflow/writeback"
 )
 
@@ -69,7 +68,7 @@ func reportCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rollups, err := db.Rollups(cmd.Context(), period.Start, period.End, store.RollupFilter{GroupBy: []string{"team", "project", "owner"}})
+			rollups, err := db.Rollups(cmd.Context(), period.Start, period.End, llmflow.RollupFilter{GroupBy: []string{"team", "project", "owner"}})
 			if err != nil {
 				return err
 			}

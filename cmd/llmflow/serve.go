@@ -14,7 +14,6 @@ import (
 	"github.com/robfig/cron/v3"
 	"github.com/spf13/cobra"
 
-	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/gateway"
 	"github.com/go-llmflow/llmflow/store"
@@ -88,9 +87,7 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	opts := gateway.Options{Config: cfg, Version: buildVersion(), Keys: db, Records: db, ShareUsage: db, Registry: reg, Log: log, SyncHistory: db,
-		Spend: func(ctx context.Context, from, to time.Time, groupBy []string) ([]llmflow.Rollup, error) {
-			return spend(ctx, db, from, to, groupBy)
-		}}
+		Spend: db}
 	var imp *slurmImport
 	if cfg.Slurm != nil {
 		if imp, err = newSlurmImport(ctx, cfg, db, log); err != nil {

@@ -20,7 +20,7 @@ import (
 // writebackStore is what the write-back reads from llmflow's store.
 type writebackStore interface {
 	Accounts(ctx context.Context) (llmflow.Accounts, error)
-	Rollups(ctx context.Context, from, to time.Time, f store.RollupFilter) ([]llmflow.Rollup, error)
+	Rollups(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)
 }
 
 var _ writebackStore = (*store.SQLite)(nil)
@@ -121,7 +121,7 @@ func runWriteback(cmd *cobra.Command, e *env, cfg *config.Config, db writebackSt
 	if tree == nil && cfg != nil { // never imported from Slurm: the configuration's, as llmflow report does
 		tree = cfg.Accounts().SlurmNames()
 	}
-	rollups, err := db.Rollups(ctx, from, to, store.RollupFilter{GroupBy: []string{"org", "team", "project", "owner"}})
+	rollups, err := db.Rollups(ctx, from, to, llmflow.RollupFilter{GroupBy: []string{"org", "team", "project", "owner"}})
 	if err != nil {
 		return fmt.Errorf("reading the rollups: %w", err)
 	}

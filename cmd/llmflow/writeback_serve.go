@@ -9,8 +9,8 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
-	"github.com/go-llmflow/llmflow/store"
 	"github.com/go-llmflow/llmflow/writeback"
 )
 
@@ -54,7 +54,7 @@ func startWriteback(ctx context.Context, cfg *config.Config, db appStore, log *s
 		}
 		var res writeback.Result
 		if err == nil {
-			rs, rerr := db.Rollups(ctx, from, to, store.RollupFilter{GroupBy: []string{"org", "team", "project", "owner"}})
+			rs, rerr := db.Rollups(ctx, from, to, llmflow.RollupFilter{GroupBy: []string{"org", "team", "project", "owner"}})
 			if err = rerr; err == nil {
 				res, err = w.Write(ctx, from, to, tree, rs, false)
 			}

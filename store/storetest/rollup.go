@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
-	"github.com/go-llmflow/llmflow/store"
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -83,7 +82,7 @@ func SortRollups(rs []llmflow.Rollup) {
 	})
 }
 
-func mustRollups(t *testing.T, s Store, from, to time.Time, f store.RollupFilter) []llmflow.Rollup {
+func mustRollups(t *testing.T, s Store, from, to time.Time, f llmflow.RollupFilter) []llmflow.Rollup {
 	t.Helper()
 	rs, err := s.Rollups(t.Context(), from, to, f)
 	if err != nil {
@@ -95,7 +94,7 @@ func mustRollups(t *testing.T, s Store, from, to time.Time, f store.RollupFilter
 	return rs
 }
 
-func mustRollupsByTag(t *testing.T, s Store, from, to time.Time, f store.RollupFilter) []llmflow.Rollup {
+func mustRollupsByTag(t *testing.T, s Store, from, to time.Time, f llmflow.RollupFilter) []llmflow.Rollup {
 	t.Helper()
 	rs, err := s.RollupsByTag(t.Context(), from, to, f)
 	if err != nil {
@@ -112,7 +111,7 @@ func mustRollupsByTag(t *testing.T, s Store, from, to time.Time, f store.RollupF
 func rollupRequests(t *testing.T, s Store, from, to time.Time) int {
 	t.Helper()
 	n := 0
-	for _, r := range mustRollups(t, s, from.Truncate(time.Hour), to, store.RollupFilter{Total: true}) {
+	for _, r := range mustRollups(t, s, from.Truncate(time.Hour), to, llmflow.RollupFilter{Total: true}) {
 		n += int(r.Requests)
 	}
 	return n
@@ -185,18 +184,18 @@ func testRollupsBasic(t *testing.T, s Store) {
 	mustWrite(t, s, rs[120:])
 
 	from, to := hour0.Add(-time.Hour), hour0.Add(24*time.Hour)
-	got := mustRollups(t, s, from, to, store.RollupFilter{})
+	got := mustRollups(t, s, from, to, llmflow.RollupFilter{})
 	if diff := gocmp.Diff(ExpectRollups(rs, owners, false, false), got, approx); diff != "" {
 		t.Errorf("Rollups (-want +got):\n%s", diff)
 	}
 	if len(got) < 20 {
 		t.Errorf("only %d rollups: the generated records are not varied enough", len(got))
 	}
-	gotTag := mustRollupsByTag(t, s, from, to, store.RollupFilter{})
+	gotTag := mustRollupsByTag(t, s, from, to, llmflow.RollupFilter{})
 	if diff := gocmp.Diff(ExpectRollups(rs, owners, true, false), gotTag, approx); diff != "" {
 		t.Errorf("RollupsByTag (-want +got):\n%s", diff)
 	}
-	total := mustRollups(t, s, from, to, store.RollupFilter{Total: true})
+	total := mustRollups(t, s, from, to, llmflow.RollupFilter{Total: true})
 	if diff := gocmp.Diff(ExpectRollups(rs, owners, false, true), total, approx); diff != "" {
 		t.Errorf("Rollups total (-want +got):\n%s", diff)
 	}
@@ -215,16 +214,16 @@ func testRollupsIdempotent(t *testing.T, s Store) {
 	rs := rollupRecords("r", 200, 3, alice, other)
 	from, to := hour0, hour0.Add(3*time.Hour)
 	mustWrite(t, s, rs[:100])
-	first := mustRollups(t, s, from, to, store.RollupFilter{})
-	firstTag := mustRollupsByTag(t, s, from, to, store.RollupFilter{})
+	first := mustRollups(t, s, from, to, llmflow.RollupFilter{})
+	firstTag := mustRollupsByTag(t, s, from, to, llmflow.RollupFilter{})
 
 	// The same batch again, whole and in parts: nothing changes, to the bit.
 	mustWrite(t, s, rs[:100])
 	mustWrite(t, s, rs[50:100])
-	if diff := gocmp.Diff(first, mustRollups(t, s, from, to, store.RollupFilter{})); diff != "" {
+	if diff := gocmp.Diff(first, mustRollups(t, s, from, to, llmflow.RollupFilter{})); diff != "" {
 		t.Errorf("Rollups changed by re-writing the batch (-before +after):\n%s", diff)
 	}
-	if diff := gocmp.Diff(firstTag, mustRollupsByTag(t, s, from, to, store.RollupFilter{})); diff != "" {
+	if diff := gocmp.Diff(firstTag, mustRollupsByTag(t, s, from, to, llmflow.RollupFilter{})); diff != "" {
 		t.Errorf("RollupsByTag changed by re-writing the batch (-before +after):\n%s", diff)
 	}
 
@@ -236,10 +235,10 @@ func testRollupsIdempotent(t *testing.T, s Store) {
 	mustWrite(t, s, batch)
 	mustWrite(t, s, rs[140:])
 	all := append(slices.Clone(rs), changed)
-	if diff := gocmp.Diff(ExpectRollups(all, owners, false, false), mustRollups(t, s, from, to, store.RollupFilter{}), approx); diff != "" {
+	if diff := gocmp.Diff(ExpectRollups(all, owners, false, false), mustRollups(t, s, from, to, llmflow.RollupFilter{}), approx); diff != "" {
 		t.Errorf("Rollups (-want +got):\n%s", diff)
 	}
-	if diff := gocmp.Diff(ExpectRollups(all, owners, true, false), mustRollupsByTag(t, s, from, to, store.RollupFilter{}), approx); diff != "" {
+	if diff := gocmp.Diff(ExpectRollups(all, owners, true, false), mustRollupsByTag(t, s, from, to, llmflow.RollupFilter{}), approx); diff != "" {
 		t.Errorf("RollupsByTag (-want +got):\n%s", diff)
 	}
 	if n := rollupRequests(t, s, from, to); n != len(rs) {
@@ -252,8 +251,8 @@ func testRollupsPurge(t *testing.T, s Store) {
 	rs := rollupRecords("r", 240, 6, alice, other) // 40 an hour
 	mustWrite(t, s, rs)
 	from, to := hour0.Add(-time.Hour), hour0.Add(7*time.Hour)
-	before := mustRollups(t, s, from, to, store.RollupFilter{})
-	beforeTag := mustRollupsByTag(t, s, from, to, store.RollupFilter{})
+	before := mustRollups(t, s, from, to, llmflow.RollupFilter{})
+	beforeTag := mustRollupsByTag(t, s, from, to, llmflow.RollupFilter{})
 
 	cut := hour0.Add(3*time.Hour + 30*time.Minute)
 	n, err := s.PurgeRecords(t.Context(), cut)
@@ -275,10 +274,10 @@ func testRollupsPurge(t *testing.T, s Store) {
 	if diff := gocmp.Diff(want, requestIDs(mustRecords(t, s, from, to))); diff != "" {
 		t.Errorf("records after purge (-want +got):\n%s", diff)
 	}
-	if diff := gocmp.Diff(before, mustRollups(t, s, from, to, store.RollupFilter{})); diff != "" {
+	if diff := gocmp.Diff(before, mustRollups(t, s, from, to, llmflow.RollupFilter{})); diff != "" {
 		t.Errorf("Rollups changed by the purge (-before +after):\n%s", diff)
 	}
-	if diff := gocmp.Diff(beforeTag, mustRollupsByTag(t, s, from, to, store.RollupFilter{})); diff != "" {
+	if diff := gocmp.Diff(beforeTag, mustRollupsByTag(t, s, from, to, llmflow.RollupFilter{})); diff != "" {
 		t.Errorf("RollupsByTag changed by the purge (-before +after):\n%s", diff)
 	}
 	if diff := gocmp.Diff(ExpectRollups(rs, owners, false, false), before, approx); diff != "" {
@@ -290,7 +289,7 @@ func testRollupsPurge(t *testing.T, s Store) {
 	// Writing a purged record again would count it twice: that is the
 	// retention's price, but records still present are never recounted.
 	mustWrite(t, s, rs[len(rs)-10:])
-	if diff := gocmp.Diff(before, mustRollups(t, s, from, to, store.RollupFilter{})); diff != "" {
+	if diff := gocmp.Diff(before, mustRollups(t, s, from, to, llmflow.RollupFilter{})); diff != "" {
 		t.Errorf("Rollups changed by re-writing kept records (-before +after):\n%s", diff)
 	}
 	// Everything.
@@ -351,11 +350,11 @@ func testRollupsHours(t *testing.T, s Store) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := hours(mustRollups(t, s, tt.from, tt.to, store.RollupFilter{}))
+			got := hours(mustRollups(t, s, tt.from, tt.to, llmflow.RollupFilter{}))
 			if diff := gocmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("Rollups(%v, %v) hours (-want +got):\n%s", tt.from, tt.to, diff)
 			}
-			gotTag := hours(mustRollupsByTag(t, s, tt.from, tt.to, store.RollupFilter{}))
+			gotTag := hours(mustRollupsByTag(t, s, tt.from, tt.to, llmflow.RollupFilter{}))
 			if diff := gocmp.Diff(tt.want, gotTag); diff != "" {
 				t.Errorf("RollupsByTag(%v, %v) hours (-want +got):\n%s", tt.from, tt.to, diff)
 			}
@@ -379,7 +378,7 @@ func testRollupsTags(t *testing.T, s Store) {
 	mustWrite(t, s, rs)
 	mustWrite(t, s, rs[:3]) // again: nothing changes
 
-	got := mustRollupsByTag(t, s, hour0, hour0.Add(time.Hour), store.RollupFilter{GroupBy: []string{"tag"}, Total: true})
+	got := mustRollupsByTag(t, s, hour0, hour0.Add(time.Hour), llmflow.RollupFilter{GroupBy: []string{"tag"}, Total: true})
 	type tg struct {
 		Tag string
 		N   int64
@@ -397,12 +396,12 @@ func testRollupsTags(t *testing.T, s Store) {
 		t.Errorf("per tag (-want +got):\n%s", diff)
 	}
 	// Each request once in the plain rollups, whatever its tags.
-	total := mustRollups(t, s, hour0, hour0.Add(time.Hour), store.RollupFilter{Total: true})
+	total := mustRollups(t, s, hour0, hour0.Add(time.Hour), llmflow.RollupFilter{Total: true})
 	if len(total) != 1 || total[0].Requests != int64(len(rs)) || total[0].GPUHours != 127 || total[0].PromptTokens != 70 {
 		t.Errorf("Rollups total = %+v, want one row of %d requests, 127 GPU-hours", total, len(rs))
 	}
 	// Filter by tag.
-	a := mustRollupsByTag(t, s, hour0, hour0.Add(time.Hour), store.RollupFilter{Tag: "a", Total: true})
+	a := mustRollupsByTag(t, s, hour0, hour0.Add(time.Hour), llmflow.RollupFilter{Tag: "a", Total: true})
 	if len(a) != 1 || a[0].Tag != "a" || a[0].Requests != 3 || a[0].Org != "o" {
 		t.Errorf("tag a = %+v", a)
 	}
@@ -466,22 +465,22 @@ func testRollupsGroupBy(t *testing.T, s Store) {
 	tests := []struct {
 		name  string
 		byTag bool
-		f     store.RollupFilter
+		f     llmflow.RollupFilter
 		keep  func(r *llmflow.Rollup)
 	}{
-		{"OrgTeamTotal", false, store.RollupFilter{GroupBy: []string{"org", "team"}, Total: true},
+		{"OrgTeamTotal", false, llmflow.RollupFilter{GroupBy: []string{"org", "team"}, Total: true},
 			func(r *llmflow.Rollup) { r.Project, r.KeyID, r.Owner, r.Model, r.Pool = "", "", "", "", "" }},
-		{"TeamOrgSameAsOrgTeam", false, store.RollupFilter{GroupBy: []string{"team", "org"}, Total: true},
+		{"TeamOrgSameAsOrgTeam", false, llmflow.RollupFilter{GroupBy: []string{"team", "org"}, Total: true},
 			func(r *llmflow.Rollup) { r.Project, r.KeyID, r.Owner, r.Model, r.Pool = "", "", "", "", "" }},
-		{"PoolHourly", false, store.RollupFilter{GroupBy: []string{"pool"}},
+		{"PoolHourly", false, llmflow.RollupFilter{GroupBy: []string{"pool"}},
 			func(r *llmflow.Rollup) { r.Org, r.Team, r.Project, r.KeyID, r.Owner, r.Model = "", "", "", "", "", "" }},
-		{"KeyOwnerTotal", false, store.RollupFilter{GroupBy: []string{"key", "owner"}, Total: true},
+		{"KeyOwnerTotal", false, llmflow.RollupFilter{GroupBy: []string{"key", "owner"}, Total: true},
 			func(r *llmflow.Rollup) { r.Org, r.Team, r.Project, r.Model, r.Pool = "", "", "", "", "" }},
-		{"ModelTagTotal", true, store.RollupFilter{GroupBy: []string{"model", "tag"}, Total: true},
+		{"ModelTagTotal", true, llmflow.RollupFilter{GroupBy: []string{"model", "tag"}, Total: true},
 			func(r *llmflow.Rollup) { r.Org, r.Team, r.Project, r.KeyID, r.Owner, r.Pool = "", "", "", "", "", "" }},
-		{"TagOrgHourly", true, store.RollupFilter{GroupBy: []string{"org", "tag"}},
+		{"TagOrgHourly", true, llmflow.RollupFilter{GroupBy: []string{"org", "tag"}},
 			func(r *llmflow.Rollup) { r.Team, r.Project, r.KeyID, r.Owner, r.Model, r.Pool = "", "", "", "", "", "" }},
-		{"ByTagWithoutTag", true, store.RollupFilter{GroupBy: []string{"org"}, Total: true},
+		{"ByTagWithoutTag", true, llmflow.RollupFilter{GroupBy: []string{"org"}, Total: true},
 			func(r *llmflow.Rollup) {
 				r.Tag, r.Team, r.Project, r.KeyID, r.Owner, r.Model, r.Pool = "", "", "", "", "", "", ""
 			}},
@@ -520,19 +519,19 @@ func testRollupsFilters(t *testing.T, s Store) {
 	tests := []struct {
 		name  string
 		byTag bool
-		f     store.RollupFilter
+		f     llmflow.RollupFilter
 		ok    func(r llmflow.Rollup) bool
 	}{
-		{"Org", false, store.RollupFilter{Org: "uni-x"}, func(r llmflow.Rollup) bool { return r.Org == "uni-x" }},
-		{"OrgTeamProject", false, store.RollupFilter{Org: "uni-x", Team: "physics", Project: "qcd"},
+		{"Org", false, llmflow.RollupFilter{Org: "uni-x"}, func(r llmflow.Rollup) bool { return r.Org == "uni-x" }},
+		{"OrgTeamProject", false, llmflow.RollupFilter{Org: "uni-x", Team: "physics", Project: "qcd"},
 			func(r llmflow.Rollup) bool { return r.Org == "uni-x" && r.Team == "physics" && r.Project == "qcd" }},
-		{"Owner", false, store.RollupFilter{Owner: "alice"}, func(r llmflow.Rollup) bool { return r.Owner == "alice" }},
-		{"Key", false, store.RollupFilter{KeyID: other.ID}, func(r llmflow.Rollup) bool { return r.KeyID == other.ID }},
-		{"ModelPool", false, store.RollupFilter{Model: "qwen-7b", Pool: "a100"},
+		{"Owner", false, llmflow.RollupFilter{Owner: "alice"}, func(r llmflow.Rollup) bool { return r.Owner == "alice" }},
+		{"Key", false, llmflow.RollupFilter{KeyID: other.ID}, func(r llmflow.Rollup) bool { return r.KeyID == other.ID }},
+		{"ModelPool", false, llmflow.RollupFilter{Model: "qwen-7b", Pool: "a100"},
 			func(r llmflow.Rollup) bool { return r.Model == "qwen-7b" && r.Pool == "a100" }},
-		{"NoMatch", false, store.RollupFilter{Org: "UNI-X"}, func(llmflow.Rollup) bool { return false }},
-		{"Tag", true, store.RollupFilter{Tag: "research"}, func(r llmflow.Rollup) bool { return r.Tag == "research" }},
-		{"TagAndOrg", true, store.RollupFilter{Tag: "teaching", Org: "uni-y"},
+		{"NoMatch", false, llmflow.RollupFilter{Org: "UNI-X"}, func(llmflow.Rollup) bool { return false }},
+		{"Tag", true, llmflow.RollupFilter{Tag: "research"}, func(r llmflow.Rollup) bool { return r.Tag == "research" }},
+		{"TagAndOrg", true, llmflow.RollupFilter{Tag: "teaching", Org: "uni-y"},
 			func(r llmflow.Rollup) bool { return r.Tag == "teaching" && r.Org == "uni-y" }},
 	}
 	for _, tt := range tests {
@@ -552,17 +551,71 @@ func testRollupsFilters(t *testing.T, s Store) {
 
 func testRollupsInvalid(t *testing.T, s Store) {
 	from, to := hour0, hour0.Add(time.Hour)
-	_, err := s.Rollups(t.Context(), from, to, store.RollupFilter{GroupBy: []string{"org", "bogus"}})
+	_, err := s.Rollups(t.Context(), from, to, llmflow.RollupFilter{GroupBy: []string{"org", "bogus"}})
 	checkCode(t, err, llmflow.EINVALID)
-	_, err = s.Rollups(t.Context(), from, to, store.RollupFilter{GroupBy: []string{"tag"}})
+	_, err = s.Rollups(t.Context(), from, to, llmflow.RollupFilter{GroupBy: []string{"tag"}})
 	checkCode(t, err, llmflow.EINVALID)
-	_, err = s.Rollups(t.Context(), from, to, store.RollupFilter{Tag: "a"})
+	_, err = s.Rollups(t.Context(), from, to, llmflow.RollupFilter{Tag: "a"})
 	checkCode(t, err, llmflow.EINVALID)
-	_, err = s.RollupsByTag(t.Context(), from, to, store.RollupFilter{GroupBy: []string{"key_id"}})
+	_, err = s.RollupsByTag(t.Context(), from, to, llmflow.RollupFilter{GroupBy: []string{"key_id"}})
 	checkCode(t, err, llmflow.EINVALID)
-	if got := mustRollups(t, s, from, to, store.RollupFilter{}); got != nil {
+	if got := mustRollups(t, s, from, to, llmflow.RollupFilter{}); got != nil {
 		t.Errorf("Rollups on an empty store: %v", got)
 	}
+}
+
+// testRollupsSpend checks that Spend reads the per-tag rollups exactly
+// when the filter needs the tags, and the plain rollups otherwise.
+func testRollupsSpend(t *testing.T, s Store) {
+	rec := func(id, org string, tags ...string) llmflow.Record {
+		return llmflow.Record{RequestID: id, Time: hour0.Add(time.Minute), Org: org, GPUHours: 1, Tags: tags}
+	}
+	mustWrite(t, s, []llmflow.Record{
+		rec("r1", "o1", "a", "b"),
+		rec("r2", "o1", "b"),
+		rec("r3", "o2"),
+	})
+	from, to := hour0, hour0.Add(time.Hour)
+	for _, f := range []llmflow.RollupFilter{
+		{GroupBy: []string{"org"}, Total: true},
+		{GroupBy: []string{"org", "tag"}, Total: true},
+		{GroupBy: []string{"tag"}},
+		{Tag: "b", Total: true},
+		{Org: "o1", Tag: "a", GroupBy: []string{"org"}, Total: true},
+		{},
+	} {
+		got, err := s.Spend(t.Context(), from, to, f)
+		if err != nil {
+			t.Fatalf("Spend(%+v): %v", f, err)
+		}
+		var want []llmflow.Rollup
+		if f.NeedsTags() {
+			want = mustRollupsByTag(t, s, from, to, f)
+		} else {
+			want = mustRollups(t, s, from, to, f)
+		}
+		if diff := gocmp.Diff(want, got); diff != "" {
+			t.Errorf("Spend(%+v) (-want +got):\n%s", f, diff)
+		}
+	}
+	// Grouped without tags, each request counts once; by tag, once under
+	// each of its tags.
+	org, err := s.Spend(t.Context(), from, to, llmflow.RollupFilter{GroupBy: []string{"org"}, Total: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(org) != 2 || org[0].Requests != 2 || org[1].Requests != 1 {
+		t.Errorf("Spend by org = %+v, want o1: 2, o2: 1", org)
+	}
+	tag, err := s.Spend(t.Context(), from, to, llmflow.RollupFilter{GroupBy: []string{"tag"}, Total: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tag) != 3 || tag[0].Tag != "" || tag[1].Tag != "a" || tag[2].Tag != "b" || tag[2].Requests != 2 {
+		t.Errorf("Spend by tag = %+v, want \"\": 1, a: 1, b: 2", tag)
+	}
+	_, err = s.Spend(t.Context(), from, to, llmflow.RollupFilter{GroupBy: []string{"bogus"}})
+	checkCode(t, err, llmflow.EINVALID)
 }
 
 // testRollupsConcurrent writes the same records from several goroutines
@@ -606,10 +659,10 @@ func testRollupsConcurrent(t *testing.T, s Store) {
 		t.Fatal(err)
 	}
 	from, to := hour0, hour0.Add(2*time.Hour)
-	if diff := gocmp.Diff(ExpectRollups(all, owners, false, false), mustRollups(t, s, from, to, store.RollupFilter{}), approx); diff != "" {
+	if diff := gocmp.Diff(ExpectRollups(all, owners, false, false), mustRollups(t, s, from, to, llmflow.RollupFilter{}), approx); diff != "" {
 		t.Errorf("Rollups (-want +got):\n%s", diff)
 	}
-	if diff := gocmp.Diff(ExpectRollups(all, owners, true, false), mustRollupsByTag(t, s, from, to, store.RollupFilter{}), approx); diff != "" {
+	if diff := gocmp.Diff(ExpectRollups(all, owners, true, false), mustRollupsByTag(t, s, from, to, llmflow.RollupFilter{}), approx); diff != "" {
 		t.Errorf("RollupsByTag (-want +got):\n%s", diff)
 	}
 }

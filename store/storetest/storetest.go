@@ -29,7 +29,6 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
-	"github.com/go-llmflow/llmflow/store"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -68,10 +67,12 @@ type Store interface {
 	// [from, to), selected and grouped by f, ordered by hour then the kept
 	// dimensions. They are maintained by WriteRecords, count each
 	// RequestID once and survive PurgeRecords.
-	Rollups(ctx context.Context, from, to time.Time, f store.RollupFilter) ([]llmflow.Rollup, error)
+	Rollups(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)
 	// RollupsByTag is Rollups per tag: a request counts once under each
 	// distinct tag, an untagged one under "".
-	RollupsByTag(ctx context.Context, from, to time.Time, f store.RollupFilter) ([]llmflow.Rollup, error)
+	RollupsByTag(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)
+	// Spend is RollupsByTag when f.NeedsTags, Rollups otherwise.
+	Spend(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error
 	// Close releases the store; a second call returns without harm.
@@ -140,6 +141,7 @@ func Run(t *testing.T, open func(t *testing.T) Store) {
 		t.Run("GroupBy", func(t *testing.T) { testRollupsGroupBy(t, open(t)) })
 		t.Run("Filters", func(t *testing.T) { testRollupsFilters(t, open(t)) })
 		t.Run("ErrInvalid", func(t *testing.T) { testRollupsInvalid(t, open(t)) })
+		t.Run("Spend", func(t *testing.T) { testRollupsSpend(t, open(t)) })
 		t.Run("ConcurrentDuplicates", func(t *testing.T) { testRollupsConcurrent(t, open(t)) })
 	})
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open(t)) })

@@ -38,7 +38,7 @@ ON CONFLICT (pool, path) DO UPDATE SET gpu_hours = excluded.gpu_hours`)
 	}
 	defer st.Close()
 	for _, u := range usage {
-		path, err := json.Marshal(pathOrEmpty(u.Path))
+		path, err := json.Marshal(nonNil(u.Path))
 		if err != nil {
 			return err
 		}
@@ -51,13 +51,6 @@ ON CONFLICT (pool) DO UPDATE SET saved_at = excluded.saved_at`, pool, toMicros(a
 		return err
 	}
 	return tx.Commit()
-}
-
-func pathOrEmpty(p []string) []string {
-	if p == nil {
-		return []string{}
-	}
-	return p
 }
 
 // ShareUsage returns the saved fair-share usage of pool, ordered by path,

@@ -6,15 +6,18 @@ import (
 	"github.com/go-llmflow/llmflow"
 )
 
-// listKeysQuery is the ListKeys query of every store: placeholder(n)
-// writes the n-th parameter (1-based) in the dialect's syntax.
-func listKeysQuery(f llmflow.KeyFilter, placeholder func(n int) string) (string, []any) {
+// keyColumns are the columns of keys in the order scanKey and pgScanKey
+// read them.
+const keyColumns = `id, hash, hint, name, org, team, project, owner, rpm, tpm, max_inflight, tags, created_at, revoked_at`
+
+// listKeysQuery is the ListKeys query of every backend, in d's SQL.
+func (d dialect) listKeysQuery(f llmflow.KeyFilter) (string, []any) {
 	var where []string
 	var args []any
 	eq := func(col, v string) {
 		if v != "" {
 			args = append(args, v)
-			where = append(where, col+" = "+placeholder(len(args)))
+			where = append(where, col+" = "+d.placeholder(len(args)))
 		}
 	}
 	eq("org", f.Org)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/internal/deptest"
 )
 
 func TestAssociation(t *testing.T) {
@@ -80,4 +81,11 @@ func TestValidClusterName(t *testing.T) {
 			t.Errorf("ValidClusterName(%q) = %v, want %v", c.name, got, c.ok)
 		}
 	}
+}
+
+// TestDepsStdlibOnly keeps the root package, the domain vocabulary every
+// other package uses, free of any dependency but the standard library.
+func TestDepsStdlibOnly(t *testing.T) {
+	deptest.CheckStdlib(t, "github.com/go-llmflow/llmflow")
+	deptest.Check(t, "github.com/go-llmflow/llmflow", deptest.Impure)
 }

@@ -41,3 +41,25 @@ func Check(t *testing.T, pkg string, forbidden []string) {
 		}
 	}
 }
+
+// CheckStdlib fails when the package in the test's directory depends on
+// anything but the standard library and pkg itself (the root package's
+// rule: the domain vocabulary imports nothing).
+func CheckStdlib(t *testing.T, pkg string) {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	out, err := exec.Command(goTool, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) == 0 || deps[len(deps)-1] != pkg {
+		t.Fatalf("go list -deps did not list %s last:\n%s", pkg, out)
+	}
+	for _, p := range deps[:len(deps)-1] {
+		t.Errorf("package %s depends on %s, which is not in the standard library", pkg, p)
+	}
+}

@@ -101,6 +101,3 @@ func Normalize(t *sacctmgr.Tree) error {
 	t.Sort()
 	return nil
 }
-
-// userKey identifies a user association (slurmdbd's UNIQUE KEY).
-type userKey struct{ user, acct, part string }

@@ -193,6 +193,14 @@ func (d *DB) associations(ctx context.Context, cluster string) (*sacctmgr.Tree, 
 	return t, nil
 }
 
+// Retryable reports whether err is a transaction that lost a lock conflict
+// (MySQL's ER_LOCK_DEADLOCK 1213 or ER_LOCK_WAIT_TIMEOUT 1205, as with
+// slurmdbd's own rollup): running the transaction again may succeed.
+func Retryable(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
+}
+
 // lower returns b as a lower-case string with one allocation.
 func lower(b []byte) string {
 	for _, c := range b {

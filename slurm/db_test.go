@@ -2,8 +2,12 @@ package slurm_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/go-llmflow/llmflow/slurm"
 )
@@ -69,5 +73,25 @@ func TestDB_AssociationsInvalidCluster(t *testing.T) {
 		if _, err := db.Associations(context.Background(), c); err == nil || !strings.Contains(err.Error(), "invalid cluster name") {
 			t.Errorf("cluster %q: error %v", c, err)
 		}
+	}
+}
+
+func TestRetryable(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"Deadlock", &mysql.MySQLError{Number: 1213, Message: "Deadlock found"}, true},
+		{"LockWaitTimeout", fmt.Errorf("write-back: %w", &mysql.MySQLError{Number: 1205}), true},
+		{"OtherMySQL", &mysql.MySQLError{Number: 1146}, false},
+		{"Other", errors.New("deadlock"), false},
+		{"Nil", nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := slurm.Retryable(c.err); got != c.want {
+				t.Errorf("Retryable(%v) = %v, want %v", c.err, got, c.want)
+			}
+		})
 	}
 }

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/slurm"
 )
@@ -270,8 +268,7 @@ func (w *Writer) write(ctx context.Context, from, to time.Time, tree llmflow.Acc
 	// own rollup).
 	for attempt := 0; ; attempt++ {
 		err = w.writeUsage(ctx, &res, usage)
-		var me *mysql.MySQLError
-		if err != nil && errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205) && attempt < 3 {
+		if err != nil && slurm.Retryable(err) && attempt < 3 {
 			continue
 		}
 		return res, err

@@ -16,6 +16,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 
+	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/engine"
 )
 
@@ -191,10 +192,10 @@ func (d *decoder) decodeWriteback(b *hcl.Block) {
 	w := &Writeback{Cluster: "llm", ServiceUser: "llmflow", Schedule: "5 * * * *", Lookback: 24 * time.Hour, Timezone: "UTC", DefRange: b.DefRange}
 	c := d.content(b.Body, writebackSchema)
 	d.secretPath(c.Attributes, "dsn_file", "writeback dsn_file", &w.DSNFile)
-	if a := d.str(c.Attributes, "cluster", &w.Cluster); a != nil && !validCluster(w.Cluster) {
+	if a := d.str(c.Attributes, "cluster", &w.Cluster); a != nil && !llmflow.ValidClusterName(w.Cluster) {
 		d.errorf(a.Expr.Range(), "cluster %q is not a Slurm cluster name (lower-case letters, digits, '-' and '_')", w.Cluster)
 	}
-	if a := d.str(c.Attributes, "service_user", &w.ServiceUser); a != nil && !validCluster(w.ServiceUser) {
+	if a := d.str(c.Attributes, "service_user", &w.ServiceUser); a != nil && !llmflow.ValidClusterName(w.ServiceUser) {
 		d.errorf(a.Expr.Range(), "service_user %q is not a Slurm user name (lower-case letters, digits, '-' and '_')", w.ServiceUser)
 	}
 	if a := d.str(c.Attributes, "schedule", &w.Schedule); a != nil {
@@ -233,7 +234,7 @@ func (d *decoder) decodeSlurm(b *hcl.Block) {
 	s := &Slurm{SacctmgrPath: "sacctmgr", Schedule: DefaultSlurmSchedule, Timeout: 2 * time.Minute, DefRange: b.DefRange}
 	c := d.content(b.Body, slurmSchema)
 	src := d.enum(c.Attributes, "source", &s.Source, "slurmdbd", "sacctmgr")
-	if a := d.str(c.Attributes, "cluster", &s.Cluster); a != nil && !validCluster(s.Cluster) {
+	if a := d.str(c.Attributes, "cluster", &s.Cluster); a != nil && !llmflow.ValidClusterName(s.Cluster) {
 		d.errorf(a.Expr.Range(), "cluster %q is not a Slurm cluster name (lower-case letters, digits, '-' and '_')", s.Cluster)
 	}
 	dsn := d.secretPath(c.Attributes, "dsn_file", "slurm dsn_file", &s.DSNFile)
@@ -251,22 +252,6 @@ func (d *decoder) decodeSlurm(b *hcl.Block) {
 		d.errorf(dsn.Expr.Range(), "dsn_file is only for source \"slurmdbd\"")
 	}
 	d.cfg.Slurm = s
-}
-
-// validCluster is Slurm's rule for the names llmflow uses in table names.
-func validCluster(name string) bool {
-	if name == "" || len(name) > 64 {
-		return false
-	}
-	for i, r := range name {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
-		case (r == '-' || r == '_') && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // label returns a block's name, reporting an empty one or one defined

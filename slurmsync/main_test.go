@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/go-llmflow/llmflow/internal/redact"
 	"github.com/go-llmflow/llmflow/sacctmgr"
 )
 
@@ -136,7 +137,7 @@ func probeSlurm() {
 	}
 	cfg, err := mysql.ParseDSN(e.testDSN)
 	if err != nil {
-		e.err = fmt.Errorf("test DSN: %v", redact(err.Error(), []string{e.testDSN}))
+		e.err = fmt.Errorf("test DSN: %v", redact.String(err.Error(), e.testDSN))
 		return
 	}
 	cfg.MultiStatements = true
@@ -146,7 +147,7 @@ func probeSlurm() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := e.db.PingContext(ctx); err != nil {
-		e.err = fmt.Errorf("MariaDB: %v", redact(err.Error(), []string{cfg.Passwd}))
+		e.err = fmt.Errorf("MariaDB: %v", redact.String(err.Error(), cfg.Passwd))
 		return
 	}
 	out, err := exec.CommandContext(ctx, "sacctmgr", "-i", "show", "cluster").CombinedOutput()

@@ -5,15 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/sacctmgr"
+	"github.com/go-llmflow/llmflow/slurm"
 )
 
 // Listing is one sacctmgr output the Sacctmgr source combines. sacctmgr has
@@ -95,7 +95,7 @@ type Sacctmgr struct {
 }
 
 // DefaultTimeout is the Sacctmgr timeout when none is set.
-const DefaultTimeout = 2 * time.Minute
+const DefaultTimeout = slurm.DefaultTimeout
 
 // String describes the source for logs.
 func (s *Sacctmgr) String() string {
@@ -105,17 +105,12 @@ func (s *Sacctmgr) String() string {
 	return "sacctmgr (" + s.path() + "), cluster " + s.Cluster
 }
 
-func (s *Sacctmgr) path() string {
-	if s.Path == "" {
-		return "sacctmgr"
-	}
-	return s.Path
-}
+func (s *Sacctmgr) path() string { return slurm.Sacctmgr{Path: s.Path}.String() }
 
 // Tree runs (or reads) the listings and combines them.
 func (s *Sacctmgr) Tree(ctx context.Context) (*sacctmgr.Tree, error) {
 	cluster := strings.ToLower(strings.TrimSpace(s.Cluster))
-	if !ValidCluster(cluster) {
+	if !llmflow.ValidClusterName(cluster) {
 		return nil, fmt.Errorf("sacctmgr: invalid cluster name %q", s.Cluster)
 	}
 	timeout := s.Timeout
@@ -148,6 +143,7 @@ func (s *Sacctmgr) Tree(ctx context.Context) (*sacctmgr.Tree, error) {
 				args[l] = DefaultArgs(l, cluster)
 			}
 		}
+		runner := slurm.Sacctmgr{Path: s.Path, Timeout: timeout}
 		// The first failure stops the other runs and is the one reported.
 		rctx, rcancel := context.WithCancel(ctx)
 		defer rcancel()
@@ -163,7 +159,7 @@ func (s *Sacctmgr) Tree(ctx context.Context) (*sacctmgr.Tree, error) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				out, err := s.run(rctx, timeout, a)
+				out, err := runner.Output(rctx, a...)
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil && firstErr == nil {
@@ -261,63 +257,4 @@ func hasColumns(out []byte, cols ...string) bool {
 		}
 	}
 	return true
-}
-
-// maxStderr bounds the stderr kept for an error message.
-const maxStderr = 2048
-
-// run runs sacctmgr once and returns its stdout.
-func (s *Sacctmgr) run(ctx context.Context, timeout time.Duration, args []string) ([]byte, error) {
-	path := s.path()
-	cmdline := path + " " + strings.Join(args, " ")
-	cmd := exec.CommandContext(ctx, path, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout = &stdout
-	cmd.Stderr = &limitedBuffer{b: &stderr, n: maxStderr}
-	cmd.WaitDelay = 2 * time.Second
-	err := cmd.Run()
-	if err == nil {
-		return stdout.Bytes(), nil
-	}
-	msg := strings.TrimSpace(stderr.String())
-	switch {
-	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("sacctmgr: %s not found (install Debian's slurm-client or set the sacctmgr path): %w", path, err)
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return nil, fmt.Errorf("sacctmgr: %s: timed out after %s%s", cmdline, timeout, suffix(msg))
-	case ctx.Err() != nil:
-		return nil, fmt.Errorf("sacctmgr: %s: %w", cmdline, ctx.Err())
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if msg == "" {
-			msg = "no error output"
-		}
-		return nil, fmt.Errorf("sacctmgr: %s: %s: %s", cmdline, ee.ProcessState, msg)
-	}
-	return nil, fmt.Errorf("sacctmgr: %s: %w", cmdline, err)
-}
-
-func suffix(msg string) string {
-	if msg == "" {
-		return ""
-	}
-	return ": " + msg
-}
-
-// limitedBuffer keeps the first n bytes written and discards the rest.
-type limitedBuffer struct {
-	b *bytes.Buffer
-	n int
-}
-
-func (w *limitedBuffer) Write(p []byte) (int, error) {
-	if room := w.n - w.b.Len(); room > 0 {
-		if len(p) > room {
-			w.b.Write(p[:room])
-		} else {
-			w.b.Write(p)
-		}
-	}
-	return len(p), nil
 }

@@ -4,8 +4,9 @@
 // [sacctmgr.Tree] for the same Slurm state:
 //
 //   - [SlurmDBD] reads slurmdbd's MySQL/MariaDB tables (acct_table and
-//     <cluster>_assoc_table) with github.com/go-sql-driver/mysql;
-//   - [Sacctmgr] runs sacctmgr (or reads its saved output).
+//     <cluster>_assoc_table) through the adapter, package slurm;
+//   - [Sacctmgr] runs sacctmgr (the adapter's [slurm.Sacctmgr]) or reads
+//     its saved output, and combines the listings.
 //
 // Both return the tree in the canonical order documented on
 // [sacctmgr.Tree]; see [Normalize].
@@ -100,6 +101,3 @@ func Normalize(t *sacctmgr.Tree) error {
 	t.Sort()
 	return nil
 }
-
-// userKey identifies a user association (slurmdbd's UNIQUE KEY).
-type userKey struct{ user, acct, part string }

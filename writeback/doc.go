@@ -10,16 +10,21 @@
 //
 // # Who a request belongs to
 //
-// sreport's rows are (account, user) associations. Association maps a
-// rollup to one: account = the key's project, else its team; user = the
-// key's owner (a Slurm user imported by the sync), else one service user
-// (DefaultServiceUser, "llmflow", configurable). `llmflow report` uses the
-// same function, and Usage for the numbers, so both always agree.
+// sreport's rows are (account, user) associations. [llmflow.Association]
+// maps a rollup to one: account = the key's project, else its team; user =
+// the key's owner (a Slurm user imported by the sync), else one service
+// user ([llmflow.DefaultServiceUser], "llmflow", configurable). `llmflow
+// report` uses the same function, and [llmflow.AssocHours] for the numbers,
+// so both always agree.
+//
+// slurmdbd's database and sacctmgr are reached through the adapter, package
+// slurm: [Open] opens the database with slurm.Open, and the association
+// tree is changed with [slurm.Sacctmgr.Modify].
 //
 // # What is written
 //
 // For the hours [from, to) (UTC hours; only ended hours), for the cluster
-// (DefaultCluster, "llm", configurable):
+// ([llmflow.DefaultSlurmCluster], "llm", configurable):
 //
 //   - the cluster (sacctmgr add cluster) and its association tree: every
 //     enabled account of llmflow's tree with its parent and fairshare,
@@ -35,7 +40,7 @@
 //     directly: no slurmdbd restart is needed (verified).
 //   - <cluster>_assoc_usage_hour_table: one row per user association and
 //     hour with usage, id_tres = gres/gpu, alloc_secs = round(GPU-hours ×
-//     3600) (Usage);
+//     3600) ([llmflow.AssocHours]);
 //   - <cluster>_assoc_usage_day_table / _month_table: recomputed for every
 //     local day / month the period touches as the sums of their hour / day
 //     rows, exactly as slurmdbd's as_mysql_nonhour_rollup does;

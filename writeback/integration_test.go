@@ -207,7 +207,7 @@ func (f *fixture) parents() map[string]string {
 // each account its users by name, then its sub-accounts by name);
 // associations and accounts without usage are left out. unit is
 // "seconds" or "hours" (printf %.0f, half to even).
-func expectedRows(cluster string, parents map[string]string, usage []writeback.AssocHour, from, to time.Time, unit string) []string {
+func expectedRows(cluster string, parents map[string]string, usage []llmflow.AssocHour, from, to time.Time, unit string) []string {
 	assoc := map[[2]string]int64{}
 	sub := map[string]int64{}
 	for _, u := range usage {
@@ -295,7 +295,7 @@ func periods() []period {
 
 // checkSreport compares the real sreport with the rows expected from the
 // write-back's hour rows, for every period, in seconds and in hours.
-func checkSreport(t *testing.T, step string, f *fixture, usage []writeback.AssocHour) {
+func checkSreport(t *testing.T, step string, f *fixture, usage []llmflow.AssocHour) {
 	t.Helper()
 	for _, p := range periods() {
 		for _, unit := range []string{"seconds", "hours"} {
@@ -467,7 +467,7 @@ func TestIntegrationSreport(t *testing.T) {
 	if _, err := w.Write(ctx, h1, h1.Add(time.Hour), f.tree, changed, false); err != nil {
 		t.Fatal(err)
 	}
-	usage2, _ := writeback.Usage(changed, f.svc)
+	usage2, _ := llmflow.AssocHours(changed, f.svc)
 	checkSreport(t, "one hour re-written", f, usage2)
 	// and back
 	if _, err := w.Write(ctx, h1, h1.Add(time.Hour), f.tree, f.rollups, false); err != nil {
@@ -546,7 +546,7 @@ func TestIntegrationScale(t *testing.T) {
 	}
 	start := time.Now()
 	got := sreportRows(t, f.cluster, from, to, "seconds")
-	usage, _ := writeback.Usage(f.rollups, f.svc)
+	usage, _ := llmflow.AssocHours(f.rollups, f.svc)
 	parents := map[string]string{}
 	for _, a := range f.tree {
 		parents[a.Name] = cmp.Or(a.Parent, "root")

@@ -2,16 +2,13 @@ package writeback
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"maps"
 	"math"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/go-llmflow/llmflow"
 )
@@ -279,23 +276,4 @@ func chunks(s []string, n int) [][]string {
 		s = s[k:]
 	}
 	return out
-}
-
-// Sacctmgr runs sacctmgr commands for the write-back. The user running it
-// must be a Slurm administrator (root, SlurmUser or AdminLevel=Operator or
-// higher) on a host whose slurm.conf names slurmdbd (munge).
-type Sacctmgr struct {
-	Path    string        // default "sacctmgr"
-	Timeout time.Duration // per command, default 2 minutes
-}
-
-func (s Sacctmgr) run(ctx context.Context, args ...string) error {
-	path := cmp.Or(s.Path, "sacctmgr")
-	ctx, cancel := context.WithTimeout(ctx, cmp.Or(s.Timeout, 2*time.Minute))
-	defer cancel()
-	out, err := exec.CommandContext(ctx, path, append([]string{"-i"}, args...)...).CombinedOutput()
-	if err != nil && !strings.Contains(string(out), "Nothing new added") {
-		return fmt.Errorf("%s -i %s: %v: %s", path, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
-	}
-	return nil
 }

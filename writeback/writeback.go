@@ -7,25 +7,23 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/slurm"
 )
 
 // Config configures a Writer.
 type Config struct {
 	// Cluster is the Slurm cluster the usage is written to (default
-	// DefaultCluster, "llm"). It belongs to llmflow: no slurmctld may
+	// llmflow.DefaultSlurmCluster, "llm"). It belongs to llmflow: no slurmctld may
 	// register under this name (its rollups would then compute cluster
 	// usage from events and overwrite the cluster rows).
 	Cluster string
 	// ServiceUser is the Slurm user of keys without an owner (default
-	// DefaultServiceUser, "llmflow"). See Association.
+	// llmflow.DefaultServiceUser, "llmflow"). See llmflow.Association.
 	ServiceUser string
 	// GPUs is the count of the cluster rows: the GPUs of the pool(s) whose
 	// usage is written. Capacity = GPUs × 3600 GPU-seconds an hour; idle =
@@ -34,8 +32,10 @@ type Config struct {
 	// Location is slurmdbd's time zone (the TZ of the slurmdbd process),
 	// which its day and month rows follow. Default time.Local.
 	Location *time.Location
-	// Sacctmgr runs the association-tree commands.
-	Sacctmgr Sacctmgr
+	// Sacctmgr runs the association-tree commands (Modify); the zero
+	// value runs "sacctmgr" from PATH. The user running it must be a Slurm
+	// administrator.
+	Sacctmgr slurm.Sacctmgr
 	// Progress, when set, is called as rows are written (stage names the
 	// table group; done of total rows). Nil: quiet.
 	Progress func(stage string, done, total int)
@@ -46,58 +46,38 @@ type Config struct {
 
 // Writer writes llmflow's GPU-hours into slurmdbd's database.
 type Writer struct {
-	db      *sql.DB
-	cfg     Config
-	secrets []string
+	db     *sql.DB
+	cfg    Config
+	redact func(string) string // removes the DSN from error messages; nil: nothing to remove
 }
 
-var clusterRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
-
-// Open returns a Writer using dsn, a go-sql-driver/mysql DSN of slurmdbd's
-// database ("user:password@tcp(host:3306)/slurm_acct_db") whose user has
-// the grants listed in the package documentation. It does not connect;
-// Write does. Errors never contain the DSN or its password.
+// Open returns a Writer on slurmdbd's database named by dsn, a
+// go-sql-driver/mysql DSN ("user:password@tcp(host:3306)/slurm_acct_db")
+// whose user has the grants listed in the package documentation, opened by
+// the adapter (slurm.Open). It does not connect; Write does. Errors never
+// contain the DSN or its password.
 func Open(dsn string, cfg Config) (*Writer, error) {
-	dsn = strings.TrimSpace(dsn)
-	secrets := []string{dsn}
-	if at := strings.LastIndex(dsn, "@"); at > 0 {
-		if _, pw, ok := strings.Cut(dsn[:at], ":"); ok && pw != "" {
-			secrets = append(secrets, pw)
-		}
-	}
-	mc, err := mysql.ParseDSN(dsn)
+	db, err := slurm.Open(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("write-back: invalid DSN (not shown): %s", redact(err.Error(), secrets))
+		return nil, fmt.Errorf("write-back: %w", err)
 	}
-	if mc.Passwd != "" {
-		secrets = append(secrets, mc.Passwd)
-	}
-	if mc.DBName == "" {
-		return nil, errors.New("write-back: DSN names no database (want .../slurm_acct_db)")
-	}
-	if mc.Timeout == 0 {
-		mc.Timeout = 10 * time.Second
-	}
-	conn, err := mysql.NewConnector(mc)
+	w, err := New(db.SQL(), cfg)
 	if err != nil {
-		return nil, fmt.Errorf("write-back: invalid DSN (not shown): %s", redact(err.Error(), secrets))
-	}
-	w, err := New(sql.OpenDB(conn), cfg)
-	if err != nil {
+		db.Close()
 		return nil, err
 	}
-	w.secrets = secrets
+	w.redact = db.Redact
 	return w, nil
 }
 
 // New returns a Writer on an open database handle of slurmdbd's database;
 // Close closes it.
 func New(db *sql.DB, cfg Config) (*Writer, error) {
-	cfg.Cluster = strings.ToLower(strings.TrimSpace(cmp.Or(cfg.Cluster, DefaultCluster)))
-	if !clusterRE.MatchString(cfg.Cluster) {
+	cfg.Cluster = strings.ToLower(strings.TrimSpace(cmp.Or(cfg.Cluster, llmflow.DefaultSlurmCluster)))
+	if !llmflow.ValidClusterName(cfg.Cluster) {
 		return nil, fmt.Errorf("write-back: invalid cluster name %q (want letters, digits, '_' or '-')", cfg.Cluster)
 	}
-	cfg.ServiceUser = strings.ToLower(strings.TrimSpace(cmp.Or(cfg.ServiceUser, DefaultServiceUser)))
+	cfg.ServiceUser = strings.ToLower(strings.TrimSpace(cmp.Or(cfg.ServiceUser, llmflow.DefaultServiceUser)))
 	if !ValidName(cfg.ServiceUser) {
 		return nil, fmt.Errorf("write-back: invalid service user %q", cfg.ServiceUser)
 	}
@@ -134,12 +114,12 @@ type Result struct {
 	AssocHours, AssocDays, AssocMonths       int
 	ClusterHours, ClusterDays, ClusterMonths int
 
-	GPUSeconds       int64        // Σ alloc_secs of the hour rows written
-	Unattributed     Unattributed // usage with no association, not written
-	OverCapacity     int          // hours whose allocation exceeds GPUs × 3600 (idle written as 0)
-	LastRanHourly    time.Time    // <cluster>_last_ran_table.hourly_rollup after the write
-	AssocHourRows    []AssocHour  // what was written, sorted by hour, account, user
-	ExistingAssocIDs int          // live user associations of the cluster
+	GPUSeconds       int64                // Σ alloc_secs of the hour rows written
+	Unattributed     llmflow.Unattributed // usage with no association, not written
+	OverCapacity     int                  // hours whose allocation exceeds GPUs × 3600 (idle written as 0)
+	LastRanHourly    time.Time            // <cluster>_last_ran_table.hourly_rollup after the write
+	AssocHourRows    []llmflow.AssocHour  // what was written, sorted by hour, account, user
+	ExistingAssocIDs int                  // live user associations of the cluster
 }
 
 // GPUHours returns the written usage in GPU-hours.
@@ -159,7 +139,7 @@ func (w *Writer) table(kind string) string { return "`" + w.cfg.Cluster + "_" + 
 //  2. the gres/gpu TRES is read from tres_table, inserted if no slurmctld
 //     ever registered it (as slurmctld would, id ≥ 1001);
 //  3. in one transaction: the gres/gpu rows of <cluster>_assoc_usage_hour
-//     and <cluster>_usage_hour for [from, to) are replaced by Usage(rollups)
+//     and <cluster>_usage_hour for [from, to) are replaced by llmflow.AssocHours(rollups)
 //     and the cluster totals (count = GPUs, alloc, idle = count×3600 −
 //     alloc); the day rows of every local day touched are recomputed as
 //     the sums of their hour rows, the month rows as the sums of their day
@@ -171,8 +151,8 @@ func (w *Writer) table(kind string) string { return "`" + w.cfg.Cluster + "_" + 
 // dryRun nothing is changed; the Result says what would be.
 func (w *Writer) Write(ctx context.Context, from, to time.Time, tree llmflow.Accounts, rollups []llmflow.Rollup, dryRun bool) (Result, error) {
 	res, err := w.write(ctx, from, to, tree, rollups, dryRun)
-	if err != nil {
-		err = errors.New(redact(err.Error(), w.secrets))
+	if err != nil && w.redact != nil {
+		err = errors.New(w.redact(err.Error()))
 	}
 	return res, err
 }
@@ -214,7 +194,7 @@ func (w *Writer) write(ctx context.Context, from, to time.Time, tree llmflow.Acc
 			continue
 		}
 		in = append(in, r)
-		if a, _ := Association(r, w.cfg.ServiceUser); a != "" && r.GPUHours != 0 {
+		if a, _ := llmflow.Association(r, w.cfg.ServiceUser); a != "" && r.GPUHours != 0 {
 			var ch []string
 			for _, n := range []string{r.Org, r.Team, r.Project} {
 				if n = strings.ToLower(strings.TrimSpace(n)); n != "" {
@@ -227,7 +207,7 @@ func (w *Writer) write(ctx context.Context, from, to time.Time, tree llmflow.Acc
 			}
 		}
 	}
-	usage, un := Usage(in, w.cfg.ServiceUser)
+	usage, un := llmflow.AssocHours(in, w.cfg.ServiceUser)
 	res.Unattributed = un
 	res.AssocHourRows = usage
 	var used [][2]string
@@ -259,7 +239,7 @@ func (w *Writer) write(ctx context.Context, from, to time.Time, tree llmflow.Acc
 	} else {
 		res.ClusterCreated = true
 		if !dryRun {
-			if err := w.cfg.Sacctmgr.run(ctx, "add", "cluster", w.cfg.Cluster); err != nil {
+			if err := w.cfg.Sacctmgr.Modify(ctx, "add", "cluster", w.cfg.Cluster); err != nil {
 				return res, fmt.Errorf("write-back: %w", err)
 			}
 		}
@@ -267,7 +247,7 @@ func (w *Writer) write(ctx context.Context, from, to time.Time, tree llmflow.Acc
 	res.Tree = planTree(w.cfg.Cluster, wantAccts, wantUsers, have)
 	if !dryRun {
 		for _, c := range res.Tree {
-			if err := w.cfg.Sacctmgr.run(ctx, c.Args...); err != nil {
+			if err := w.cfg.Sacctmgr.Modify(ctx, c.Args...); err != nil {
 				return res, fmt.Errorf("write-back: association tree: %w", err)
 			}
 		}
@@ -288,8 +268,7 @@ func (w *Writer) write(ctx context.Context, from, to time.Time, tree llmflow.Acc
 	// own rollup).
 	for attempt := 0; ; attempt++ {
 		err = w.writeUsage(ctx, &res, usage)
-		var me *mysql.MySQLError
-		if err != nil && errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205) && attempt < 3 {
+		if err != nil && slurm.Retryable(err) && attempt < 3 {
 			continue
 		}
 		return res, err
@@ -347,7 +326,7 @@ func (w *Writer) gpuTRES(ctx context.Context, dryRun bool) (id int64, created bo
 // writeUsage replaces the usage rows of [res.From, res.To) in one
 // transaction, serialised with other write-backs of the cluster by a named
 // lock.
-func (w *Writer) writeUsage(ctx context.Context, res *Result, usage []AssocHour) (err error) {
+func (w *Writer) writeUsage(ctx context.Context, res *Result, usage []llmflow.AssocHour) (err error) {
 	conn, err := w.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("write-back: connecting: %w", err)
@@ -554,23 +533,13 @@ func (w *Writer) insert(ctx context.Context, tx *sql.Tx, stage, table, cols stri
 	return nil
 }
 
-// redact removes every secret from s.
-func redact(s string, secrets []string) string {
-	for _, x := range secrets {
-		if x != "" {
-			s = strings.ReplaceAll(s, x, "[redacted]")
-		}
-	}
-	return s
-}
-
 // cpuTRES is slurmdbd's id of the cpu TRES.
 const cpuTRES = 1
 
 // writeTRES replaces the period's hour, day and month rows of one TRES,
 // for the associations and the cluster; record says whether res counts
 // them.
-func (w *Writer) writeTRES(ctx context.Context, tx *sql.Tx, res *Result, usage []AssocHour, ids map[[2]string]int64, tres int64, record bool) (err error) {
+func (w *Writer) writeTRES(ctx context.Context, tx *sql.Tx, res *Result, usage []llmflow.AssocHour, ids map[[2]string]int64, tres int64, record bool) (err error) {
 	now := w.cfg.Now().Unix()
 	loc := w.cfg.Location
 	from, to := res.From, res.To

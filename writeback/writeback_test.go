@@ -9,51 +9,6 @@ import (
 	"github.com/go-llmflow/llmflow"
 )
 
-func TestAssociation(t *testing.T) {
-	for _, c := range []struct {
-		r             llmflow.Rollup
-		svc           string
-		account, user string
-	}{
-		{llmflow.Rollup{Team: "Lab-NLP", Project: "NLP-LLM", Owner: "Alice"}, "", "nlp-llm", "alice"},
-		{llmflow.Rollup{Team: "lab-nlp", Owner: "bob"}, "", "lab-nlp", "bob"},
-		{llmflow.Rollup{Team: "lab-nlp", Project: "nlp-llm"}, "", "nlp-llm", DefaultServiceUser},
-		{llmflow.Rollup{Team: "lab-chem"}, "svc-gw", "lab-chem", "svc-gw"},
-		{llmflow.Rollup{Owner: "carol"}, "", "", "carol"}, // no key: no account
-	} {
-		a, u := Association(c.r, c.svc)
-		if a != c.account || u != c.user {
-			t.Errorf("Association(%+v, %q) = (%q, %q), want (%q, %q)", c.r, c.svc, a, u, c.account, c.user)
-		}
-	}
-}
-
-func TestUsage(t *testing.T) {
-	h := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
-	rs := []llmflow.Rollup{
-		{Hour: h, Team: "t", Project: "p", Owner: "alice", Model: "a", GPUHours: 0.1},
-		{Hour: h, Team: "t", Project: "p", Owner: "alice", Model: "b", GPUHours: 0.2}, // summed, then rounded once: 1080 s
-		{Hour: h, Team: "t", GPUHours: 1.0 / 3},                                       // 1200 s, service user
-		{Hour: h.Add(time.Hour), Team: "t", GPUHours: 0.0001},                         // 0.36 s → no row
-		{Hour: h, GPUHours: 2},                          // no account
-		{Team: "t", GPUHours: 7},                        // a range total: ignored
-		{Hour: h, Team: "t", Owner: "bob", GPUHours: 0}, // nothing
-	}
-	got, un := Usage(rs, "svc")
-	want := []AssocHour{{"p", "alice", h, 1080}, {"t", "svc", h, 1200}}
-	if !slices.Equal(got, want) {
-		t.Errorf("Usage = %+v, want %+v", got, want)
-	}
-	if un.Rollups != 1 || un.GPUHours != 2 {
-		t.Errorf("unattributed = %+v", un)
-	}
-	// The order of the rollups never changes the result.
-	slices.Reverse(rs)
-	if again, _ := Usage(rs, "svc"); !slices.Equal(again, want) {
-		t.Errorf("reversed input: %+v", again)
-	}
-}
-
 func TestHours(t *testing.T) {
 	now := time.Date(2026, 11, 30, 10, 22, 0, 0, time.UTC)
 	from, to := Hours(time.Date(2026, 11, 1, 5, 30, 0, 0, time.UTC), time.Date(2026, 11, 2, 7, 10, 0, 0, time.UTC), now)

@@ -65,7 +65,6 @@ func exportCmd(e *env) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringP("config", "c", "", "configuration file (LLMFLOW_CONFIG)")
 	fl.StringVar(&from, "from", "", "start (inclusive): 2026-10-01 or an RFC 3339 time")
 	fl.StringVar(&to, "to", "", "end (exclusive)")
 	fl.StringVar(&groupBy, "group-by", "org,team", "comma-separated: "+strings.Join(llmflow.RollupDimensions(), ", "))
@@ -73,7 +72,6 @@ func exportCmd(e *env) *cobra.Command {
 	fl.StringVarP(&output, "output", "o", "", "write to this file (atomically) instead of stdout")
 	cmd.MarkFlagRequired("from")
 	cmd.MarkFlagRequired("to")
-	e.bind(cmd, "config")
 	return cmd
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"os/user"
 	"slices"
@@ -14,19 +15,21 @@ import (
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/reports"
-	"github.com/go-llmflow/llmflow/writeback"
 )
 
 func reportCmd(e *env) *cobra.Command {
 	return &cobra.Command{
-		Use:   "report [-c FILE] [--as-cluster NAME] [--gpus N] [--service-user NAME] SREPORT-ARGS…",
+		Use:   "report [-c FILE] [--as-cluster NAME] [--gpus N] [--service-user NAME] [--timezone TZ] SREPORT-ARGS…",
 		Short: "GPU-hours as sreport prints them (cluster AccountUtilizationByUser, UserUtilizationByAccount, Utilization, user TopUsage)",
 		Long: "report prints llmflow's GPU-hours exactly as Slurm 22.05's sreport prints usage, with sreport's\n" +
 			"arguments, so its rows can be put next to sreport's. Requests count under the Slurm association\n" +
 			"(the key's project or team account, the key's owner or --service-user), the same mapping the\n" +
 			"write-back to slurmdbd uses (llmflow sync --to-slurmdbd): after a write-back, `sreport ...\n" +
 			"cluster=llm` and `llmflow report ...` give the same rows. The cluster totals count --gpus (default:\n" +
-			"the sum of the pools' gpus). Reports read hourly rollups, never raw records.",
+			"the sum of the pools' gpus). The cluster, the service user and the time zone (sreport's TZ, which\n" +
+			"the period and the day and month rows follow) are the configuration's writeback { cluster,\n" +
+			"service_user, timezone } when it has that block (else llm, llmflow and UTC); the flags override\n" +
+			"them. Reports read hourly rollups, never raw records.",
 		Example: "  llmflow report -c gateway.hcl cluster AccountUtilizationByUser start=2026-10-01 end=2026-11-01 -T gres/gpu -t hours -P\n" +
 			"  llmflow report -c gateway.hcl user TopUsage start=2026-10-01 end=2026-11-01 -T gres/gpu TopCount=5",
 		DisableFlagParsing: true,
@@ -38,8 +41,8 @@ func reportCmd(e *env) *cobra.Command {
 			if o.help {
 				return cmd.Help()
 			}
-			if o.config == "" {
-				o.config = e.str(cmd, "config")
+			if o.config == "" { // flags are not parsed by cobra here: LLMFLOW_CONFIG
+				o.config = e.configPath()
 			}
 			if o.config == "" {
 				return fmt.Errorf("no configuration: pass -c FILE or set LLMFLOW_CONFIG (the store it names holds the accounting)")
@@ -49,6 +52,10 @@ func reportCmd(e *env) *cobra.Command {
 				return err
 			}
 			cfg, err := config.Load(o.config)
+			if err != nil {
+				return e.diagnostics(err)
+			}
+			cluster, serviceUser, loc, err := o.slurmSide(cfg)
 			if err != nil {
 				return err
 			}
@@ -64,7 +71,7 @@ func reportCmd(e *env) *cobra.Command {
 			}
 			defer db.Close()
 			now := time.Now()
-			period, err := reports.Resolve(req, now, time.UTC)
+			period, err := reports.Resolve(req, now, loc)
 			if err != nil {
 				return err
 			}
@@ -79,8 +86,8 @@ func reportCmd(e *env) *cobra.Command {
 			if tree == nil {
 				tree = cfg.Accounts().SlurmNames()
 			}
-			rows, _ := writeback.Usage(rollups, o.serviceUser)
-			data := reportData(tree, rows, o.gpus, o.cluster, period, now)
+			rows, _ := llmflow.AssocHours(rollups, serviceUser)
+			data := reportData(tree, rows, o.gpus, cluster, period, now, loc)
 			w := bufio.NewWriter(e.stdout)
 			if err := reports.Run(w, req, data); err != nil {
 				return err
@@ -91,15 +98,37 @@ func reportCmd(e *env) *cobra.Command {
 }
 
 type reportOpts struct {
-	config, cluster, serviceUser string
-	gpus                         int
-	help                         bool
+	config, cluster, serviceUser, timezone string // "": not given
+	gpus                                   int    // -1: not given
+	help                                   bool
+}
+
+// slurmSide returns the cluster, service user and time zone of the report:
+// the flags', else the configuration's writeback block's (as the
+// write-back to slurmdbd uses them), else llmflow's defaults and UTC.
+func (o reportOpts) slurmSide(cfg *config.Config) (cluster, serviceUser string, loc *time.Location, err error) {
+	cluster, serviceUser, tz := llmflow.DefaultSlurmCluster, llmflow.DefaultServiceUser, "UTC"
+	if wc := cfg.Writeback; wc != nil {
+		cluster = cmp.Or(wc.Cluster, cluster)
+		serviceUser = cmp.Or(wc.ServiceUser, serviceUser)
+		tz = cmp.Or(wc.Timezone, tz)
+	}
+	cluster = cmp.Or(o.cluster, cluster)
+	serviceUser = cmp.Or(o.serviceUser, serviceUser)
+	what := "writeback timezone"
+	if o.timezone != "" {
+		tz, what = o.timezone, "--timezone"
+	}
+	if loc, err = time.LoadLocation(tz); err != nil {
+		return "", "", nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return cluster, serviceUser, loc, nil
 }
 
 // reportOptions takes llmflow's own options out of the arguments; the rest
 // are sreport's.
 func reportOptions(args []string) (reportOpts, []string, error) {
-	o := reportOpts{cluster: writeback.DefaultCluster, serviceUser: writeback.DefaultServiceUser, gpus: -1}
+	o := reportOpts{gpus: -1}
 	var rest []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -122,6 +151,8 @@ func reportOptions(args []string) (reportOpts, []string, error) {
 			o.cluster, err = take()
 		case "--service-user":
 			o.serviceUser, err = take()
+		case "--timezone":
+			o.timezone, err = take()
 		case "--gpus":
 			var s string
 			if s, err = take(); err == nil {
@@ -143,13 +174,14 @@ func reportOptions(args []string) (reportOpts, []string, error) {
 
 // reportData is llmflow's usage in sreport's model, as the write-back puts
 // it in slurmdbd: the account tree under root, one user association per
-// (account, user) with usage, the hourly GPU-seconds of writeback.Usage as
-// gres/gpu rows and the same seconds as cpu rows (sreport sorts user lists
-// by cpu), days and months summed from them as slurmdbd does, and cluster
-// rows of gpus GPUs for every hour of the period that has ended.
-func reportData(tree llmflow.Accounts, rows []writeback.AssocHour, gpus int, cluster string, p reports.Period, now time.Time) reports.Data {
+// (account, user) with usage, the hourly GPU-seconds of llmflow.AssocHours
+// as gres/gpu rows and the same seconds as cpu rows (sreport sorts user
+// lists by cpu), days and months of loc (slurmdbd's time zone) summed from
+// them as slurmdbd does, and cluster rows of gpus GPUs for every hour of
+// the period that has ended.
+func reportData(tree llmflow.Accounts, rows []llmflow.AssocHour, gpus int, cluster string, p reports.Period, now time.Time, loc *time.Location) reports.Data {
 	tresNames := []string{"gres/gpu", "cpu"}
-	d := reports.Data{Cluster: cluster, Now: now, Location: time.UTC, ProperName: properName}
+	d := reports.Data{Cluster: cluster, Now: now, Location: loc, ProperName: properName}
 	d.Accounts = append(d.Accounts, reports.Account{Name: "root"})
 	known := map[string]bool{"root": true}
 	for _, a := range tree {
@@ -173,8 +205,8 @@ func reportData(tree llmflow.Accounts, rows []writeback.AssocHour, gpus int, clu
 			d.Assocs = append(d.Assocs, reports.Assoc{Account: r.Account, User: r.User})
 		}
 	}
-	day := func(t time.Time) time.Time { y, m, dd := t.Date(); return time.Date(y, m, dd, 0, 0, 0, 0, time.UTC) }
-	month := func(t time.Time) time.Time { y, m, _ := t.Date(); return time.Date(y, m, 1, 0, 0, 0, 0, time.UTC) }
+	day := func(t time.Time) time.Time { y, m, dd := t.In(loc).Date(); return time.Date(y, m, dd, 0, 0, 0, 0, loc) }
+	month := func(t time.Time) time.Time { y, m, _ := t.In(loc).Date(); return time.Date(y, m, 1, 0, 0, 0, 0, loc) }
 	type gk struct {
 		assoc int
 		start int64

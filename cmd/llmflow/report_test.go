@@ -105,3 +105,144 @@ llm|lab-chem|llmflow||gres/gpu|3600
 		t.Errorf("TopUsage:\n%s", top)
 	}
 }
+
+// The report takes its configuration from LLMFLOW_CONFIG as every command
+// does, and its cluster, service user and time zone from the writeback
+// block (slurmdbd's zone: the period and the day rows follow it); the
+// flags override them.
+func TestReportConfigFromEnvAndWritebackBlock(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "k"), []byte("secret\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "dsn"), []byte("u:p@tcp(127.0.0.1:1)/slurm_acct_db\n"), 0o600)
+	cfgPath := filepath.Join(dir, "gateway.hcl")
+	os.WriteFile(cfgPath, []byte(`
+master_key_file = "k"
+pool "p" {
+  capacity = 16
+  gpus     = 1
+}
+model "m" {
+  pool = "p"
+  upstream "u" { base_url = "http://127.0.0.1:1" }
+}
+store { path = "llmflow.db" }
+writeback {
+  dsn_file     = "dsn"
+  cluster      = "llmx"
+  service_user = "svc"
+  timezone     = "Europe/Paris"
+}
+`), 0o600)
+	if _, err := time.LoadLocation("Europe/Paris"); err != nil {
+		t.Skip("no tzdata:", err)
+	}
+	ctx := context.Background()
+	db, err := store.OpenSQLite(ctx, filepath.Join(dir, "llmflow.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(0, 0)
+	tree := llmflow.Accounts{
+		{Name: "etaba", Kind: llmflow.KindOrg, Shares: 1, Source: "slurm"},
+		{Name: "lab-nlp", Kind: llmflow.KindTeam, Parent: "etaba", Shares: 1, Source: "slurm"},
+	}
+	if _, err := db.SaveSync(ctx, tree, llmflow.SyncRun{Started: t0, Finished: t0, Source: "test", Outcome: "applied"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateKey(ctx, llmflow.Key{ID: "key_s", Hash: [32]byte{2}, Org: "etaba", Team: "lab-nlp", CreatedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	// 23:30 UTC on Nov 2 is 00:30 on Nov 3 in Paris.
+	at := time.Date(2026, 11, 2, 23, 30, 0, 0, time.UTC)
+	rec := llmflow.Record{Time: at, RequestID: "r1", KeyID: "key_s", Org: "etaba", Team: "lab-nlp", Model: "m", Pool: "p", GPUHours: 2, Status: 200, Outcome: llmflow.OutcomeOK}
+	if err := db.WriteRecords(ctx, []llmflow.Record{rec}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	t.Setenv("LLMFLOW_CONFIG", cfgPath)
+	run := func(args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := Run(ctx, append([]string{"report"}, args...), &out, &errb); code != 0 {
+			t.Fatalf("report %v: exit %d: %s", args, code, errb.String())
+		}
+		return out.String()
+	}
+	args := []string{"cluster", "AccountUtilizationByUser", "start=2026-11-03", "end=2026-11-04", "-T", "gres/gpu", "-t", "seconds", "-P"}
+	for _, c := range []struct {
+		name  string
+		flags []string
+		want  string
+	}{
+		{"WritebackBlock", nil, `--------------------------------------------------------------------------------
+Cluster/Account/User Utilization 2026-11-03T00:00:00 - 2026-11-03T23:59:59 (86400 secs)
+Usage reported in TRES Seconds
+--------------------------------------------------------------------------------
+Cluster|Account|Login|Proper Name|TRES Name|Used
+llmx|root|||gres/gpu|7200
+llmx|etaba|||gres/gpu|7200
+llmx|lab-nlp|||gres/gpu|7200
+llmx|lab-nlp|svc||gres/gpu|7200
+`},
+		// UTC: Nov 3 starts after the request, and sreport prints no row
+		// for a cluster without usage.
+		{"FlagsOverride", []string{"--timezone", "UTC", "--as-cluster", "other", "--service-user=ops"}, `--------------------------------------------------------------------------------
+Cluster/Account/User Utilization 2026-11-03T00:00:00 - 2026-11-03T23:59:59 (86400 secs)
+Usage reported in TRES Seconds
+--------------------------------------------------------------------------------
+Cluster|Account|Login|Proper Name|TRES Name|Used
+`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := run(append(c.flags, args...)...); got != c.want {
+				t.Errorf("got\n%s\nwant\n%s", got, c.want)
+			}
+		})
+	}
+	// The cluster and service user of the flags, on Nov 2 in UTC.
+	got := run("--timezone", "UTC", "--service-user", "ops", "--as-cluster=other", "cluster", "AccountUtilizationByUser", "start=2026-11-02", "end=2026-11-03", "-T", "gres/gpu", "-t", "seconds", "-P", "-n")
+	if !strings.Contains(got, "other|lab-nlp|ops||gres/gpu|7200\n") {
+		t.Errorf("UTC, Nov 2:\n%s", got)
+	}
+
+	var out, errb bytes.Buffer
+	if code := Run(ctx, []string{"report", "--timezone", "Nowhere/Atlantis", "cluster", "Utilization"}, &out, &errb); code == 0 || !strings.Contains(errb.String(), "--timezone") {
+		t.Errorf("bad --timezone: exit %d, %q", code, errb.String())
+	}
+}
+
+// -c/--config is one persistent flag: it is taken before or after any
+// subcommand, and LLMFLOW_CONFIG stands in for it.
+func TestConfigFlagPersistent(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "k"), []byte("secret\n"), 0o600)
+	cfgPath := filepath.Join(dir, "gateway.hcl")
+	os.WriteFile(cfgPath, []byte(`
+master_key_file = "k"
+pool "p" { capacity = 4 }
+model "m" {
+  pool = "p"
+  upstream "u" { base_url = "http://127.0.0.1:1" }
+}
+`), 0o600)
+	for _, c := range []struct {
+		name string
+		env  string
+		args []string
+	}{
+		{"ShortAfter", "", []string{"check-config", "-c", cfgPath}},
+		{"LongAfter", "", []string{"check-config", "--config=" + cfgPath}},
+		{"Before", "", []string{"-c", cfgPath, "check-config"}},
+		{"Env", cfgPath, []string{"check-config"}},
+		{"FlagOverEnv", filepath.Join(dir, "missing.hcl"), []string{"check-config", "-c", cfgPath}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("LLMFLOW_CONFIG", c.env)
+			var out, errb bytes.Buffer
+			if code := Run(context.Background(), c.args, &out, &errb); code != 0 || !strings.Contains(out.String(), cfgPath+": ok") {
+				t.Errorf("%v: exit %d, %q %q", c.args, code, out.String(), errb.String())
+			}
+		})
+	}
+}

@@ -85,6 +85,23 @@ func (e *env) str(cmd *cobra.Command, name string) string {
 	return e.v.GetString(cmd.Name() + "." + name)
 }
 
+// bindPersistent makes root's persistent flag name readable through e.v
+// under its own name (the same for every subcommand), overridable by
+// LLMFLOW_NAME.
+func (e *env) bindPersistent(root *cobra.Command, name string) {
+	if err := e.v.BindPFlag(name, root.PersistentFlags().Lookup(name)); err != nil {
+		panic(err)
+	}
+	if err := e.v.BindEnv(name, "LLMFLOW_"+strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); err != nil {
+		panic(err)
+	}
+}
+
+// configPath is the configuration file named by -c/--config (a persistent
+// flag of the root command, so every subcommand takes it) or
+// LLMFLOW_CONFIG; "" when neither is set.
+func (e *env) configPath() string { return e.v.GetString("config") }
+
 // logger writes leveled text logs to stderr.
 func (e *env) logger(cmd *cobra.Command) (*slog.Logger, error) {
 	var lvl slog.Level
@@ -99,7 +116,7 @@ func (e *env) logger(cmd *cobra.Command) (*slog.Logger, error) {
 // diagnostics go to stderr one per line, as file:line:col: message, and the
 // command exits 1.
 func (e *env) loadConfig(cmd *cobra.Command, why string) (*config.Config, error) {
-	path := e.str(cmd, "config")
+	path := e.configPath()
 	if path == "" {
 		return nil, fmt.Errorf("no configuration: pass -c FILE or set LLMFLOW_CONFIG%s", why)
 	}
@@ -127,6 +144,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.PersistentFlags().StringP("config", "c", "", "configuration file (LLMFLOW_CONFIG)")
+	e.bindPersistent(root, "config")
 	root.AddCommand(serveCmd(e), checkConfigCmd(e), versionCmd(e), vllmsimCmd(e), quickstartCmd(e), demoCmd(e), shareCmd(e), syncCmd(e), exportCmd(e), reportCmd(e))
 	return root
 }
@@ -162,7 +181,5 @@ func checkConfigCmd(e *env) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringP("config", "c", "", "configuration file (LLMFLOW_CONFIG)")
-	e.bind(cmd, "config")
 	return cmd
 }

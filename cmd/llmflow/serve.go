@@ -44,10 +44,9 @@ func serveCmd(e *env) *cobra.Command {
 			return serve(cmd.Context(), cfg, e.str(cmd, "listen"), log, nil)
 		},
 	}
-	cmd.Flags().StringP("config", "c", "", "configuration file (LLMFLOW_CONFIG)")
 	cmd.Flags().String("listen", "127.0.0.1:8080", "address to listen on (LLMFLOW_LISTEN)")
 	cmd.Flags().String("log-level", "info", "debug, info, warn or error (LLMFLOW_LOG_LEVEL)")
-	for _, f := range []string{"config", "listen", "log-level"} {
+	for _, f := range []string{"listen", "log-level"} {
 		e.bind(cmd, f)
 	}
 	return cmd

@@ -30,7 +30,7 @@ func shareCmd(e *env) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if keyFile == "" {
-				path := e.str(cmd, "config")
+				path := e.configPath()
 				if path == "" {
 					return fmt.Errorf("need the master key: pass --master-key-file, or -c FILE to take it from the configuration")
 				}
@@ -60,14 +60,12 @@ func shareCmd(e *env) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.String("url", "http://127.0.0.1:8080", "the gateway's base URL (LLMFLOW_URL)")
-	f.StringP("config", "c", "", "configuration file, to find master_key_file (LLMFLOW_CONFIG)")
 	f.StringVar(&keyFile, "master-key-file", "", "file holding the master key")
 	f.StringVar(&pool, "pool", "", "only this pool")
 	f.BoolVarP(&parsable2, "parsable2", "P", false, "fields separated by '|', no trailing '|'")
 	f.BoolVarP(&parsable, "parsable", "p", false, "fields separated by '|', with a trailing '|'")
 	f.BoolVarP(&noHeader, "noheader", "n", false, "no header line")
 	e.bind(cmd, "url")
-	e.bind(cmd, "config")
 	return cmd
 }
 

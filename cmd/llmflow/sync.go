@@ -152,7 +152,6 @@ func syncCmd(e *env) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringP("config", "c", "", "configuration file (LLMFLOW_CONFIG)")
 	fl.BoolVar(&f.fromDBD, "from-slurmdbd", false, "read slurmdbd's MySQL database")
 	fl.BoolVar(&f.fromSacctmgr, "from-sacctmgr", false, "run sacctmgr (or read --file)")
 	fl.StringVar(&f.dsnFile, "dsn-file", "", "file holding slurmdbd's MySQL DSN (overrides slurm { dsn_file })")
@@ -164,7 +163,6 @@ func syncCmd(e *env) *cobra.Command {
 	fl.BoolVar(&history, "history", false, "list the recorded runs")
 	fl.IntVar(&limit, "limit", 20, "with --history: how many runs")
 	addWritebackFlags(cmd)
-	e.bind(cmd, "config")
 	return cmd
 }
 

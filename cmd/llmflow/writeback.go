@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/slurm"
 	"github.com/go-llmflow/llmflow/store"
 	"github.com/go-llmflow/llmflow/writeback"
 )
@@ -32,9 +33,9 @@ func addWritebackFlags(cmd *cobra.Command) {
 	fl.String("from", "", "with --to-slurmdbd: first hour written (RFC 3339 or YYYY-MM-DD, UTC; default --to minus 24h)")
 	fl.String("to", "", "with --to-slurmdbd: end of the hours written, exclusive (default, and at most, the start of the current hour)")
 	fl.String("writeback-dsn-file", "", "file holding the MySQL DSN of slurmdbd's database for the write-back, with write grants (default slurm { dsn_file }); see `go doc writeback`")
-	fl.String("writeback-cluster", writeback.DefaultCluster, "the Slurm cluster llmflow's usage is written as")
+	fl.String("writeback-cluster", llmflow.DefaultSlurmCluster, "the Slurm cluster llmflow's usage is written as")
 	fl.Int("gpus", 0, "GPUs of the pools written: capacity of the write-back cluster (count of its usage rows, idle = GPUs x 3600 - allocated; default the sum of the pools' gpus)")
-	fl.String("service-user", writeback.DefaultServiceUser, "the Slurm user the requests of keys without an owner count under")
+	fl.String("service-user", llmflow.DefaultServiceUser, "the Slurm user the requests of keys without an owner count under")
 	fl.String("writeback-tz", "", "slurmdbd's time zone, which its day and month rows follow (IANA name; default this process's local zone, $TZ)")
 }
 
@@ -95,7 +96,7 @@ func runWriteback(cmd *cobra.Command, e *env, cfg *config.Config, db writebackSt
 	if err != nil {
 		return fmt.Errorf("write-back DSN: %w", err)
 	}
-	sm := writeback.Sacctmgr{Path: cmp.Or(str("sacctmgr"), s.SacctmgrPath, "sacctmgr"), Timeout: s.Timeout}
+	sm := slurm.Sacctmgr{Path: cmp.Or(str("sacctmgr"), s.SacctmgrPath, "sacctmgr"), Timeout: s.Timeout}
 	if d, _ := fl.GetDuration("timeout"); d > 0 {
 		sm.Timeout = d
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/slurm"
 	"github.com/go-llmflow/llmflow/writeback"
 )
 
@@ -34,9 +35,9 @@ func startWriteback(ctx context.Context, cfg *config.Config, db appStore, log *s
 	if gpus == 0 {
 		return nil, fmt.Errorf("writeback needs the pools' GPUs (pool { gpus }): they are the cluster's capacity in sreport")
 	}
-	sm := writeback.Sacctmgr{Path: "sacctmgr"}
+	var sm slurm.Sacctmgr // "sacctmgr" from PATH
 	if cfg.Slurm != nil {
-		sm = writeback.Sacctmgr{Path: cfg.Slurm.SacctmgrPath, Timeout: cfg.Slurm.Timeout}
+		sm = slurm.Sacctmgr{Path: cfg.Slurm.SacctmgrPath, Timeout: cfg.Slurm.Timeout}
 	}
 	w, err := writeback.Open(dsn, writeback.Config{Cluster: wc.Cluster, ServiceUser: wc.ServiceUser, GPUs: gpus, Location: loc, Sacctmgr: sm})
 	if err != nil {

@@ -3,9 +3,9 @@
 package deptest
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -14,17 +14,24 @@ import (
 // config, reports) must not depend on: the network, databases, processes.
 var Impure = []string{"net", "net/http", "database/sql", "os/exec", "syscall/js"}
 
+// goTool is the go command: from PATH, else from $GOROOT/bin.
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	if root := os.Getenv("GOROOT"); root != "" {
+		return filepath.Join(root, "bin", "go")
+	}
+	return "go"
+}
+
 // Check runs `go list -deps` on the package in the test's directory and
 // fails for each forbidden package it depends on. pkg is the package's
 // import path, checked to be in the list so that a failing go list cannot
 // pass silently.
 func Check(t *testing.T, pkg string, forbidden []string) {
 	t.Helper()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	out, err := exec.Command(goTool, "list", "-deps", ".").Output()
+	out, err := exec.Command(goTool(), "list", "-deps", ".").Output()
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)
 	}
@@ -39,5 +46,23 @@ func Check(t *testing.T, pkg string, forbidden []string) {
 		if deps[p] {
 			t.Errorf("package %s depends on %s", pkg, p)
 		}
+	}
+}
+
+// CheckStdlib fails when the package in the test's directory depends on
+// anything but the standard library and pkg itself (the root package's
+// rule: the domain vocabulary imports nothing).
+func CheckStdlib(t *testing.T, pkg string) {
+	t.Helper()
+	out, err := exec.Command(goTool(), "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) == 0 || deps[len(deps)-1] != pkg {
+		t.Fatalf("go list -deps did not list %s last:\n%s", pkg, out)
+	}
+	for _, p := range deps[:len(deps)-1] {
+		t.Errorf("package %s depends on %s, which is not in the standard library", pkg, p)
 	}
 }

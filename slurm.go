@@ -1,4 +1,4 @@
-package writeback
+package llmflow
 
 import (
 	"cmp"
@@ -6,16 +6,40 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/go-llmflow/llmflow"
 )
+
+// The Slurm association of a request: who the GPU-hours of a rollup belong
+// to in Slurm's accounting. `llmflow report` and the write-back to slurmdbd
+// (package writeback) both map usage with the functions here, so they
+// always agree.
 
 // DefaultServiceUser is the Slurm user that the requests of keys without an
 // owner count under.
 const DefaultServiceUser = "llmflow"
 
-// DefaultCluster is the Slurm cluster llmflow's usage is written to.
-const DefaultCluster = "llm"
+// DefaultSlurmCluster is the Slurm cluster llmflow's usage is written to
+// (and reported as).
+const DefaultSlurmCluster = "llm"
+
+// ValidClusterName reports whether name is a Slurm cluster name llmflow
+// accepts: 1 to 64 lower-case letters, digits, '-' and '_', not starting
+// with '-' or '_' (Slurm lower-cases cluster names). Such a name is safe
+// inside slurmdbd's per-cluster table names (`<cluster>_assoc_table`) and
+// as a sacctmgr argument.
+func ValidClusterName(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case (c == '-' || c == '_') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // Association returns the Slurm association (account, user) a rollup's
 // requests count under, in Slurm's lower-case names:
@@ -34,9 +58,8 @@ const DefaultCluster = "llm"
 //
 // account is "" when the rollup has neither project nor team (a request
 // without a key): such usage has no place in Slurm's tree and is not
-// written. `llmflow report` and the write-back both use this function, so
-// they always agree.
-func Association(r llmflow.Rollup, serviceUser string) (account, user string) {
+// written.
+func Association(r Rollup, serviceUser string) (account, user string) {
 	account = r.Project
 	if account == "" {
 		account = r.Team
@@ -58,7 +81,7 @@ func GPUSeconds(gpuHours float64) int64 {
 }
 
 // AssocHour is the GPU usage of one association in one hour: one row of
-// <cluster>_assoc_usage_hour_table.
+// slurmdbd's <cluster>_assoc_usage_hour_table.
 type AssocHour struct {
 	Account, User string
 	Hour          time.Time // start of the hour, UTC
@@ -71,7 +94,7 @@ type Unattributed struct {
 	GPUHours float64
 }
 
-// Usage turns rollups into the hourly rows of the write-back: rollups are
+// AssocHours turns rollups into hourly association rows: rollups are
 // mapped with Association, summed per (association, UTC hour) in GPU-hours
 // and converted once with GPUSeconds; hours that round to 0 seconds are
 // left out (slurmdbd writes no zero rows). The result is sorted by hour,
@@ -81,7 +104,7 @@ type Unattributed struct {
 // numbers from these rows: any range's usage is then the sum of whole
 // AssocHour values, exactly what slurmdbd's hour, day and month tables
 // hold.
-func Usage(rs []llmflow.Rollup, serviceUser string) ([]AssocHour, Unattributed) {
+func AssocHours(rs []Rollup, serviceUser string) ([]AssocHour, Unattributed) {
 	type key struct {
 		account, user string
 		hour          int64

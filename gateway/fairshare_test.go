@@ -164,6 +164,46 @@ func TestSetAccountsWhileServing(t *testing.T) {
 	}
 }
 
+// TestMetricsFollowReparent moves a team to another organisation while
+// serving (a Slurm sync): its next requests count under the new
+// organisation's label, not the one cached for the old.
+func TestMetricsFollowReparent(t *testing.T) {
+	up := newRecordingUpstream(t, nil)
+	e := newEnv(t, []string{up.srv.URL}, "")
+	send := func() {
+		t.Helper()
+		resp := e.post(t, "/v1/chat/completions", `{"model":"m","messages":[]}`)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	send() // lab-nlp under etabA
+	accts := e.cfg.Accounts()
+	for i := range accts {
+		if accts[i].Name == "lab-nlp" {
+			accts[i].Parent = "etabB"
+		}
+	}
+	e.gw.SetAccounts(accts)
+	send()
+	resp, err := e.srv.Client().Get(e.srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`llmflow_requests_total{code="200",model="m",org="etabA",pool="p",team="lab-nlp"} 1`,
+		`llmflow_requests_total{code="200",model="m",org="etabB",pool="p",team="lab-nlp"} 1`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
 // memUsage is a ShareUsageStore in memory.
 type memUsage struct {
 	mu    sync.Mutex

@@ -24,13 +24,14 @@ type metrics struct {
 	acctWritten prometheus.Counter
 	acctFailed  prometheus.Counter
 
-	// per (model, team) children, resolved once: WithLabelValues hashes
-	// its labels on every call.
+	// per-request children, resolved once (WithLabelValues hashes its
+	// labels on every call), keyed by every label value they hold: a team
+	// a Slurm sync moves to another organisation gets new children.
 	mu       sync.RWMutex
 	children map[childKey]*children
 }
 
-type childKey struct{ model, team string }
+type childKey struct{ model, pool, org, team string }
 
 type children struct {
 	prompt, completion, cached, gpu prometheus.Counter
@@ -102,7 +103,7 @@ const (
 )
 
 func (m *metrics) child(model, pool, org, team string) *children {
-	k := childKey{model, team}
+	k := childKey{model, pool, org, team}
 	m.mu.RLock()
 	c := m.children[k]
 	m.mu.RUnlock()

@@ -196,6 +196,7 @@ func ParseArgs(args []string) (Request, error) {
 		case hasPrefixFold(rep, "Utilization", 2):
 			req.Report = Utilization
 		default:
+			//lint:ignore ST1005 sreport's own message, byte for byte
 			return req, fmt.Errorf("Not valid report %s\nValid cluster reports are, \"AccountUtilizationByUser\", \"UserUtilizationByAccount\", \"UserUtilizationByWckey\", \"Utilization\", and \"WCKeyUtilizationByUser\"", rep)
 		}
 	case prefixFold(kw, "user", 1):
@@ -203,6 +204,7 @@ func ParseArgs(args []string) (Request, error) {
 			return req, fmt.Errorf("too few arguments for keyword:%s", kw)
 		}
 		if rep := words[1]; len(rep) == 0 || !strings.EqualFold(rep[:1], "t") {
+			//lint:ignore ST1005 sreport's own message, byte for byte
 			return req, fmt.Errorf("Not valid report %s\nValid user reports are, \"Top\"", rep)
 		}
 		req.Report = TopUsage
@@ -337,6 +339,7 @@ func (r *Request) condition(arg string) error {
 	if !hasEq {
 		name = arg
 	}
+	//lint:ignore ST1005 sreport's own message, byte for byte
 	unknown := fmt.Errorf("Unknown condition: %s\nUse keyword set to modify value", arg)
 	if !hasEq && prefixFold(name, "all_clusters", 1) {
 		r.AllClusters = true
@@ -450,8 +453,10 @@ func getUint(s, what string) (int, error) {
 			if s == "" {
 				return 0, nil
 			}
+			//lint:ignore ST1005 sreport's own message, byte for byte
 			return 0, fmt.Errorf("Invalid value for %s (%s)", what, s)
 		}
+		//lint:ignore ST1005 sreport's own message, byte for byte
 		return 0, fmt.Errorf("Invalid value for %s (%s)", what, s)
 	}
 	if n < 0 {

@@ -136,6 +136,7 @@ func fields(req Request, strict bool) ([]field, error) {
 		}
 		if f.kind == fNone {
 			if strict {
+				//lint:ignore ST1005 sreport's own message, byte for byte
 				return nil, fmt.Errorf("Unknown field '%s'", obj)
 			}
 			continue

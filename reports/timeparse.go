@@ -22,6 +22,7 @@ func ParseTime(s string, now time.Time, loc *time.Location) (time.Time, error) {
 	if loc == nil {
 		loc = time.UTC
 	}
+	//lint:ignore ST1005 sreport's own message, byte for byte
 	bad := fmt.Errorf("Invalid time specification: %s", s)
 	now = now.In(loc)
 	day := func(off int, h int) time.Time {

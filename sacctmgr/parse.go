@@ -120,13 +120,6 @@ var columnNames = map[string]column{
 	"defaultaccount": colDefAcct,
 }
 
-var columnTitle = [numColumns]string{
-	colCluster: "Cluster", colAccount: "Account", colUser: "User",
-	colPartition: "Partition", colShare: "Share", colParentName: "ParentName",
-	colParentID: "ParentID", colID: "ID", colLFT: "LFT", colRGT: "RGT",
-	colDescr: "Descr", colOrg: "Org", colDefAcct: "Def Acct",
-}
-
 // layout is what the header (or Options.Columns) says about the fields.
 type layout struct {
 	n      int             // number of columns

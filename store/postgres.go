@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/internal/redact"
 )
 
 //go:embed migrations/postgres/*.sql
@@ -71,12 +72,12 @@ func openPostgres(ctx context.Context, dsn string) (*Postgres, error) {
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, redact(err, dsn, password)
+		return nil, redactErr(err, dsn, password)
 	}
 	s := &Postgres{pool: pool}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
-		return nil, redact(err, dsn, password)
+		return nil, redactErr(err, dsn, password)
 	}
 	return s, nil
 }
@@ -93,9 +94,9 @@ func (e *redactedError) Error() string { return e.msg }
 
 func (e *redactedError) Unwrap() error { return e.cause }
 
-// redact returns err without the DSN, its password, nor pgx's
+// redactErr returns err without the DSN, its password, nor pgx's
 // "failed to connect to `user=… database=…`" prefix.
-func redact(err error, dsn, password string) error {
+func redactErr(err error, dsn, password string) error {
 	msg := err.Error()
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) {
@@ -107,12 +108,7 @@ func redact(err error, dsn, password string) error {
 	if errors.As(err, &pe) {
 		msg = ErrInvalidDSN.Error()
 	}
-	if dsn != "" {
-		msg = strings.ReplaceAll(msg, dsn, "<dsn>")
-	}
-	if password != "" {
-		msg = strings.ReplaceAll(msg, password, "xxxxx")
-	}
+	msg = redact.String(msg, dsn, password)
 	var cause error
 	for _, sentinel := range []error{ErrSchemaTooNew, ErrInvalidDSN, context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, sentinel) {

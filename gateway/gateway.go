@@ -90,10 +90,17 @@ type Options struct {
 	// Version is reported by /healthz and in the upstream User-Agent;
 	// "" = "dev".
 	Version string
-	// Counters returns the fair-share counters of a pool (in flight,
-	// within share, usage decaying with halfLife); nil = in this process
-	// (fairshare.NewMemCounters). Several replicas share theirs here.
-	Counters func(pool string, halfLife time.Duration) fairshare.Counters
+	// Counters gives each pool its fair-share counters (in flight, within
+	// share, usage); nil = in this process (fairshare.NewMemCounters).
+	// Several replicas share theirs through it.
+	Counters CounterSource
+}
+
+// CounterSource gives a pool the counters its admissions share.
+type CounterSource interface {
+	// PoolCounters returns the counters of the named pool, whose usage
+	// decays with halfLife.
+	PoolCounters(pool string, halfLife time.Duration) fairshare.Counters
 }
 
 // Gateway serves the client and admin routes. Create it with New, start
@@ -287,7 +294,7 @@ func (g *Gateway) newPools(o Options, view *accountView) error {
 		pl := &pool{name: p.Name, capacity: p.Capacity, engine: p.Engine, upstreamSeconds: g.m.upstream.WithLabelValues(p.Name)}
 		var ctr fairshare.Counters
 		if o.Counters != nil {
-			ctr = o.Counters(p.Name, g.cfg.FairShare.HalfLife)
+			ctr = o.Counters.PoolCounters(p.Name, g.cfg.FairShare.HalfLife)
 		} else {
 			ctr = fairshare.NewMemCounters(g.cfg.FairShare.HalfLife)
 		}

@@ -364,17 +364,21 @@ func (g *Gateway) relayBody(w http.ResponseWriter, r *http.Request, x *exchange,
 
 // relayError turns an upstream error answer into the gateway's own: the
 // engine's message for request errors the client can fix, a generic one
-// for everything else (which may reveal engine internals).
+// for everything else (which may reveal engine internals). Whatever of the
+// engine's text goes on, to the client or to the log, is scrubbed first
+// (scrubber: the engine key, the cache_salt and the gateway's priority
+// removed, the upstream model name replaced by the client's).
 func (g *Gateway) relayError(x *exchange, resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	x.upDone = g.now()
 	x.rec.Outcome = llmflow.OutcomeUpstreamError
+	scrub := scrubberFor(x)
 	var e *llmflow.Error
 	switch resp.StatusCode {
 	case http.StatusBadRequest, http.StatusUnprocessableEntity:
-		e = llmflow.Errorf(llmflow.EINVALID, "%s", upstreamMessage(b))
+		e = llmflow.Errorf(llmflow.EINVALID, "%s", upstreamMessage(b, scrub))
 	case http.StatusRequestEntityTooLarge:
-		e = llmflow.Errorf(llmflow.ETOOLARGE, "%s", upstreamMessage(b))
+		e = llmflow.Errorf(llmflow.ETOOLARGE, "%s", upstreamMessage(b, scrub))
 	case http.StatusTooManyRequests:
 		e = llmflow.Errorf(llmflow.ERATELIMIT, "the engine is overloaded; retry later")
 	default:
@@ -384,19 +388,25 @@ func (g *Gateway) relayError(x *exchange, resp *http.Response) error {
 			break
 		}
 		e = &llmflow.Error{Code: llmflow.EUPSTREAM, Message: "the upstream failed",
-			Err: errors.New("status " + strconv.Itoa(resp.StatusCode) + ": " + truncate(string(b), 256))}
+			Err: errors.New("status " + strconv.Itoa(resp.StatusCode) + ": " + truncate(scrub.String(string(b)), 256))}
 	}
 	x.rec.Status = statusOf(e)
 	return e
 }
 
-// upstreamMessage takes error.message out of an engine error body.
-func upstreamMessage(b []byte) string {
+// upstreamMessage takes the message out of an engine error body, scrubbed
+// by scrub and then cut to 1 KiB. It understands OpenAI's and newer vLLM's
+// {"error":{"message":…}}, llama-server's and others' {"error":"…"},
+// older vLLM's {"object":"error","message":…,"type":…,"code":400} and
+// FastAPI's {"detail":"…"}; anything else gets a generic message.
+func upstreamMessage(b []byte, scrub *scrubber) string {
 	var body struct {
-		Error json.RawMessage `json:"error"`
+		Error   json.RawMessage `json:"error"`
+		Message json.RawMessage `json:"message"`
+		Detail  json.RawMessage `json:"detail"`
 	}
 	msg := "the engine refused the request"
-	if json.Unmarshal(b, &body) != nil || len(body.Error) == 0 {
+	if json.Unmarshal(b, &body) != nil {
 		return msg
 	}
 	var obj struct {
@@ -404,12 +414,18 @@ func upstreamMessage(b []byte) string {
 	}
 	var s string
 	switch {
-	case json.Unmarshal(body.Error, &obj) == nil && obj.Message != "":
+	case len(body.Error) > 0 && json.Unmarshal(body.Error, &obj) == nil && obj.Message != "":
 		msg = obj.Message
-	case json.Unmarshal(body.Error, &s) == nil && s != "":
+	case len(body.Error) > 0 && json.Unmarshal(body.Error, &s) == nil && s != "":
 		msg = s
+	case len(body.Message) > 0 && json.Unmarshal(body.Message, &s) == nil && s != "":
+		msg = s
+	case len(body.Detail) > 0 && json.Unmarshal(body.Detail, &s) == nil && s != "":
+		msg = s
+	default:
+		return msg
 	}
-	return truncate(msg, 1024)
+	return truncate(scrub.String(msg), 1024)
 }
 
 func truncate(s string, n int) string {

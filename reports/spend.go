@@ -75,8 +75,25 @@ func parsable2Name(col string) string {
 	return b.String()
 }
 
+// CSVText neutralises a text cell of a CSV export against formula
+// injection (OWASP's rule): a cell starting with '=', '+', '-', '@', a tab
+// or a carriage return gets a single quote in front, so that a spreadsheet
+// shows it as text instead of evaluating it; encoding/csv then quotes the
+// cell where CSV requires it (a quote, comma, CR or LF inside). Other cells
+// are returned unchanged. Only text cells (names) go through it: numbers
+// are written by the program, never start with one of these characters
+// unless negative, and must stay numbers.
+func CSVText(s string) string {
+	if s != "" && strings.IndexByte("=+-@\t\r", s[0]) >= 0 {
+		return "'" + s
+	}
+	return s
+}
+
 // WriteSpend writes rollups already grouped by groupBy (one row per group)
 // as json, csv or parsable2 (pipe-delimited like sreport --parsable2).
+// In csv the names are neutralised by CSVText; json and parsable2 are
+// not (they are read by programs, not spreadsheets).
 func WriteSpend(w io.Writer, rows []llmflow.Rollup, groupBy []string, format string, from, to time.Time) error {
 	switch format {
 	case "json":
@@ -104,7 +121,7 @@ func WriteSpend(w io.Writer, rows []llmflow.Rollup, groupBy []string, format str
 		for _, r := range rows {
 			rec := make([]string, 0, len(groupBy)+len(spendColumns))
 			for _, d := range groupBy {
-				rec = append(rec, r.Dimension(d))
+				rec = append(rec, CSVText(r.Dimension(d)))
 			}
 			cw.Write(append(rec, spendValues(r)...))
 		}

@@ -457,7 +457,10 @@ func (g *Gateway) Close(ctx context.Context) error {
 // Recorder returns the accounting queue (nil without a record writer).
 func (g *Gateway) Recorder() *accounting.Queue { return g.rec }
 
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	closeAfterAmbiguousFraming(w, r)
+	g.mux.ServeHTTP(w, r)
+}
 
 // handler is the shape of every route: errors go to writeError.
 type handler func(w http.ResponseWriter, r *http.Request) error

@@ -27,7 +27,7 @@ func rawExchange(t *testing.T, addr, req string) (resps []*http.Response, bodies
 	}
 	br := bufio.NewReader(c)
 	for {
-		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
 			var ne net.Error

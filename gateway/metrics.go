@@ -94,6 +94,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 const (
 	reasonAuth        = "auth"
 	reasonAuthLimited = "auth_rate_limited"
+	// operator secrets (master key, metrics token), their own limiter
+	reasonAdminAuth        = "admin_auth"
+	reasonAdminAuthLimited = "admin_auth_rate_limited"
 	reasonBadRequest  = "bad_request"
 	reasonTooLarge    = "too_large"
 	reasonModel       = "unknown_model"

@@ -37,7 +37,7 @@ var errAdminAuth = &llmflow.Error{Code: llmflow.EUNAUTHORIZED, Message: "admin r
 // time, and only failures of operator secrets from the caller's network
 // can throttle it, never bad client keys.
 func (g *Gateway) adminPrincipal(r *http.Request) (Principal, error) {
-	if _, err := g.op.check(r.Header.Get("Authorization"), r.RemoteAddr, g.now(), secretMaster, errAdminAuth); err != nil {
+	if _, err := g.secretAuth.check(r.Header.Get("Authorization"), r.RemoteAddr, g.now(), secretMaster, errAdminAuth); err != nil {
 		g.operatorDenied(err)
 		return Principal{}, err
 	}

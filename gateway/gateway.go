@@ -119,7 +119,7 @@ type Gateway struct {
 	reg        *prometheus.Registry
 	m          *metrics
 	auth       *authenticator
-	op         *operatorAuth // master key, metrics token
+	secretAuth *operatorAuth // operator secrets: master key, metrics token
 
 	routes    map[string]*route
 	models    []modelCard
@@ -246,7 +246,7 @@ func (g *Gateway) loadSecrets() error {
 	if err != nil {
 		return err
 	}
-	g.op = &operatorAuth{
+	g.secretAuth = &operatorAuth{
 		master:  newSecretMatcher(master),
 		metrics: newSecretMatcher(mtok),
 		limiter: newFailureLimiter(g.cfg.Limits.AuthFailuresPerMinute, 100_000),
@@ -561,7 +561,7 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if hdr := r.Header.Get("Authorization"); hdr != "" {
-		if _, err := g.op.check(hdr, r.RemoteAddr, now, secretMaster|secretMetrics, errAdminAuth); err != nil {
+		if _, err := g.secretAuth.check(hdr, r.RemoteAddr, now, secretMaster|secretMetrics, errAdminAuth); err != nil {
 			g.operatorDenied(err)
 		} else {
 			for _, b := range g.backends {
@@ -580,8 +580,8 @@ var errMetricsAuth = &llmflow.Error{Code: llmflow.EUNAUTHORIZED, Message: "metri
 // serveMetrics serves /metrics; with a metrics token configured, a request
 // without it is refused and counted as an operator-secret failure.
 func (g *Gateway) serveMetrics(w http.ResponseWriter, r *http.Request) error {
-	if g.op.metrics != nil {
-		_, err := g.op.check(r.Header.Get("Authorization"), r.RemoteAddr, g.now(), secretMetrics, errMetricsAuth)
+	if g.secretAuth.metrics != nil {
+		_, err := g.secretAuth.check(r.Header.Get("Authorization"), r.RemoteAddr, g.now(), secretMetrics, errMetricsAuth)
 		if err != nil {
 			g.operatorDenied(err)
 			return err

@@ -94,15 +94,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 const (
 	reasonAuth        = "auth"
 	reasonAuthLimited = "auth_rate_limited"
-	// operator secrets (master key, metrics token), their own limiter
-	reasonAdminAuth        = "admin_auth"
-	reasonAdminAuthLimited = "admin_auth_rate_limited"
 	reasonBadRequest  = "bad_request"
 	reasonTooLarge    = "too_large"
 	reasonModel       = "unknown_model"
 	reasonNoUpstream  = "no_upstream"
 	reasonDisabled    = "disabled"
 	reasonQueue       = "queue"
+)
+
+// Denial reasons of the operator secrets (master key, metrics token),
+// which have their own failure limiter (operatorAuth).
+const (
+	reasonAdminAuth        = "admin_auth"
+	reasonAdminAuthLimited = "admin_auth_rate_limited"
 )
 
 func (m *metrics) child(model, pool, org, team string) *children {

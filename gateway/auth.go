@@ -248,7 +248,20 @@ var (
 )
 
 // authenticator resolves client keys: hit cache, failure limiter, miss
-// cache, then the store.
+// cache, then the store. Its limiter counts client-key failures only;
+// operator secrets have their own (operatorAuth).
+//
+// The rule for a network throttled by failures (past
+// auth_failures_per_minute): a key in the valid-key cache, fresh or stale
+// (any key this gateway has served since it started and not evicted) is
+// served as usual; every other key, valid or not, is answered 429 with
+// Retry-After before any store lookup, until the network's bucket has a
+// token again (one every 60/auth_failures_per_minute seconds). The store
+// lookup is what the throttle protects, and a valid key not yet cached
+// cannot be told from a guess without it; a separate lookup budget for
+// throttled networks would be spent by the sprayer as fast as it refills.
+// Users behind a NAT shared with a sprayer keep the keys they have used;
+// a key new to this gateway waits for a refilled token.
 type authenticator struct {
 	store   KeyLookup
 	hits    *keyCache

@@ -223,3 +223,36 @@ func TestThrottledNetworkServesCachedKeysOnly(t *testing.T) {
 		t.Fatalf("uncached key after refill: %d %s", code, body)
 	}
 }
+
+// /healthz shows the status alone without an operator secret; the details
+// need the metrics token or the master key.
+func TestHealthzDetailsNeedAToken(t *testing.T) {
+	up := newRecordingUpstream(t, nil)
+	e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) {
+		o.Config.MetricsTokenFile = writeSecret(t, "metrics-token")
+	})
+	for _, tc := range []struct {
+		name, tok string
+		details   bool
+	}{
+		{"no token", "", false},
+		{"wrong token", "wrong", false},
+		{"client key", e.key, false},
+		{"metrics token", "metrics-token", true},
+		{"master key", e.master, true},
+	} {
+		code, body := e.do(t, http.MethodGet, "/healthz", tc.tok, "")
+		if code != http.StatusOK {
+			t.Errorf("%s: status %d", tc.name, code)
+		}
+		switch {
+		case !tc.details && strings.TrimSpace(body) != `{"status":"ok"}`:
+			t.Errorf("%s: %s, want the status only", tc.name, body)
+		case tc.details && (!strings.Contains(body, `"version":"dev"`) || !strings.Contains(body, `"upstreams":[{"pool":"p","name":"u0"`)):
+			t.Errorf("%s: %s, want the details", tc.name, body)
+		}
+	}
+	if !strings.Contains(e.metricsText(t), `llmflow_denied_total{reason="admin_auth"} 2`) {
+		t.Error("wrong tokens on /healthz not counted as operator-secret failures")
+	}
+}

@@ -107,6 +107,8 @@ const (
 const (
 	reasonAdminAuth        = "admin_auth"
 	reasonAdminAuthLimited = "admin_auth_rate_limited"
+	// the client left while an admission step waited (the queue)
+	reasonClientGone = "client_gone"
 )
 
 func (m *metrics) child(model, pool, org, team string) *children {

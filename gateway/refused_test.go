@@ -44,7 +44,6 @@ func TestRefusalsAreAccounted(t *testing.T) {
 		keyID           string
 		model           string
 	}
-	var want []refusal
 	send := func(rf refusal) string {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/chat/completions", strings.NewReader(rf.body))
@@ -70,7 +69,6 @@ func TestRefusalsAreAccounted(t *testing.T) {
 		{"no key", "", chatBody, 401, "-", ""},
 	} {
 		ids[send(rf)] = rf
-		want = append(want, rf)
 	}
 
 	// the pool's one slot is taken; the next request times out in the

@@ -149,6 +149,13 @@ type Limits struct {
 	ResponseHeaderTimeout time.Duration
 	Retries               int // upstream attempts after the first, before the first byte; default 2, 0 disables, at most 100
 	AuthFailuresPerMinute int // per client network, default 60, 0 disables
+	// MaxConnections caps the client connections open at once; past it a
+	// new connection is answered 503 and closed. Default 4096, 0 disables.
+	MaxConnections int
+	// MaxConnectionsPerNetwork caps the connections open at once from one
+	// client network (an IPv4 address, an IPv6 /64), refused the same way.
+	// Default 256, 0 disables.
+	MaxConnectionsPerNetwork int
 }
 
 // Health configures active upstream health checks.

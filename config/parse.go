@@ -527,6 +527,8 @@ var limitsSchema = &hcl.BodySchema{
 		{Name: "response_header_timeout"},
 		{Name: "retries"},
 		{Name: "auth_failures_per_minute"},
+		{Name: "max_connections"},
+		{Name: "max_connections_per_network"},
 	},
 }
 
@@ -543,6 +545,9 @@ func (d *decoder) decodeLimits(b *hcl.Block) {
 		ConnectTimeout:        5 * time.Second,
 		Retries:               2,
 		AuthFailuresPerMinute: 60,
+
+		MaxConnections:           4096,
+		MaxConnectionsPerNetwork: 256,
 	}
 	if b == nil {
 		return
@@ -559,6 +564,8 @@ func (d *decoder) decodeLimits(b *hcl.Block) {
 	d.duration(c.Attributes, "response_header_timeout", &l.ResponseHeaderTimeout)
 	intAttr(d, c.Attributes, "retries", 0, 100, &l.Retries)
 	intAttr(d, c.Attributes, "auth_failures_per_minute", 0, math.MaxInt32, &l.AuthFailuresPerMinute)
+	intAttr(d, c.Attributes, "max_connections", 0, math.MaxInt32, &l.MaxConnections)
+	intAttr(d, c.Attributes, "max_connections_per_network", 0, math.MaxInt32, &l.MaxConnectionsPerNetwork)
 }
 
 var healthSchema = &hcl.BodySchema{

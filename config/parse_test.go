@@ -79,6 +79,9 @@ func defaults(filename string) config.Config {
 			ConnectTimeout:        5 * time.Second,
 			Retries:               2,
 			AuthFailuresPerMinute: 60,
+
+			MaxConnections:           4096,
+			MaxConnectionsPerNetwork: 256,
 		},
 		Health: config.Health{
 			Interval: 10 * time.Second,
@@ -284,6 +287,9 @@ func TestParse_Full(t *testing.T) {
 			ResponseHeaderTimeout: 15 * time.Minute,
 			Retries:               0,
 			AuthFailuresPerMinute: 0,
+
+			MaxConnections:           100,
+			MaxConnectionsPerNetwork: 0,
 		},
 		Health: config.Health{
 			Interval: 5 * time.Second,

@@ -32,22 +32,16 @@ func (p Principal) mayManageTeam(org, team string) bool { return p.Role == RoleP
 
 var errAdminAuth = &llmflow.Error{Code: llmflow.EUNAUTHORIZED, Message: "admin routes need Authorization: Bearer <master key>"}
 
-// adminPrincipal authenticates an admin request. Failures count in the
-// per-network failure limit, like client keys.
+// adminPrincipal authenticates an admin request with the operator
+// secrets (operatorAuth): the master key is compared first, in constant
+// time, and only failures of operator secrets from the caller's network
+// can throttle it, never bad client keys.
 func (g *Gateway) adminPrincipal(r *http.Request) (Principal, error) {
-	now := g.now()
-	net := clientNetwork(r.RemoteAddr)
-	if blocked, after := g.auth.limiter.blocked(net, now); blocked {
-		g.m.denied.WithLabelValues(reasonAuthLimited).Inc()
-		return Principal{}, withRetryAfter(errTooManyBad, after)
+	if _, err := g.secretAuth.check(r.Header.Get("Authorization"), r.RemoteAddr, g.now(), secretMaster, errAdminAuth); err != nil {
+		g.operatorDenied(err)
+		return Principal{}, err
 	}
-	tok, ok := bearer(r.Header.Get("Authorization"))
-	if ok && g.master.match(tok) {
-		return Principal{Name: "master", Role: RoleProxyAdmin}, nil
-	}
-	g.auth.limiter.fail(net, now)
-	g.m.denied.WithLabelValues(reasonAuth).Inc()
-	return Principal{}, errAdminAuth
+	return Principal{Name: "master", Role: RoleProxyAdmin}, nil
 }
 
 // admin wraps an admin handler with authentication.

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -48,25 +49,57 @@ func (g *Gateway) admissionSteps() []step {
 var errClientGone = errors.New("client gone during admission")
 
 // admit runs the admission steps for x. When one refuses, the steps taken
-// are released, the denial is counted, and its error returned.
+// are released, the refusal accounted (refused), and its error returned.
 func (g *Gateway) admit(ctx context.Context, x *exchange) error {
 	for i := range g.steps {
 		s := &g.steps[i]
 		if err := s.admit(ctx, x); err != nil {
 			g.release(x)
-			if x.r.Context().Err() != nil {
-				return errClientGone
-			}
-			reason := s.reason
-			if r, ok := s.byCode[llmflow.ErrorCode(err)]; ok {
-				reason = r
-			}
-			g.m.denied.WithLabelValues(reason).Inc()
-			return err
+			return g.refused(x, s, err)
 		}
 		x.taken = i + 1
 	}
 	return nil
+}
+
+// refused accounts for a request that step s refused with err, and
+// returns the error to answer (errClientGone when the client left).
+//
+// Every refusal is counted in llmflow_denied_total by reason (client_gone
+// when the client left while a step waited). A refusal with a known key
+// (the auth step found it, even revoked) also leaves an accounting record
+// against the key's team: outcome client_gone and status 499 when the
+// client left, else outcome rejected and the status answered; no tokens,
+// no GPU-hours; model and pool only when the model was routed. A refusal
+// before a key is known (no key, a bad key, a throttled network) leaves
+// the metric only, so nobody without a key can fill the store.
+func (g *Gateway) refused(x *exchange, s *step, err error) error {
+	outcome, status, reason := llmflow.OutcomeRejected, statusOf(err), s.reason
+	if r, ok := s.byCode[llmflow.ErrorCode(err)]; ok {
+		reason = r
+	}
+	if x.r.Context().Err() != nil {
+		outcome, status, reason, err = llmflow.OutcomeClientGone, statusClientGone, reasonClientGone, errClientGone
+	}
+	g.m.denied.WithLabelValues(reason).Inc()
+	if x.key == nil || g.rec == nil {
+		return err
+	}
+	rec := llmflow.Record{
+		Time: x.start, RequestID: x.id,
+		KeyID: x.key.ID, Project: x.key.Project, Team: x.key.Team, Org: cmp.Or(x.org, x.key.Org),
+		Status: status, Outcome: outcome,
+		Latency: g.now().Sub(x.start),
+		Tags:    x.key.Tags,
+	}
+	if x.rt != nil {
+		rec.Model, rec.Pool = x.rt.name, x.rt.pool.name
+	}
+	if x.rq != nil {
+		rec.Stream = x.rq.stream
+	}
+	g.rec.Enqueue(rec)
+	return err
 }
 
 // release gives back, in reverse order, what the steps taken for x hold.
@@ -83,6 +116,9 @@ func (g *Gateway) release(x *exchange) {
 func (g *Gateway) admitKey(ctx context.Context, x *exchange) error {
 	ck, err := g.auth.authenticate(ctx, x.r.Header.Get("Authorization"), x.r.RemoteAddr, x.start)
 	if err != nil {
+		if ke, ok := err.(*knownKeyError); ok {
+			x.key = ke.key // refused, but accounted to its team
+		}
 		return err
 	}
 	x.key = &ck.key

@@ -86,34 +86,49 @@ func (c *keyCache) len() int {
 	return len(c.m)
 }
 
-// missCache remembers hashes the store did not know, for a short time, so
-// a repeated bad key does not reach the store again. Bounded; when full the
-// oldest miss is forgotten.
+// missCache remembers hashes the store did not know, or knew as an
+// inactive (revoked) key, for a short time, so a repeated bad key does not
+// reach the store again. Bounded; when full the oldest miss is forgotten.
 type missCache struct {
 	mu   sync.Mutex
 	max  int
 	ttl  time.Duration
-	m    map[[32]byte]time.Time
+	m    map[[32]byte]miss
 	ring [][32]byte
 	next int
 }
 
-func newMissCache(max int, ttl time.Duration) *missCache {
-	return &missCache{max: max, ttl: ttl, m: make(map[[32]byte]time.Time, min(max, 1024))}
+// miss is a remembered miss: until when, and the key when the store knew
+// it as inactive (nil for an unknown hash).
+type miss struct {
+	expires time.Time
+	key     *llmflow.Key
 }
 
-func (c *missCache) has(h [32]byte, now time.Time) bool {
+func newMissCache(max int, ttl time.Duration) *missCache {
+	return &missCache{max: max, ttl: ttl, m: make(map[[32]byte]miss, min(max, 1024))}
+}
+
+// get reports whether h is a remembered miss, and the inactive key it
+// belongs to when the store knew it.
+func (c *missCache) get(h [32]byte, now time.Time) (*llmflow.Key, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	exp, ok := c.m[h]
-	return ok && now.Before(exp)
+	e, ok := c.m[h]
+	if !ok || !now.Before(e.expires) {
+		return nil, false
+	}
+	return e.key, true
 }
 
-func (c *missCache) add(h [32]byte, now time.Time) {
+// add remembers a miss; inactive is the key when the store knew it as an
+// inactive key, nil otherwise.
+func (c *missCache) add(h [32]byte, now time.Time, inactive *llmflow.Key) {
+	e := miss{expires: now.Add(c.ttl), key: inactive}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.m[h]; ok {
-		c.m[h] = now.Add(c.ttl)
+		c.m[h] = e
 		return
 	}
 	if len(c.ring) < c.max {
@@ -123,7 +138,7 @@ func (c *missCache) add(h [32]byte, now time.Time) {
 		c.ring[c.next] = h
 		c.next = (c.next + 1) % c.max
 	}
-	c.m[h] = now.Add(c.ttl)
+	c.m[h] = e
 }
 
 func (c *missCache) remove(h [32]byte) {
@@ -248,7 +263,20 @@ var (
 )
 
 // authenticator resolves client keys: hit cache, failure limiter, miss
-// cache, then the store.
+// cache, then the store. Its limiter counts client-key failures only;
+// operator secrets have their own (operatorAuth).
+//
+// The rule for a network throttled by failures (past
+// auth_failures_per_minute): a key in the valid-key cache, fresh or stale
+// (any key this gateway has served since it started and not evicted) is
+// served as usual; every other key, valid or not, is answered 429 with
+// Retry-After before any store lookup, until the network's bucket has a
+// token again (one every 60/auth_failures_per_minute seconds). The store
+// lookup is what the throttle protects, and a valid key not yet cached
+// cannot be told from a guess without it; a separate lookup budget for
+// throttled networks would be spent by the sprayer as fast as it refills.
+// Users behind a NAT shared with a sprayer keep the keys they have used;
+// a key new to this gateway waits for a refilled token.
 type authenticator struct {
 	store   KeyLookup
 	hits    *keyCache
@@ -278,9 +306,13 @@ func (a *authenticator) authenticate(ctx context.Context, header, remoteAddr str
 	if blocked, after := a.limiter.blocked(net, now); blocked {
 		return nil, withRetryAfter(errTooManyBad, after)
 	}
-	if !llmflow.LooksLikeKey(tok) || a.misses.has(h, now) {
+	if !llmflow.LooksLikeKey(tok) {
 		a.limiter.fail(net, now)
 		return nil, errBadKey
+	}
+	if inactive, ok := a.misses.get(h, now); ok {
+		a.limiter.fail(net, now)
+		return nil, knownKey(inactive, errBadKey)
 	}
 	if a.lookups != nil {
 		a.lookups()
@@ -288,7 +320,7 @@ func (a *authenticator) authenticate(ctx context.Context, header, remoteAddr str
 	k, err := a.store.KeyByHash(ctx, h)
 	switch {
 	case errors.Is(err, llmflow.ErrNotFound) || llmflow.ErrorCode(err) == llmflow.ENOTFOUND:
-		a.misses.add(h, now)
+		a.misses.add(h, now, nil)
 		a.limiter.fail(net, now)
 		return nil, errBadKey
 	case err != nil:
@@ -296,9 +328,9 @@ func (a *authenticator) authenticate(ctx context.Context, header, remoteAddr str
 	case subtle.ConstantTimeCompare(h[:], k.Hash[:]) != 1:
 		return nil, &llmflow.Error{Code: llmflow.EINTERNAL, Message: "internal error", Err: errors.New("store returned a key with another hash")}
 	case !k.Active():
-		a.misses.add(h, now)
+		a.misses.add(h, now, &k)
 		a.limiter.fail(net, now)
-		return nil, errBadKey
+		return nil, knownKey(&k, errBadKey)
 	}
 	return a.hits.put(h, k, now), nil
 }
@@ -312,10 +344,14 @@ func (a *authenticator) refresh(ctx context.Context, h [32]byte, stale *cachedKe
 	}
 	k, err := a.store.KeyByHash(ctx, h)
 	switch {
-	case errors.Is(err, llmflow.ErrNotFound) || llmflow.ErrorCode(err) == llmflow.ENOTFOUND || (err == nil && !k.Active()):
+	case errors.Is(err, llmflow.ErrNotFound) || llmflow.ErrorCode(err) == llmflow.ENOTFOUND:
 		a.hits.remove(h)
-		a.misses.add(h, now)
+		a.misses.add(h, now, nil)
 		return nil, errBadKey
+	case err == nil && !k.Active():
+		a.hits.remove(h)
+		a.misses.add(h, now, &k)
+		return nil, knownKey(&k, errBadKey)
 	case err != nil:
 		return stale, nil
 	}
@@ -329,6 +365,24 @@ func (a *authenticator) failed(remoteAddr string, now time.Time, err error) erro
 	}
 	a.limiter.fail(net, now)
 	return err
+}
+
+// knownKeyError is a refusal of a key the store knows (a revoked key): the
+// admission runner records it against the key's team.
+type knownKeyError struct {
+	key *llmflow.Key
+	err error
+}
+
+func (e *knownKeyError) Error() string { return e.err.Error() }
+func (e *knownKeyError) Unwrap() error { return e.err }
+
+// knownKey wraps err with the key it refused; a nil key leaves err as is.
+func knownKey(k *llmflow.Key, err error) error {
+	if k == nil {
+		return err
+	}
+	return &knownKeyError{key: k, err: err}
 }
 
 // forget drops a key from both caches (after a revocation).

@@ -119,8 +119,7 @@ type Gateway struct {
 	reg        *prometheus.Registry
 	m          *metrics
 	auth       *authenticator
-	master     *secretMatcher
-	metricsTok *secretMatcher
+	secretAuth *operatorAuth // operator secrets: master key, metrics token
 
 	routes    map[string]*route
 	models    []modelCard
@@ -243,12 +242,15 @@ func (g *Gateway) loadSecrets() error {
 	if err != nil {
 		return err
 	}
-	g.master = newSecretMatcher(master)
 	mtok, err := secret("metrics_token_file", g.cfg.MetricsTokenFile)
 	if err != nil {
 		return err
 	}
-	g.metricsTok = newSecretMatcher(mtok)
+	g.secretAuth = &operatorAuth{
+		master:  newSecretMatcher(master),
+		metrics: newSecretMatcher(mtok),
+		limiter: newFailureLimiter(g.cfg.Limits.AuthFailuresPerMinute, 100_000),
+	}
 	saltKey, err := secret("cache_salt_key_file", g.cfg.CacheSaltKeyFile)
 	if err != nil {
 		return err
@@ -521,6 +523,12 @@ func (g *Gateway) authenticate(r *http.Request) (*cachedKey, error) {
 	return ck, err
 }
 
+// healthz answers the gateway's health: the status alone ({"status":"ok"},
+// "degraded" or "unavailable", and the HTTP status: 503 when the store is
+// down and store.fail_closed) to anyone, so load balancers need no secret;
+// the details (version, store, upstreams, Slurm import) only with the
+// metrics token or the master key as Bearer. A wrong token is an
+// operator-secret failure (counted, throttled) and still gets the status.
 func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 	now := g.now()
 	type upstreamHealth struct {
@@ -529,18 +537,16 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 		Healthy  bool   `json:"healthy"`
 		InFlight int64  `json:"in_flight"`
 	}
-	body := struct {
+	type details struct {
 		Status    string           `json:"status"`
 		Version   string           `json:"version"`
 		Store     string           `json:"store"`
 		Upstreams []upstreamHealth `json:"upstreams"`
 		Slurm     *syncHealth      `json:"slurm_sync,omitempty"`
-	}{Status: "ok", Version: g.version, Store: "ok", Slurm: g.sync.health()}
+	}
+	body := details{Status: "ok", Version: g.version, Store: "ok", Slurm: g.sync.health()}
 	if body.Slurm != nil && body.Slurm.Outcome == "failed" {
 		body.Status = "degraded" // serving the last good tree
-	}
-	for _, b := range g.backends {
-		body.Upstreams = append(body.Upstreams, upstreamHealth{b.pool, b.name, b.up(now), b.inflight.Load()})
 	}
 	status := http.StatusOK
 	if p, ok := g.keys.(Pinger); ok {
@@ -557,14 +563,31 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
-	return writeJSON(w, status, body)
+	if hdr := r.Header.Get("Authorization"); hdr != "" {
+		if _, err := g.secretAuth.check(hdr, r.RemoteAddr, now, secretMaster|secretMetrics, errAdminAuth); err != nil {
+			g.operatorDenied(err)
+		} else {
+			for _, b := range g.backends {
+				body.Upstreams = append(body.Upstreams, upstreamHealth{b.pool, b.name, b.up(now), b.inflight.Load()})
+			}
+			return writeJSON(w, status, body)
+		}
+	}
+	return writeJSON(w, status, struct {
+		Status string `json:"status"`
+	}{body.Status})
 }
 
+var errMetricsAuth = &llmflow.Error{Code: llmflow.EUNAUTHORIZED, Message: "metrics need Authorization: Bearer <metrics token>"}
+
+// serveMetrics serves /metrics; with a metrics token configured, a request
+// without it is refused and counted as an operator-secret failure.
 func (g *Gateway) serveMetrics(w http.ResponseWriter, r *http.Request) error {
-	if g.metricsTok != nil {
-		tok, _ := bearer(r.Header.Get("Authorization"))
-		if !g.metricsTok.match(tok) {
-			return llmflow.Errorf(llmflow.EUNAUTHORIZED, "metrics need Authorization: Bearer <metrics token>")
+	if g.secretAuth.metrics != nil {
+		_, err := g.secretAuth.check(r.Header.Get("Authorization"), r.RemoteAddr, g.now(), secretMetrics, errMetricsAuth)
+		if err != nil {
+			g.operatorDenied(err)
+			return err
 		}
 	}
 	g.metricsHandler.ServeHTTP(w, r)

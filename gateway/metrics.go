@@ -21,6 +21,7 @@ type metrics struct {
 	upstream    *prometheus.HistogramVec // pool
 	queueWait   *prometheus.HistogramVec // pool
 	authLookups prometheus.Counter
+	connRefused *prometheus.CounterVec // reason
 	acctWritten prometheus.Counter
 	acctFailed  prometheus.Counter
 
@@ -77,6 +78,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		authLookups: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "llmflow_auth_store_lookups_total", Help: "Key lookups that reached the store (cache misses).",
 		}),
+		connRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmflow_connections_refused_total", Help: "Client connections refused at a connection cap (limits.max_connections, max_connections_per_network), by cap.",
+		}, []string{"reason"}),
 		acctWritten: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "llmflow_accounting_written_total", Help: "Accounting records written to the store.",
 		}),
@@ -86,7 +90,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		children: make(map[childKey]*children),
 	}
 	reg.MustRegister(m.requests, m.tokens, m.gpuHours, m.estimated, m.denied, m.retries,
-		m.overhead, m.upstream, m.queueWait, m.authLookups, m.acctWritten, m.acctFailed)
+		m.overhead, m.upstream, m.queueWait, m.authLookups, m.acctWritten, m.acctFailed, m.connRefused)
 	return m
 }
 
@@ -100,6 +104,15 @@ const (
 	reasonNoUpstream  = "no_upstream"
 	reasonDisabled    = "disabled"
 	reasonQueue       = "queue"
+)
+
+// Denial reasons of the operator secrets (master key, metrics token),
+// which have their own failure limiter (operatorAuth).
+const (
+	reasonAdminAuth        = "admin_auth"
+	reasonAdminAuthLimited = "admin_auth_rate_limited"
+	// the client left while an admission step waited (the queue)
+	reasonClientGone = "client_gone"
 )
 
 func (m *metrics) child(model, pool, org, team string) *children {

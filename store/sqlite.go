@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -82,6 +83,10 @@ func openSQLite(ctx context.Context, path string) (_ *SQLite, err error) {
 	}
 	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
 		return nil, fmt.Errorf("%s is a directory", path)
+	}
+
+	if err := createPrivate(abs); err != nil {
+		return nil, err
 	}
 
 	common := fmt.Sprintf("_busy_timeout=%d&_foreign_keys=1&_synchronous=NORMAL", busyTimeout.Milliseconds())
@@ -280,4 +285,27 @@ func decodeTags(s string) ([]string, error) {
 		return nil, nil
 	}
 	return tags, nil
+}
+
+// createPrivate creates the database file with mode 0600 when it does not
+// exist yet, whatever the umask, so accounting records and key hashes are
+// readable by the gateway's user only; SQLite gives the -wal and -shm
+// files it creates next to it the same mode. An existing file keeps the
+// mode its owner gave it.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := f.Chmod(0o600); err != nil { // the umask may have removed bits
+		f.Close()
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	return nil
 }

@@ -227,11 +227,26 @@ func TestOpenAIGoSDK(t *testing.T) {
 		}
 	}
 
+	// chat, stream, embeddings; the unknown model's 404 (a known key) is
+	// recorded as rejected, the bad key's 401 is not recorded
 	recs := e.records(t)
-	if len(recs) != 3 { // chat, stream, embeddings; nothing for the refused ones
-		t.Fatalf("%d records, want 3: %+v", len(recs), recs)
+	if len(recs) != 4 {
+		t.Fatalf("%d records, want 4: %+v", len(recs), recs)
 	}
+	var served []llmflow.Record
 	for _, r := range recs {
+		if r.Outcome == llmflow.OutcomeRejected {
+			if r.Status != 404 || r.Team != "lab-nlp" || r.Model != "" || r.PromptTokens != 0 || r.GPUHours != 0 {
+				t.Errorf("rejected record %+v", r)
+			}
+			continue
+		}
+		served = append(served, r)
+	}
+	if len(served) != 3 {
+		t.Fatalf("%d served records, want 3: %+v", len(served), recs)
+	}
+	for _, r := range served {
 		if r.Org != "etabA" || r.Team != "lab-nlp" || r.Model != "sim-llama" || r.Pool != "sim" || r.Upstream != "sim0" || r.Status != 200 || r.Outcome != llmflow.OutcomeOK || r.Estimated {
 			t.Errorf("record %+v", r)
 		}

@@ -122,6 +122,7 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 		gw.Close(context.Background())
 		return fmt.Errorf("listen: %w", err)
 	}
+	ln = gw.LimitListener(ln) // limits.max_connections, max_connections_per_network
 	gw.Start(ctx)
 	if imp != nil {
 		imp.start(ctx, gw)

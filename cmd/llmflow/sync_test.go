@@ -212,7 +212,13 @@ func TestServeFollowsSlurm(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(body), `"outcome":"applied"`) || !strings.Contains(string(body), `"disabled":1`) {
 		t.Errorf("GET /admin/sync: %d %s", resp.StatusCode, body)
 	}
-	hresp, _ := http.Get(base + "/healthz")
+	// the details need an operator secret (the status alone does not)
+	hreq, _ := http.NewRequest("GET", base+"/healthz", nil)
+	hreq.Header.Set("Authorization", "Bearer master-sync")
+	hresp, err := http.DefaultClient.Do(hreq)
+	if err != nil {
+		t.Fatal(err)
+	}
 	hb, _ := io.ReadAll(hresp.Body)
 	hresp.Body.Close()
 	if !strings.Contains(string(hb), `"slurm_sync":{"source":"sacctmgr:`+cluster) {

@@ -11,4 +11,6 @@ limits {
   response_header_timeout  = "10y" # ERROR: response_header_timeout: invalid duration
   retries                  = -1 # ERROR@col=30: retries must be between 0 and 100
   auth_failures_per_minute = -1 # ERROR@col=30: auth_failures_per_minute must be at least 0
+  max_connections = -1 # ERROR: max_connections must be at least 0
+  max_connections_per_network = "many" # ERROR: max_connections_per_network
 }

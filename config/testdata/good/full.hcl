@@ -57,6 +57,8 @@ limits {
   response_header_timeout  = "15m"
   retries                  = 0
   auth_failures_per_minute = 0
+  max_connections          = 100
+  max_connections_per_network = 0
 }
 
 health {

@@ -1,0 +1,258 @@
+package gateway
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// testClock is a settable clock for Options.Now.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newTestClock() *testClock { return &testClock{t: time.Unix(1_800_000_000, 0)} }
+
+func (c *testClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// do sends method path with an Authorization: Bearer tok header (none when
+// tok is "") and returns the status and body.
+func (e *testEnv) do(t testing.TB, method, path, tok, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, e.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// metricsText is the gateway's /metrics exposition, read in process (not
+// through the limited route).
+func (e *testEnv) metricsText(t testing.TB) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	e.gw.metricsHandler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	return rec.Body.String()
+}
+
+const chatBody = `{"model":"m","messages":[]}`
+
+// badClientKey returns a well-formed client key the store does not know.
+func badClientKey(i int) string {
+	return "llmf-" + strings.Repeat("0", 60) + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + "00"
+}
+
+// Bad client keys from an address throttle client keys only: the master
+// key still works on the admin API from that address.
+func TestNoAdminLockoutByClientKeys(t *testing.T) {
+	up := newRecordingUpstream(t, nil)
+	e := newEnv(t, []string{up.srv.URL}, "") // auth_failures_per_minute = 60
+	var limited int
+	for i := range 100 {
+		code, _ := e.do(t, http.MethodPost, "/v1/chat/completions", badClientKey(i), chatBody)
+		switch code {
+		case http.StatusUnauthorized:
+		case http.StatusTooManyRequests:
+			limited++
+		default:
+			t.Fatalf("bad key %d: status %d", i, code)
+		}
+	}
+	if limited < 39 {
+		t.Fatalf("%d of 100 bad keys were throttled, want ≥ 39", limited)
+	}
+	if code, body := e.do(t, http.MethodGet, "/admin/keys", e.master, ""); code != http.StatusOK {
+		t.Fatalf("master key after 100 bad client keys: %d %s", code, body)
+	}
+	if code, body := e.do(t, http.MethodPost, "/admin/keys", e.master, `{"team":"lab-nlp","name":"new"}`); code != http.StatusCreated {
+		t.Fatalf("create key after 100 bad client keys: %d %s", code, body)
+	}
+}
+
+// Bad master keys throttle the operator routes of that network only (the
+// master key included): client keys keep working, and so do other
+// networks' admins.
+func TestBadMasterKeyThrottlesAdminOnly(t *testing.T) {
+	up := newRecordingUpstream(t, nil)
+	clock := newTestClock()
+	e := newEnv(t, []string{up.srv.URL}, "limits { auth_failures_per_minute = 5 }", func(o *Options) { o.Now = clock.now })
+	for i := range 5 {
+		if code, _ := e.do(t, http.MethodGet, "/admin/keys", "wrong-master", ""); code != http.StatusUnauthorized {
+			t.Fatalf("bad master key %d: %d, want 401", i, code)
+		}
+	}
+	if code, _ := e.do(t, http.MethodGet, "/admin/keys", "wrong-master", ""); code != http.StatusTooManyRequests {
+		t.Fatalf("6th bad master key: %d, want 429", code)
+	}
+	if code, _ := e.do(t, http.MethodGet, "/admin/keys", e.master, ""); code != http.StatusTooManyRequests {
+		t.Fatalf("master key from a network throttled for master-key failures: %d, want 429", code)
+	}
+	// client keys from the same network are not affected, cached or not
+	if code, body := e.do(t, http.MethodPost, "/v1/chat/completions", e.key, chatBody); code != http.StatusOK {
+		t.Fatalf("client key: %d %s", code, body)
+	}
+	fresh, _ := addKey(t, e.keys)
+	if code, body := e.do(t, http.MethodPost, "/v1/chat/completions", fresh, chatBody); code != http.StatusOK {
+		t.Fatalf("uncached client key: %d %s", code, body)
+	}
+	// other networks are not affected
+	if _, err := e.gw.adminPrincipal(adminRequest("203.0.113.7:1", e.master)); err != nil {
+		t.Fatalf("master key from another network: %v", err)
+	}
+	// the bucket refills: one failure back after 12 s at 5 a minute
+	clock.add(13 * time.Second)
+	if code, body := e.do(t, http.MethodGet, "/admin/keys", e.master, ""); code != http.StatusOK {
+		t.Fatalf("master key after refill: %d %s", code, body)
+	}
+	text := e.metricsText(t)
+	for _, want := range []string{`llmflow_denied_total{reason="admin_auth"} 5`, `llmflow_denied_total{reason="admin_auth_rate_limited"} 2`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+func adminRequest(remoteAddr, tok string) *http.Request {
+	r := httptest.NewRequest(http.MethodGet, "/admin/keys", nil)
+	r.RemoteAddr = remoteAddr
+	r.Header.Set("Authorization", "Bearer "+tok)
+	return r
+}
+
+// The /metrics token is throttled like any secret, in the operator bucket:
+// failures are counted, and past the limit even the right token waits.
+func TestMetricsTokenThrottled(t *testing.T) {
+	up := newRecordingUpstream(t, nil)
+	clock := newTestClock()
+	e := newEnv(t, []string{up.srv.URL}, "limits { auth_failures_per_minute = 3 }", func(o *Options) {
+		o.Now = clock.now
+		o.Config.MetricsTokenFile = writeSecret(t, "metrics-token")
+	})
+	for i, tok := range []string{"", "wrong", e.key} {
+		if code, _ := e.do(t, http.MethodGet, "/metrics", tok, ""); code != http.StatusUnauthorized {
+			t.Fatalf("metrics with bad token %d: %d, want 401", i, code)
+		}
+	}
+	if code, _ := e.do(t, http.MethodGet, "/metrics", "metrics-token", ""); code != http.StatusTooManyRequests {
+		t.Fatalf("metrics token on a throttled network: %d, want 429", code)
+	}
+	// same bucket as the master key
+	if code, _ := e.do(t, http.MethodGet, "/admin/keys", e.master, ""); code != http.StatusTooManyRequests {
+		t.Fatalf("master key after metrics-token failures: %d, want 429", code)
+	}
+	clock.add(21 * time.Second)
+	code, body := e.do(t, http.MethodGet, "/metrics", "metrics-token", "")
+	if code != http.StatusOK || !strings.Contains(body, `llmflow_denied_total{reason="admin_auth"} 3`) {
+		t.Fatalf("metrics after refill: %d, failures not counted:\n%s", code, body)
+	}
+	// the master key is not the metrics token
+	if code, _ := e.do(t, http.MethodGet, "/metrics", e.master, ""); code != http.StatusUnauthorized {
+		t.Fatalf("master key on /metrics: %d, want 401", code)
+	}
+}
+
+// The rule for a network throttled by other keys' failures: keys already
+// in the valid-key cache are served; any other key, valid or not, is
+// answered 429 before a store lookup until the network's bucket refills.
+func TestThrottledNetworkServesCachedKeysOnly(t *testing.T) {
+	up := newRecordingUpstream(t, nil)
+	clock := newTestClock()
+	e := newEnv(t, []string{up.srv.URL}, "limits { auth_failures_per_minute = 5 }", func(o *Options) { o.Now = clock.now })
+	if code, _ := e.do(t, http.MethodPost, "/v1/chat/completions", e.key, chatBody); code != http.StatusOK {
+		t.Fatalf("warm-up: %d", code)
+	}
+	uncached, _ := addKey(t, e.keys)
+	for i := range 5 {
+		if code, _ := e.do(t, http.MethodPost, "/v1/chat/completions", badClientKey(i), chatBody); code != http.StatusUnauthorized {
+			t.Fatalf("bad key %d: %d", i, code)
+		}
+	}
+	lookups := e.keys.lookups.Load()
+	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/chat/completions", strings.NewReader(chatBody))
+	req.Header.Set("Authorization", "Bearer "+uncached)
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("uncached valid key on a throttled network: %d (Retry-After %q), want 429 with Retry-After",
+			resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if n := e.keys.lookups.Load(); n != lookups {
+		t.Fatalf("a throttled network reached the store (%d lookups)", n-lookups)
+	}
+	if code, body := e.do(t, http.MethodPost, "/v1/chat/completions", e.key, chatBody); code != http.StatusOK {
+		t.Fatalf("cached key on a throttled network: %d %s", code, body)
+	}
+	// a stale cache entry is still a key that was valid: refreshed, served
+	clock.add(2 * time.Minute)
+	for i := range 5 {
+		e.do(t, http.MethodPost, "/v1/chat/completions", badClientKey(i+10), chatBody)
+	}
+	if code, body := e.do(t, http.MethodPost, "/v1/chat/completions", e.key, chatBody); code != http.StatusOK {
+		t.Fatalf("stale cached key on a throttled network: %d %s", code, body)
+	}
+	// once the bucket refills, the new key goes to the store and is served
+	clock.add(13 * time.Second)
+	if code, body := e.do(t, http.MethodPost, "/v1/chat/completions", uncached, chatBody); code != http.StatusOK {
+		t.Fatalf("uncached key after refill: %d %s", code, body)
+	}
+}
+
+// /healthz shows the status alone without an operator secret; the details
+// need the metrics token or the master key.
+func TestHealthzDetailsNeedAToken(t *testing.T) {
+	up := newRecordingUpstream(t, nil)
+	e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) {
+		o.Config.MetricsTokenFile = writeSecret(t, "metrics-token")
+	})
+	for _, tc := range []struct {
+		name, tok string
+		details   bool
+	}{
+		{"no token", "", false},
+		{"wrong token", "wrong", false},
+		{"client key", e.key, false},
+		{"metrics token", "metrics-token", true},
+		{"master key", e.master, true},
+	} {
+		code, body := e.do(t, http.MethodGet, "/healthz", tc.tok, "")
+		if code != http.StatusOK {
+			t.Errorf("%s: status %d", tc.name, code)
+		}
+		switch {
+		case !tc.details && strings.TrimSpace(body) != `{"status":"ok"}`:
+			t.Errorf("%s: %s, want the status only", tc.name, body)
+		case tc.details && (!strings.Contains(body, `"version":"dev"`) || !strings.Contains(body, `"upstreams":[{"pool":"p","name":"u0"`)):
+			t.Errorf("%s: %s, want the details", tc.name, body)
+		}
+	}
+	if !strings.Contains(e.metricsText(t), `llmflow_denied_total{reason="admin_auth"} 2`) {
+		t.Error("wrong tokens on /healthz not counted as operator-secret failures")
+	}
+}

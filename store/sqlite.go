@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-llmflow/llmflow"
@@ -42,6 +43,8 @@ type SQLite struct {
 
 	keyByHash     *sql.Stmt // on read
 	insertRecords *sql.Stmt // on write, recordsPerInsert rows
+
+	clamped atomic.Int64 // records stored with their usage clamped
 
 	closeOnce sync.Once
 	closeErr  error

@@ -56,6 +56,33 @@ const (
 	OutcomeRejected      Outcome = "rejected"       // refused by the gateway before any upstream
 )
 
+// EstimateReason says why a record's usage is the gateway's estimate
+// (Record.Estimated) rather than the engine's report: "" for a record whose
+// usage the engine reported.
+type EstimateReason string
+
+const (
+	EstimateNoUsage       EstimateReason = "no_usage"       // the engine's answer carried no usage
+	EstimateInvalidUsage  EstimateReason = "invalid_usage"  // the engine's usage failed validation (negative, beyond the model's bound, cached > prompt, not integers)
+	EstimateClientGone    EstimateReason = "client_gone"    // the client left before the usage came
+	EstimateIncomplete    EstimateReason = "incomplete"     // the answer broke off before the usage came
+	EstimateIdleTimeout   EstimateReason = "idle_timeout"   // the engine sent nothing for limits.stream_idle_timeout: the request was cancelled
+	EstimateUpstreamError EstimateReason = "upstream_error" // the answer was unusable (an oversized body)
+)
+
+// MaxRecordTokens bounds each token count of a stored record. Stores clamp
+// a record's counts into [0, MaxRecordTokens] (and mark it estimated,
+// EstimateInvalidUsage) so that an hourly rollup sum cannot overflow an
+// int64 before 2^31 such records land in one rollup row in one hour. It is
+// 4096 times the largest context window of 2026's models; the gateway's
+// own bound (a model's max_context_tokens) is at most this.
+const MaxRecordTokens = 1 << 32
+
+// MaxRecordGPUHours bounds the GPU-hours of one stored record, for the same
+// reason: stores clamp GPUHours into [0, MaxRecordGPUHours] and store NaN
+// as 0.
+const MaxRecordGPUHours = 1e6
+
 // Record is one accounting row: one per proxied request.
 type Record struct {
 	Time      time.Time // when the request arrived
@@ -76,9 +103,12 @@ type Record struct {
 
 	Status    int // HTTP status returned to the client
 	Outcome   Outcome
-	Estimated bool // usage estimated: the engine never reported it
-	Stream    bool
-	Priority  int // priority sent to the engine
+	Estimated bool // usage estimated: the engine never reported it, or reported nonsense
+	// EstimateReason says why the usage was estimated; "" when Estimated
+	// is false.
+	EstimateReason EstimateReason
+	Stream         bool
+	Priority       int // priority sent to the engine
 
 	Latency time.Duration // arrival to last byte
 	TTFB    time.Duration // arrival to first byte sent to the client; 0 when none was sent
@@ -87,6 +117,36 @@ type Record struct {
 	// with the record (no tags, nil or empty, reads back as nil) and roll
 	// the request up once under each distinct tag.
 	Tags []string
+}
+
+// ClampUsage brings r's token counts into [0, MaxRecordTokens], its cached
+// tokens to at most its prompt tokens, and its GPU-hours into
+// [0, MaxRecordGPUHours] (NaN to 0). When it changes anything it marks
+// the usage estimated with EstimateInvalidUsage and reports true. Stores
+// call it on every record they write, so that one bad record can neither
+// fail a batch nor overflow a rollup.
+func (r *Record) ClampUsage() (clamped bool) {
+	clamp := func(v *int64, hi int64) {
+		switch {
+		case *v < 0:
+			*v, clamped = 0, true
+		case *v > hi:
+			*v, clamped = hi, true
+		}
+	}
+	clamp(&r.PromptTokens, MaxRecordTokens)
+	clamp(&r.CompletionTokens, MaxRecordTokens)
+	clamp(&r.CachedTokens, r.PromptTokens)
+	switch g := r.GPUHours; {
+	case g != g || g < 0: // NaN or negative
+		r.GPUHours, clamped = 0, true
+	case g > MaxRecordGPUHours:
+		r.GPUHours, clamped = MaxRecordGPUHours, true
+	}
+	if clamped {
+		r.Estimated, r.EstimateReason = true, EstimateInvalidUsage
+	}
+	return clamped
 }
 
 // Rollup is the accounting of one hour (or, for a query summing a range,

@@ -103,8 +103,15 @@ type Model struct {
 	Class         string       // "interactive" (default) or "batch"
 	KeyFile       string       // default key for its upstreams; "" = none
 	Cost          llmflow.Cost // GPU-hours per million tokens
-	Upstreams     []Upstream
-	DefRange      hcl.Range
+	// MaxContextTokens bounds the usage an engine may report for one
+	// request: at most this many prompt tokens and this many completion
+	// tokens. Usage beyond it (or negative, or cached > prompt) is not
+	// believed: the request is accounted with the gateway's estimate
+	// (EstimateInvalidUsage). Default DefaultMaxContextTokens, at most
+	// llmflow.MaxRecordTokens.
+	MaxContextTokens int64
+	Upstreams        []Upstream
+	DefRange         hcl.Range
 }
 
 // Upstream is one engine endpoint of a model.
@@ -147,6 +154,11 @@ type Limits struct {
 	// sets no separate bound: MaxRequestDuration covers it, and a timer per
 	// request is saved on the hot path.
 	ResponseHeaderTimeout time.Duration
+	// StreamIdleTimeout is the longest an engine may send nothing in a
+	// streaming answer: then the gateway cancels the engine request and
+	// ends the client's stream without [DONE] (the record is incomplete,
+	// EstimateIdleTimeout). Default 2m; 0 disables.
+	StreamIdleTimeout     time.Duration
 	Retries               int // upstream attempts after the first, before the first byte; default 2, 0 disables, at most 100
 	AuthFailuresPerMinute int // per client network, default 60, 0 disables
 	// MaxConnections caps the client connections open at once; past it a

@@ -36,6 +36,13 @@ const (
 	DefaultStorePath     = "llmflow.db"
 	DefaultHealthPath    = "/health"
 
+	// DefaultMaxContextTokens is a model's max_context_tokens when the
+	// block does not set it: generous (1 Mi tokens), so that only nonsense
+	// is refused.
+	DefaultMaxContextTokens = 1 << 20
+	// DefaultStreamIdleTimeout is limits.stream_idle_timeout when not set.
+	DefaultStreamIdleTimeout = 2 * time.Minute
+
 	// MaxCapacity is the largest pool capacity accepted.
 	MaxCapacity = 1 << 20
 )
@@ -366,6 +373,7 @@ var (
 			{Name: "pool", Required: true},
 			{Name: "class"},
 			{Name: "key_file"},
+			{Name: "max_context_tokens"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{
 			{Type: "cost"},
@@ -392,7 +400,7 @@ func (d *decoder) decodeModels(blocks hcl.Blocks) {
 	for _, b := range blocks.OfType("model") {
 		name, ok := d.label(b, "model", seen)
 		c := d.content(b.Body, modelSchema)
-		m := Model{Name: name, UpstreamModel: name, Class: DefaultClass, DefRange: b.DefRange}
+		m := Model{Name: name, UpstreamModel: name, Class: DefaultClass, MaxContextTokens: DefaultMaxContextTokens, DefRange: b.DefRange}
 		d.str(c.Attributes, "upstream_model", &m.UpstreamModel)
 		if a := d.str(c.Attributes, "pool", &m.Pool); a != nil {
 			if !d.poolDefined(blocks, m.Pool) {
@@ -401,6 +409,7 @@ func (d *decoder) decodeModels(blocks hcl.Blocks) {
 		}
 		d.enum(c.Attributes, "class", &m.Class, "interactive", "batch")
 		d.secretPath(c.Attributes, "key_file", fmt.Sprintf("model %q key_file", name), &m.KeyFile)
+		intAttr(d, c.Attributes, "max_context_tokens", 1, llmflow.MaxRecordTokens, &m.MaxContextTokens)
 
 		if cb := d.single(c.Blocks, "cost"); cb != nil {
 			cc := d.content(cb.Body, costSchema)
@@ -525,6 +534,7 @@ var limitsSchema = &hcl.BodySchema{
 		{Name: "max_request_duration"},
 		{Name: "connect_timeout"},
 		{Name: "response_header_timeout"},
+		{Name: "stream_idle_timeout"},
 		{Name: "retries"},
 		{Name: "auth_failures_per_minute"},
 		{Name: "max_connections"},
@@ -543,6 +553,7 @@ func (d *decoder) decodeLimits(b *hcl.Block) {
 		IdleTimeout:           120 * time.Second,
 		MaxRequestDuration:    30 * time.Minute,
 		ConnectTimeout:        5 * time.Second,
+		StreamIdleTimeout:     DefaultStreamIdleTimeout,
 		Retries:               2,
 		AuthFailuresPerMinute: 60,
 
@@ -562,6 +573,7 @@ func (d *decoder) decodeLimits(b *hcl.Block) {
 	d.duration(c.Attributes, "max_request_duration", &l.MaxRequestDuration)
 	d.duration(c.Attributes, "connect_timeout", &l.ConnectTimeout)
 	d.duration(c.Attributes, "response_header_timeout", &l.ResponseHeaderTimeout)
+	d.durationOrZero(c.Attributes, "stream_idle_timeout", &l.StreamIdleTimeout)
 	intAttr(d, c.Attributes, "retries", 0, 100, &l.Retries)
 	intAttr(d, c.Attributes, "auth_failures_per_minute", 0, math.MaxInt32, &l.AuthFailuresPerMinute)
 	intAttr(d, c.Attributes, "max_connections", 0, math.MaxInt32, &l.MaxConnections)
@@ -829,6 +841,26 @@ func (d *decoder) duration(attrs hcl.Attributes, name string, dst *time.Duration
 	}
 	if dur <= 0 {
 		d.errorf(a.Expr.Range(), "%s must be a positive duration, got %q", name, v.AsString())
+		return nil
+	}
+	*dst = dur
+	return a
+}
+
+// durationOrZero is duration for an attribute where "0" (or "0s") is
+// allowed, meaning "disabled".
+func (d *decoder) durationOrZero(attrs hcl.Attributes, name string, dst *time.Duration) *hcl.Attribute {
+	v, a := d.value(attrs, name, cty.String)
+	if a == nil {
+		return nil
+	}
+	dur, err := time.ParseDuration(v.AsString())
+	if err != nil {
+		d.errorf(a.Expr.Range(), "%s: invalid duration %q (use Go syntax such as \"30s\" or \"2m\"; \"0\" disables)", name, v.AsString())
+		return nil
+	}
+	if dur < 0 {
+		d.errorf(a.Expr.Range(), "%s must not be negative, got %q", name, v.AsString())
 		return nil
 	}
 	*dst = dur

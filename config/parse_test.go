@@ -77,6 +77,7 @@ func defaults(filename string) config.Config {
 			IdleTimeout:           120 * time.Second,
 			MaxRequestDuration:    30 * time.Minute,
 			ConnectTimeout:        5 * time.Second,
+			StreamIdleTimeout:     2 * time.Minute,
 			Retries:               2,
 			AuthFailuresPerMinute: 60,
 
@@ -110,12 +111,13 @@ func TestLoad_Examples(t *testing.T) {
 	gateway.Orgs = twoOrgs()
 	gateway.Pools = []config.Pool{{Name: "b300", Capacity: 256, QueueTimeout: 30 * time.Second, QueueSize: 10000, Engine: engine.Descriptor{Name: "vllm", Scheduling: engine.Priority, PriorityHeader: engine.VLLMPriorityHeader, PriorityBody: true, Strip: engine.Stripped, Endpoints: 7}}}
 	gateway.Models = []config.Model{{
-		Name:          "llama-3.3-70b",
-		UpstreamModel: "meta-llama/Llama-3.3-70B-Instruct",
-		Pool:          "b300",
-		Class:         "interactive",
-		KeyFile:       "/etc/llmflow/vllm.key",
-		Cost:          llmflow.Cost{InputPerMTok: 0.02, OutputPerMTok: 0.20, CachedPerMTok: 0.002},
+		Name:             "llama-3.3-70b",
+		UpstreamModel:    "meta-llama/Llama-3.3-70B-Instruct",
+		Pool:             "b300",
+		Class:            "interactive",
+		KeyFile:          "/etc/llmflow/vllm.key",
+		Cost:             llmflow.Cost{InputPerMTok: 0.02, OutputPerMTok: 0.20, CachedPerMTok: 0.002},
+		MaxContextTokens: config.DefaultMaxContextTokens,
 		Upstreams: []config.Upstream{
 			{Name: "gpu01", BaseURL: mustURL(t, "http://10.0.0.11:8000"), KeyFile: "/etc/llmflow/vllm.key"},
 			{Name: "gpu02", BaseURL: mustURL(t, "http://10.0.0.12:8000"), KeyFile: "/etc/llmflow/gpu02.key"},
@@ -127,12 +129,13 @@ func TestLoad_Examples(t *testing.T) {
 	quick.Orgs = twoOrgs()
 	quick.Pools = []config.Pool{{Name: "sim", Capacity: 16, QueueTimeout: 30 * time.Second, QueueSize: 10000, Engine: engine.Descriptor{Name: "vllm", Scheduling: engine.Priority, PriorityHeader: engine.VLLMPriorityHeader, PriorityBody: true, Strip: engine.Stripped, Endpoints: 7}}}
 	quick.Models = []config.Model{{
-		Name:          "sim-llama",
-		UpstreamModel: "sim/llama",
-		Pool:          "sim",
-		Class:         "interactive",
-		KeyFile:       filepath.Join("..", "examples", "vllm.key"),
-		Cost:          llmflow.Cost{InputPerMTok: 0.02, OutputPerMTok: 0.20, CachedPerMTok: 0.002},
+		Name:             "sim-llama",
+		UpstreamModel:    "sim/llama",
+		Pool:             "sim",
+		Class:            "interactive",
+		KeyFile:          filepath.Join("..", "examples", "vllm.key"),
+		Cost:             llmflow.Cost{InputPerMTok: 0.02, OutputPerMTok: 0.20, CachedPerMTok: 0.002},
+		MaxContextTokens: config.DefaultMaxContextTokens,
 		Upstreams: []config.Upstream{
 			{Name: "sim0", BaseURL: mustURL(t, "http://127.0.0.1:8001"), KeyFile: filepath.Join("..", "examples", "vllm.key")},
 		},
@@ -256,10 +259,11 @@ func TestParse_Full(t *testing.T) {
 			{Name: "q", Capacity: 1, QueueTimeout: 30 * time.Second, QueueSize: 10000, Engine: engine.Descriptor{Name: "vllm", Scheduling: engine.Priority, PriorityBody: true, Strip: engine.Stripped, Endpoints: 7}},
 		},
 		Models: []config.Model{{
-			Name:          "batchy",
-			UpstreamModel: "batchy",
-			Pool:          "q",
-			Class:         "batch",
+			Name:             "batchy",
+			UpstreamModel:    "batchy",
+			Pool:             "q",
+			Class:            "batch",
+			MaxContextTokens: 131072,
 			Upstreams: []config.Upstream{
 				{Name: "u1", BaseURL: mustURL(t, "https://gpu.example.org:8443/vllm"), KeyFile: "testdata/good/u1.key"},
 				{Name: "u2", BaseURL: mustURL(t, "http://[fd00::1]:8000")},
@@ -285,6 +289,7 @@ func TestParse_Full(t *testing.T) {
 			MaxRequestDuration:    time.Hour,
 			ConnectTimeout:        time.Second,
 			ResponseHeaderTimeout: 15 * time.Minute,
+			StreamIdleTimeout:     0, // "0": disabled
 			Retries:               0,
 			AuthFailuresPerMinute: 0,
 

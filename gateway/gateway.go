@@ -331,7 +331,7 @@ func (g *Gateway) newRoutes() error {
 		if pl == nil {
 			return fmt.Errorf("model %q: unknown pool %q", mc.Name, mc.Pool)
 		}
-		rt := &route{name: mc.Name, upstreamModel: mc.UpstreamModel, pool: pl, cost: mc.Cost}
+		rt := &route{name: mc.Name, upstreamModel: mc.UpstreamModel, pool: pl, cost: mc.Cost, maxTokens: mc.MaxContextTokens}
 		if mc.Class == "batch" {
 			rt.class = 1
 		}

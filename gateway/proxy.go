@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/engine"
 	"github.com/go-llmflow/llmflow/fairshare"
 	"github.com/go-llmflow/llmflow/sse"
@@ -50,7 +52,10 @@ type exchange struct {
 	sentUp time.Time // first upstream attempt
 	upDone time.Time // upstream answer read
 	first  time.Time // first byte to the client
-	rec    llmflow.Record
+	// cancelUp cancels the upstream request of a stream watched for
+	// idleness (limits.stream_idle_timeout); nil otherwise.
+	cancelUp context.CancelFunc
+	rec      llmflow.Record
 }
 
 // inference returns the handler of one proxied OpenAI route: admission
@@ -113,6 +118,12 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, r *http.Re
 		ub.priority, ub.withPrio = x.ticket.Priority, true
 	}
 	body := x.rq.encode(ub)
+	if x.rq.stream && g.cfg.Limits.StreamIdleTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		x.cancelUp = cancel
+	}
 
 	resp, err := g.roundTrip(ctx, ep, x, body)
 	if err != nil {
@@ -120,7 +131,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, r *http.Re
 		if r.Context().Err() != nil {
 			x.rec.Outcome = llmflow.OutcomeClientGone
 			x.rec.Status = statusClientGone
-			g.estimate(x, 0)
+			g.estimate(x, 0, llmflow.EstimateClientGone)
 			return nil
 		}
 		x.rec.Status = statusOf(err)
@@ -264,7 +275,10 @@ func (f *flushWriter) Write(p []byte) (int, error) {
 
 func (f *flushWriter) Flush() error { return f.rc.Flush() }
 
-// relayStream forwards an SSE answer event by event.
+// relayStream forwards an SSE answer event by event. With
+// limits.stream_idle_timeout set, an engine that sends nothing for that
+// long has its request cancelled (x.cancelUp): the client's stream ends
+// without [DONE] and the record is incomplete.
 func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchange, resp *http.Response) error {
 	h := w.Header()
 	h["Content-Type"] = []string{"text/event-stream"}
@@ -272,20 +286,36 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 	h["X-Accel-Buffering"] = []string{"no"}
 	w.WriteHeader(http.StatusOK)
 	fw := &flushWriter{w: w, rc: http.NewResponseController(w), x: x, now: g.now}
-	res, err := sse.Copy(fw, resp.Body, sse.Options{KeepUsage: x.rq.wantsUsage, Flush: fw.Flush})
+	var src io.Reader = resp.Body
+	var idle *idleReader
+	if x.cancelUp != nil {
+		idle = newIdleReader(resp.Body, g.cfg.Limits.StreamIdleTimeout, x.cancelUp)
+		defer idle.stop()
+		src = idle
+	}
+	res, err := sse.Copy(fw, src, sse.Options{KeepUsage: x.rq.wantsUsage, Flush: fw.Flush})
 	x.upDone = g.now()
 	x.rec.Status = http.StatusOK
 	var we *sse.WriteError
+	reason := llmflow.EstimateNoUsage
 	switch {
 	case errors.As(err, &we) || r.Context().Err() != nil:
 		// The client left: closing the upstream body (deferred) aborts the
 		// request in the engine at once.
 		x.rec.Outcome = llmflow.OutcomeClientGone
 		x.rec.Status = statusClientGone
+		reason = llmflow.EstimateClientGone
+	case idle != nil && idle.fired.Load():
+		x.rec.Outcome = llmflow.OutcomeIncomplete
+		reason = llmflow.EstimateIdleTimeout
+		g.log.Warn("upstream stream idle: request cancelled", "request_id", x.id, "upstream", x.up.name,
+			"idle", g.cfg.Limits.StreamIdleTimeout)
 	case res.ErrorEvent:
 		x.rec.Outcome = llmflow.OutcomeUpstreamError
+		reason = llmflow.EstimateUpstreamError
 	case err != nil || !res.Done:
 		x.rec.Outcome = llmflow.OutcomeIncomplete
+		reason = llmflow.EstimateIncomplete
 		if err != nil {
 			g.log.Warn("upstream stream broke", "request_id", x.id, "upstream", x.up.name, "err", err)
 		}
@@ -293,25 +323,79 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 		x.rec.Outcome = llmflow.OutcomeOK
 	}
 	switch {
+	case res.HasUsage && !x.validUsage(res.Usage):
+		g.estimate(x, int64(res.Deltas), llmflow.EstimateInvalidUsage)
+		g.logInvalidUsage(x, res.Usage)
 	case res.HasUsage && (res.Done || !x.rq.continuousOK):
 		x.setUsage(res.Usage) // the final usage chunk came
 	case res.HasUsage:
 		// continuous usage stats of an interrupted stream: a running count
 		x.setUsage(res.Usage)
-		x.rec.Estimated = true
+		x.rec.Estimated, x.rec.EstimateReason = true, reason
 	default:
-		g.estimate(x, int64(res.Deltas))
+		g.estimate(x, int64(res.Deltas), reason)
 	}
 	return nil
 }
 
+// idleReader reads a stream's upstream body and cancels the upstream
+// request when one read waits longer than d. It arms one timer per stream,
+// stopped after each read and reset before the next: no allocation per
+// event, and time spent writing to a slow client is not idle time.
+type idleReader struct {
+	r     io.Reader
+	d     time.Duration
+	t     *time.Timer
+	fired atomic.Bool // the timer went off: the request was cancelled
+}
+
+func newIdleReader(r io.Reader, d time.Duration, cancel context.CancelFunc) *idleReader {
+	ir := &idleReader{r: r, d: d}
+	ir.t = time.AfterFunc(d, func() {
+		ir.fired.Store(true)
+		cancel()
+	})
+	ir.t.Stop()
+	return ir
+}
+
+func (ir *idleReader) Read(p []byte) (int, error) {
+	ir.t.Reset(ir.d)
+	n, err := ir.r.Read(p)
+	ir.t.Stop()
+	return n, err
+}
+
+func (ir *idleReader) stop() { ir.t.Stop() }
+
+// validUsage reports whether usage the engine reported can be believed:
+// well-formed integers, none negative, cached ≤ prompt, and at most the
+// model's max_context_tokens prompt tokens and as many completion tokens.
+func (x *exchange) validUsage(u sse.Usage) bool {
+	limit := x.rt.maxTokens
+	if limit <= 0 {
+		limit = config.DefaultMaxContextTokens
+	}
+	return !u.Malformed &&
+		u.PromptTokens >= 0 && u.PromptTokens <= limit &&
+		u.CompletionTokens >= 0 && u.CompletionTokens <= limit &&
+		u.CachedTokens >= 0 && u.CachedTokens <= u.PromptTokens
+}
+
+// logInvalidUsage says which engine reported usage that validUsage refused.
+func (g *Gateway) logInvalidUsage(x *exchange, u sse.Usage) {
+	g.log.Warn("engine usage not believed: estimated", "request_id", x.id, "upstream", x.up.name,
+		"prompt", u.PromptTokens, "completion", u.CompletionTokens, "cached", u.CachedTokens, "malformed", u.Malformed)
+}
+
+// setUsage takes the engine's usage, which validUsage accepted.
 func (x *exchange) setUsage(u sse.Usage) {
 	x.rec.PromptTokens, x.rec.CompletionTokens, x.rec.CachedTokens = u.PromptTokens, u.CompletionTokens, u.CachedTokens
 }
 
 // estimate charges prompt bytes / 4 and the content deltas already
-// forwarded, and flags the record.
-func (g *Gateway) estimate(x *exchange, deltas int64) {
+// forwarded, and flags the record with why.
+func (g *Gateway) estimate(x *exchange, deltas int64, why llmflow.EstimateReason) {
 	if x.rq == nil {
 		return
 	}
@@ -319,6 +403,7 @@ func (g *Gateway) estimate(x *exchange, deltas int64) {
 	x.rec.CompletionTokens = deltas
 	x.rec.CachedTokens = 0
 	x.rec.Estimated = true
+	x.rec.EstimateReason = why
 }
 
 // relayBody forwards a complete JSON answer, capped in size.
@@ -329,26 +414,31 @@ func (g *Gateway) relayBody(w http.ResponseWriter, r *http.Request, x *exchange,
 	if err != nil && !errors.Is(err, errTooLong) {
 		if r.Context().Err() != nil {
 			x.rec.Outcome, x.rec.Status = llmflow.OutcomeClientGone, statusClientGone
-			g.estimate(x, 0)
+			g.estimate(x, 0, llmflow.EstimateClientGone)
 			return nil
 		}
 		x.rec.Outcome = llmflow.OutcomeIncomplete
-		g.estimate(x, 0)
+		g.estimate(x, 0, llmflow.EstimateIncomplete)
 		e := &llmflow.Error{Code: llmflow.EUPSTREAM, Message: "the upstream answer broke off", Err: err}
 		x.rec.Status = statusOf(e)
 		return e
 	}
 	if err != nil {
 		x.rec.Outcome = llmflow.OutcomeUpstreamError
-		g.estimate(x, 0)
+		g.estimate(x, 0, llmflow.EstimateUpstreamError)
 		e := llmflow.Errorf(llmflow.EUPSTREAM, "the upstream answer is larger than %d bytes", limit)
 		x.rec.Status = statusOf(e)
 		return e
 	}
-	if u, ok := sse.ParseUsage(b); ok {
+	switch u, ok := sse.ParseUsage(b); {
+	case !ok:
+		g.estimate(x, 0, llmflow.EstimateNoUsage)
+	case !x.validUsage(u):
+		// The answer still goes to the client as the engine sent it.
+		g.estimate(x, 0, llmflow.EstimateInvalidUsage)
+		g.logInvalidUsage(x, u)
+	default:
 		x.setUsage(u)
-	} else {
-		g.estimate(x, 0)
 	}
 	x.rec.Outcome, x.rec.Status = llmflow.OutcomeOK, http.StatusOK
 	h := w.Header()

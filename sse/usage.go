@@ -12,13 +12,19 @@ type Usage struct {
 	// unless it is non-zero (and only with --enable-prompt-tokens-details);
 	// llama-server always sends it. Absent means 0.
 	CachedTokens int64
+	// Malformed is set when a token count was present but neither null nor
+	// a JSON integer that fits an int64 (a float, a string, an exponent,
+	// an object…); that count reads as 0. Callers should not believe such
+	// a usage.
+	Malformed bool
 }
 
 // ParseUsage extracts the top-level "usage" object of a JSON response body
 // (a non-streaming chat, completion or embeddings answer). ok is false when
 // the body is not an object or has no "usage" object ("usage":null
 // included). If "usage" appears several times the last one wins. Token
-// counts that are not JSON integers (or overflow int64) count as 0.
+// counts that are not JSON integers (or overflow int64) count as 0 and set
+// Usage.Malformed.
 //
 // It is lenient, like the stream path: the body is walked, not validated,
 // since the gateway forwards it as it is either way. A body that is not
@@ -53,6 +59,8 @@ func parseUsageObject(v []byte) (u Usage, ok bool) {
 	if !ok {
 		return Usage{}, false
 	}
+	// Per count, as its value: the last of duplicate members wins.
+	var badP, badC, badT, badK bool
 	for {
 		k, v, more := it.Next()
 		if !more {
@@ -60,13 +68,13 @@ func parseUsageObject(v []byte) (u Usage, ok bool) {
 		}
 		switch string(k) {
 		case "prompt_tokens":
-			u.PromptTokens = jsonscan.ParseInt(v)
+			u.PromptTokens = parseCount(v, &badP)
 		case "completion_tokens":
-			u.CompletionTokens = jsonscan.ParseInt(v)
+			u.CompletionTokens = parseCount(v, &badC)
 		case "total_tokens":
-			u.TotalTokens = jsonscan.ParseInt(v)
+			u.TotalTokens = parseCount(v, &badT)
 		case "prompt_tokens_details":
-			u.CachedTokens = 0
+			u.CachedTokens, badK = 0, false
 			if d, ok := jsonscan.NewObject(v); ok {
 				for {
 					k, v, more := d.Next()
@@ -74,7 +82,7 @@ func parseUsageObject(v []byte) (u Usage, ok bool) {
 						break
 					}
 					if string(k) == "cached_tokens" {
-						u.CachedTokens = jsonscan.ParseInt(v)
+						u.CachedTokens = parseCount(v, &badK)
 					}
 				}
 			}
@@ -83,5 +91,14 @@ func parseUsageObject(v []byte) (u Usage, ok bool) {
 	if it.Bad() {
 		return Usage{}, false
 	}
+	u.Malformed = badP || badC || badT || badK
 	return u, true
+}
+
+// parseCount decodes a token count: a JSON integer that fits an int64, or
+// null (0). Anything else is 0; *malformed says which it was.
+func parseCount(v []byte, malformed *bool) int64 {
+	n := jsonscan.ParseInt(v)
+	*malformed = n == 0 && string(v) != "0" && string(v) != "-0" && string(v) != "null"
+	return n
 }

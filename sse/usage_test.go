@@ -61,7 +61,25 @@ func TestParseUsage(t *testing.T) {
 		{
 			name:   "NonIntegerCountsAreZero",
 			body:   `{"usage":{"prompt_tokens":1.5,"completion_tokens":"2","total_tokens":99999999999999999999,"prompt_tokens_details":null}}`,
+			want:   sse.Usage{Malformed: true},
+			wantOK: true,
+		},
+		{
+			name:   "NullCountsAreAbsent",
+			body:   `{"usage":{"prompt_tokens":null,"completion_tokens":-0,"prompt_tokens_details":{"cached_tokens":null}}}`,
 			want:   sse.Usage{},
+			wantOK: true,
+		},
+		{
+			name:   "LastDuplicateWins",
+			body:   `{"usage":{"prompt_tokens":1e3,"prompt_tokens":7}}`,
+			want:   sse.Usage{PromptTokens: 7},
+			wantOK: true,
+		},
+		{
+			name:   "NegativeIsNotMalformed",
+			body:   `{"usage":{"prompt_tokens":-5,"prompt_tokens_details":{"cached_tokens":"x"}}}`,
+			want:   sse.Usage{PromptTokens: -5, Malformed: true},
 			wantOK: true,
 		},
 		{name: "Missing", body: `{"choices":[],"nested":{"usage":{"prompt_tokens":1}}}`},
@@ -101,21 +119,29 @@ func refParseUsage(body []byte) (sse.Usage, bool) {
 	if json.Unmarshal(raw, &u) != nil || u == nil {
 		return sse.Usage{}, false
 	}
+	malformed := false
 	num := func(m map[string]json.RawMessage, k string) int64 {
-		n, err := strconv.ParseInt(string(m[k]), 10, 64)
+		v, ok := m[k]
+		if !ok || string(v) == "null" {
+			return 0
+		}
+		n, err := strconv.ParseInt(string(v), 10, 64)
 		if err != nil {
+			malformed = true
 			return 0
 		}
 		return n
 	}
 	var d map[string]json.RawMessage
 	json.Unmarshal(u["prompt_tokens_details"], &d)
-	return sse.Usage{
+	us := sse.Usage{
 		PromptTokens:     num(u, "prompt_tokens"),
 		CompletionTokens: num(u, "completion_tokens"),
 		TotalTokens:      num(u, "total_tokens"),
 		CachedTokens:     num(d, "cached_tokens"),
-	}, true
+	}
+	us.Malformed = malformed
+	return us, true
 }
 
 func FuzzParseUsage(f *testing.F) {
@@ -123,6 +149,8 @@ func FuzzParseUsage(f *testing.F) {
 	f.Add([]byte(`{"usage":null}`))
 	f.Add([]byte(`{"a":"\"}","usage":{"prompt_tokens":-1,"x":[{"y":"]"}]}}`))
 	f.Add([]byte(`{"usage":{"prompt_tokens":1e3}}`))
+	f.Add([]byte(`{"usage":{"prompt_tokens":"NaN","completion_tokens":1.5,"prompt_tokens_details":{"cached_tokens":99999999999999999999}}}`))
+	f.Add([]byte(`{"usage":{"prompt_tokens":1.5,"prompt_tokens":3,"completion_tokens":null,"total_tokens":-0}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if bytes.IndexByte(body, '\\') >= 0 {
 			// encoding/json unescapes keys ("us\u0061ge"); ParseUsage

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,6 +38,7 @@ var postgresMigrations embed.FS
 type Postgres struct {
 	pool      *pgxpool.Pool
 	closeOnce sync.Once
+	clamped   atomic.Int64 // records stored with their usage clamped
 }
 
 // ErrInvalidDSN is wrapped by the error OpenPostgres returns for a DSN it

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,13 +35,14 @@ const pgBatchTable = `CREATE TEMP TABLE IF NOT EXISTS llmflow_batch (
 	latency_us        bigint           NOT NULL,
 	ttfb_us           bigint           NOT NULL,
 	tags              text[]           COLLATE "C" NOT NULL,
+	estimate_reason   text             COLLATE "C" NOT NULL,
 	ord               integer          NOT NULL
 ) ON COMMIT DELETE ROWS`
 
 var pgBatchColumns = []string{
 	"request_id", "time", "key_id", "project", "team", "org", "model", "pool", "upstream",
 	"prompt_tokens", "completion_tokens", "cached_tokens", "gpu_hours",
-	"status", "outcome", "estimated", "stream", "priority", "latency_us", "ttfb_us", "tags", "ord",
+	"status", "outcome", "estimated", "stream", "priority", "latency_us", "ttfb_us", "tags", "estimate_reason", "ord",
 }
 
 // pgMoveBatch moves the copied batch into records and rolls up what was
@@ -100,7 +102,9 @@ const maxWriteAttempts = 5
 // earlier in rs) is skipped, in records and in the rollups: the first
 // write wins, so a retried batch is never counted twice. An empty batch
 // does nothing. A record without a RequestID fails the whole batch with
-// EINVALID before anything is written.
+// EINVALID before anything is written. A record with usage out of bounds
+// is stored clamped (llmflow.Record.ClampUsage) and counted
+// (ClampedRecords), never refused.
 func (s *Postgres) WriteRecords(ctx context.Context, rs []llmflow.Record) error {
 	if len(rs) == 0 {
 		return nil
@@ -110,17 +114,19 @@ func (s *Postgres) WriteRecords(ctx context.Context, rs []llmflow.Record) error 
 			return &llmflow.Error{Code: llmflow.EINVALID, Message: fmt.Sprintf("record %d: request id is required", i)}
 		}
 	}
+	var clamped atomic.Int64 // in the last attempt
 	src := func(i int) ([]any, error) {
-		r := &rs[i]
+		r := clampedRecord(&rs[i], &clamped)
 		return []any{
 			r.RequestID, pgTime(r.Time), r.KeyID, r.Project, r.Team, r.Org, r.Model, r.Pool, r.Upstream,
 			r.PromptTokens, r.CompletionTokens, r.CachedTokens, r.GPUHours,
 			int64(r.Status), string(r.Outcome), r.Estimated, r.Stream, int64(r.Priority),
-			r.Latency.Microseconds(), r.TTFB.Microseconds(), nonNil(r.Tags), int32(i),
+			r.Latency.Microseconds(), r.TTFB.Microseconds(), nonNil(r.Tags), string(r.EstimateReason), int32(i),
 		}, nil
 	}
 	var err error
 	for attempt := 1; ; attempt++ {
+		clamped.Store(0)
 		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"pg_temp", "llmflow_batch"}, pgBatchColumns, pgx.CopyFromSlice(len(rs), src)); err != nil {
 				return err
@@ -140,8 +146,13 @@ func (s *Postgres) WriteRecords(ctx context.Context, rs []llmflow.Record) error 
 	if err != nil {
 		return fmt.Errorf("write records %s…: %w", rs[0].RequestID, err)
 	}
+	s.clamped.Add(clamped.Load())
 	return nil
 }
+
+// ClampedRecords returns how many records WriteRecords has stored with
+// their usage clamped since the store was opened.
+func (s *Postgres) ClampedRecords() int64 { return s.clamped.Load() }
 
 // Records returns the records with from ≤ Time < to, ordered by Time then
 // RequestID. Bounds finer than a microsecond are compared exactly against
@@ -162,14 +173,16 @@ FROM records WHERE time >= $1 AND time < $2 ORDER BY time, request_id`, pgBound(
 			r         llmflow.Record
 			lat, ttfb int64
 			outcome   string
+			reason    string
 		)
 		if err := rows.Scan(&r.RequestID, &r.Time, &r.KeyID, &r.Project, &r.Team, &r.Org, &r.Model, &r.Pool, &r.Upstream,
 			&r.PromptTokens, &r.CompletionTokens, &r.CachedTokens, &r.GPUHours,
-			&r.Status, &outcome, &r.Estimated, &r.Stream, &r.Priority, &lat, &ttfb, &r.Tags); err != nil {
+			&r.Status, &outcome, &r.Estimated, &r.Stream, &r.Priority, &lat, &ttfb, &r.Tags, &reason); err != nil {
 			return nil, fmt.Errorf("read records: %w", err)
 		}
 		r.Time = r.Time.UTC()
 		r.Outcome = llmflow.Outcome(outcome)
+		r.EstimateReason = llmflow.EstimateReason(reason)
 		r.Latency = time.Duration(lat) * time.Microsecond
 		r.TTFB = time.Duration(ttfb) * time.Microsecond
 		r.Tags = nilIfEmpty(r.Tags)

@@ -1,10 +1,16 @@
 package store
 
+import (
+	"sync/atomic"
+
+	"github.com/go-llmflow/llmflow"
+)
+
 // recordCols are the columns of records that WriteRecords writes and
 // Records reads, in this order, in both backends.
 const recordCols = `request_id, time, key_id, project, team, org, model, pool, upstream,
 	prompt_tokens, completion_tokens, cached_tokens, gpu_hours,
-	status, outcome, estimated, stream, priority, latency_us, ttfb_us, tags`
+	status, outcome, estimated, stream, priority, latency_us, ttfb_us, tags, estimate_reason`
 
 // purgeChunk is how many records one purge transaction deletes: a large
 // purge goes in steps, so that accounting writes interleave with it
@@ -18,4 +24,16 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// clampedRecord returns r with its usage clamped (llmflow.Record.ClampUsage)
+// and counts it in n when anything changed: one bad record is stored as an
+// estimate instead of failing its batch or overflowing a rollup.
+func clampedRecord(r *llmflow.Record, n *atomic.Int64) *llmflow.Record {
+	c := *r
+	if c.ClampUsage() {
+		n.Add(1)
+		return &c
+	}
+	return r
 }

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-llmflow/llmflow"
@@ -43,6 +44,8 @@ type SQLite struct {
 
 	keyByHash     *sql.Stmt // on read
 	insertRecords *sql.Stmt // on write, recordsPerInsert rows
+
+	clamped atomic.Int64 // records stored with their usage clamped
 
 	closeOnce sync.Once
 	closeErr  error

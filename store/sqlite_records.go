@@ -10,12 +10,12 @@ import (
 )
 
 // recordColumns is the number of columns insertRecordsSQL binds per row.
-const recordColumns = 23
+const recordColumns = 24
 
 // recordsPerInsert is how many rows one INSERT carries: a batch goes in
 // as few statements as possible, which is where the write throughput
 // comes from (the per-statement cost of the driver dominates a one-row
-// insert). 64 rows × 23 columns stays far under SQLite's bound of 32766
+// insert). 64 rows × 24 columns stays far under SQLite's bound of 32766
 // parameters.
 const recordsPerInsert = 64
 
@@ -46,6 +46,7 @@ const batchTable = `CREATE TEMP TABLE IF NOT EXISTS batch (
 	latency_us        INTEGER NOT NULL,
 	ttfb_us           INTEGER NOT NULL,
 	tags              TEXT    NOT NULL,
+	estimate_reason   TEXT    NOT NULL,
 	hour              INTEGER NOT NULL,
 	ord               INTEGER NOT NULL
 )`
@@ -59,7 +60,7 @@ func insertRecordsSQL(n int) string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
 	}
 	return b.String()
 }
@@ -119,7 +120,7 @@ func recordArgs(args []any, r *llmflow.Record, ord int) ([]any, error) {
 		r.RequestID, t, r.KeyID, r.Project, r.Team, r.Org, r.Model, r.Pool, r.Upstream,
 		r.PromptTokens, r.CompletionTokens, r.CachedTokens, r.GPUHours,
 		r.Status, string(r.Outcome), r.Estimated, r.Stream, r.Priority,
-		r.Latency.Microseconds(), r.TTFB.Microseconds(), tags, hourOf(t), ord,
+		r.Latency.Microseconds(), r.TTFB.Microseconds(), tags, string(r.EstimateReason), hourOf(t), ord,
 	), nil
 }
 
@@ -128,7 +129,9 @@ func recordArgs(args []any, r *llmflow.Record, ord int) ([]any, error) {
 // earlier in rs) is skipped, in records and in the rollups: the first
 // write wins, so a retried batch is never counted twice. An empty batch
 // does nothing. A record without a RequestID fails the whole batch with
-// EINVALID before anything is written.
+// EINVALID before anything is written. A record with usage out of bounds
+// is stored clamped (llmflow.Record.ClampUsage) and counted
+// (ClampedRecords), never refused.
 func (s *SQLite) WriteRecords(ctx context.Context, rs []llmflow.Record) (err error) {
 	if len(rs) == 0 {
 		return nil
@@ -164,7 +167,7 @@ func (s *SQLite) WriteRecords(ctx context.Context, rs []llmflow.Record) (err err
 		n := min(len(rs)-ord, recordsPerInsert)
 		args = args[:0]
 		for i := range n {
-			if args, err = recordArgs(args, &rs[ord+i], ord+i); err != nil {
+			if args, err = recordArgs(args, clampedRecord(&rs[ord+i], &s.clamped), ord+i); err != nil {
 				return fmt.Errorf("record %s: %w", rs[ord+i].RequestID, err)
 			}
 		}
@@ -197,7 +200,7 @@ func (s *SQLite) Records(ctx context.Context, from, to time.Time) ([]llmflow.Rec
 	rows, err := s.read.QueryContext(ctx, `SELECT
 	request_id, time, key_id, project, team, org, model, pool, upstream,
 	prompt_tokens, completion_tokens, cached_tokens, gpu_hours,
-	status, outcome, estimated, stream, priority, latency_us, ttfb_us, tags
+	status, outcome, estimated, stream, priority, latency_us, ttfb_us, tags, estimate_reason
 FROM records WHERE time >= ? AND time < ? ORDER BY time, request_id`, ceilMicros(from), ceilMicros(to))
 	if err != nil {
 		return nil, fmt.Errorf("read records: %w", err)
@@ -210,10 +213,11 @@ FROM records WHERE time >= ? AND time < ? ORDER BY time, request_id`, ceilMicros
 			t, lat, ttfb int64
 			outcome      string
 			tags         string
+			reason       string
 		)
 		if err := rows.Scan(&r.RequestID, &t, &r.KeyID, &r.Project, &r.Team, &r.Org, &r.Model, &r.Pool, &r.Upstream,
 			&r.PromptTokens, &r.CompletionTokens, &r.CachedTokens, &r.GPUHours,
-			&r.Status, &outcome, &r.Estimated, &r.Stream, &r.Priority, &lat, &ttfb, &tags); err != nil {
+			&r.Status, &outcome, &r.Estimated, &r.Stream, &r.Priority, &lat, &ttfb, &tags, &reason); err != nil {
 			return nil, fmt.Errorf("read records: %w", err)
 		}
 		var err error
@@ -222,6 +226,7 @@ FROM records WHERE time >= ? AND time < ? ORDER BY time, request_id`, ceilMicros
 		}
 		r.Time = fromMicros(t)
 		r.Outcome = llmflow.Outcome(outcome)
+		r.EstimateReason = llmflow.EstimateReason(reason)
 		r.Latency = time.Duration(lat) * time.Microsecond
 		r.TTFB = time.Duration(ttfb) * time.Microsecond
 		rs = append(rs, r)
@@ -256,6 +261,10 @@ func (s *SQLite) PurgeRecords(ctx context.Context, before time.Time) (int64, err
 		}
 	}
 }
+
+// ClampedRecords returns how many records WriteRecords has stored with
+// their usage clamped since the store was opened.
+func (s *SQLite) ClampedRecords() int64 { return s.clamped.Load() }
 
 // hourMicros is the length of an hour in microseconds.
 const hourMicros = int64(time.Hour / time.Microsecond)

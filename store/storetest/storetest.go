@@ -52,6 +52,10 @@ type Store interface {
 	// WriteRecords stores a batch atomically; the first write of a
 	// RequestID wins. EINVALID (nothing written) when a RequestID is empty.
 	WriteRecords(ctx context.Context, rs []llmflow.Record) error
+	// ClampedRecords counts the records WriteRecords stored with their
+	// usage clamped (llmflow.Record.ClampUsage): out-of-bound counts
+	// never fail a batch nor overflow a rollup.
+	ClampedRecords() int64
 	// Records returns from ≤ Time < to, ordered by Time, then RequestID.
 	Records(ctx context.Context, from, to time.Time) ([]llmflow.Record, error)
 	// SaveShareUsage replaces the saved fair-share usage of a pool and
@@ -126,6 +130,7 @@ func Run(t *testing.T, open func(t *testing.T) Store) {
 		t.Run("FirstWriteWins", func(t *testing.T) { testRecordFirstWriteWins(t, open(t)) })
 		t.Run("Empty", func(t *testing.T) { testRecordEmpty(t, open(t)) })
 		t.Run("ErrRequestIDRequired", func(t *testing.T) { testRecordIDRequired(t, open(t)) })
+		t.Run("ClampsBadUsage", func(t *testing.T) { testRecordClamped(t, open(t)) })
 	})
 	t.Run("Records", func(t *testing.T) {
 		t.Run("Range", func(t *testing.T) { testRecordsRange(t, open(t)) })
@@ -572,13 +577,14 @@ func fullRecord(id string, tm time.Time) llmflow.Record {
 		Model:            "llama-3.1-70b",
 		Pool:             "h100",
 		Upstream:         "vllm-2",
-		PromptTokens:     1 << 40,
+		PromptTokens:     llmflow.MaxRecordTokens, // beyond 32 bits, at the bound: not clamped
 		CompletionTokens: 345,
 		CachedTokens:     128,
 		GPUHours:         0.1 + 0.2, // not exactly 0.3: the float must survive bit for bit
 		Status:           200,
 		Outcome:          llmflow.OutcomeIncomplete,
 		Estimated:        true,
+		EstimateReason:   llmflow.EstimateIncomplete,
 		Stream:           true,
 		Priority:         -3,
 		Latency:          1234567 * time.Microsecond,

@@ -9,6 +9,7 @@ limits {
   max_request_duration     = "1 day" # ERROR: max_request_duration: invalid duration
   connect_timeout          = "0s" # ERROR: connect_timeout must be a positive duration
   response_header_timeout  = "10y" # ERROR: response_header_timeout: invalid duration
+  stream_idle_timeout      = "-1s" # ERROR@col=30: stream_idle_timeout must not be negative
   retries                  = -1 # ERROR@col=30: retries must be between 0 and 100
   auth_failures_per_minute = -1 # ERROR@col=30: auth_failures_per_minute must be at least 0
   max_connections = -1 # ERROR: max_connections must be at least 0

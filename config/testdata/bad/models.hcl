@@ -40,3 +40,18 @@ model "urls" {
   upstream "bad" { base_url = "http://10.0.0.1:80:80" } # ERROR: base_url: invalid URL
   upstream "missing" {} # ERROR: Missing required argument; The argument "base_url" is required
 }
+model "context" {
+  pool               = "p"
+  max_context_tokens = 0 # ERROR@col=24: max_context_tokens must be at least 1
+  upstream "u" { base_url = "http://10.0.0.1:8000" }
+}
+model "context2" {
+  pool               = "p"
+  max_context_tokens = 1e10 # ERROR@col=24: max_context_tokens must be at most 4294967296
+  upstream "u" { base_url = "http://10.0.0.1:8000" }
+}
+model "context3" {
+  pool               = "p"
+  max_context_tokens = "lots" # ERROR: Incorrect attribute value type
+  upstream "u" { base_url = "http://10.0.0.1:8000" }
+}

@@ -26,6 +26,7 @@ pool "q" {
 model "batchy" {
   pool  = "q"
   class = "batch"
+  max_context_tokens = 131072
   upstream "u1" {
     base_url = "https://gpu.example.org:8443/vllm/"
     key_file = "u1.key"
@@ -55,6 +56,7 @@ limits {
   max_request_duration     = "1h"
   connect_timeout          = "1s"
   response_header_timeout  = "15m"
+  stream_idle_timeout      = "0"
   retries                  = 0
   auth_failures_per_minute = 0
   max_connections          = 100

@@ -73,3 +73,25 @@ func TestGateway_Accounting(t *testing.T) {
 		}
 	})
 }
+
+// clampingRecords says it clamped 7 records, as a store would.
+type clampingRecords struct{}
+
+func (clampingRecords) WriteRecords(context.Context, []llmflow.Record) error { return nil }
+
+func (clampingRecords) ClampedRecords() int64 { return 7 }
+
+// A record writer that clamps impossible usage has its count exported.
+func TestGateway_ClampedMetric(t *testing.T) {
+	up := newRecordingUpstream(t, nil)
+	e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) { o.Records = clampingRecords{} })
+	resp, err := e.srv.Client().Get(e.srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), "llmflow_accounting_clamped_total 7\n") {
+		t.Errorf("metrics lack llmflow_accounting_clamped_total 7:\n%s", b)
+	}
+}

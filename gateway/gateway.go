@@ -96,6 +96,13 @@ type Options struct {
 	Counters CounterSource
 }
 
+// ClampCounter is implemented by record writers that clamp impossible
+// usage (llmflow.Record.ClampUsage) rather than fail a batch: their count
+// is exported as llmflow_accounting_clamped_total.
+type ClampCounter interface {
+	ClampedRecords() int64
+}
+
 // CounterSource gives a pool the counters its admissions share.
 type CounterSource interface {
 	// PoolCounters returns the counters of the named pool, whose usage
@@ -208,6 +215,12 @@ func New(o Options) (*Gateway, error) {
 			},
 			Log: g.log,
 		})
+		if c, ok := o.Records.(ClampCounter); ok {
+			g.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "llmflow_accounting_clamped_total",
+				Help: "Accounting records whose usage the store clamped (negative, impossible or beyond its bounds).",
+			}, func() float64 { return float64(c.ClampedRecords()) }))
+		}
 	}
 	g.health = &healthChecker{
 		userAgent: g.userAgent[0],

@@ -25,6 +25,8 @@ var (
 	_ gateway.RecordWriter    = (*store.SQLite)(nil)
 	_ gateway.Pinger          = (*store.SQLite)(nil)
 	_ gateway.ShareUsageStore = (*store.SQLite)(nil)
+	_ gateway.ClampCounter    = (*store.SQLite)(nil)
+	_ gateway.ClampCounter    = (*store.Postgres)(nil)
 )
 
 func serveCmd(e *env) *cobra.Command {

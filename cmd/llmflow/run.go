@@ -19,14 +19,50 @@ import (
 // from the module's build information.
 var version = ""
 
+// buildVersion is the version `llmflow version` prints and /healthz shows:
+// see versionString.
 func buildVersion() string {
-	if version != "" {
-		return version
+	bi, _ := debug.ReadBuildInfo()
+	return versionString(version, bi)
+}
+
+// versionString is the version set with -ldflags (ldflags), else the main
+// module's version from bi (as `go install …@version` records it), else
+// "dev"; followed, when bi records them (a build in a VCS checkout), by the
+// revision's first 7 characters and ", dirty" for a modified work tree:
+// "v0.3.1", "dev (rev abcdef1)", "v0.3.1-2-gabcdef1 (rev abcdef1, dirty)".
+// bi may be nil.
+func versionString(ldflags string, bi *debug.BuildInfo) string {
+	v := ldflags
+	if v == "" && bi != nil && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
+	if v == "" {
+		v = "dev"
 	}
-	return "dev"
+	if bi == nil {
+		return v
+	}
+	var rev string
+	var dirty bool
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return v
+	}
+	if len(rev) > 7 {
+		rev = rev[:7]
+	}
+	if dirty {
+		return v + " (rev " + rev + ", dirty)"
+	}
+	return v + " (rev " + rev + ")"
 }
 
 // exitError carries an exit status; its message was already printed.
@@ -162,24 +198,36 @@ func versionCmd(e *env) *cobra.Command {
 	}
 }
 
+// secretsHint follows the diagnostics of check-config when secret files
+// could not be read: on a workstation the secrets usually live elsewhere.
+const secretsHint = "llmflow: secret files named by the configuration are missing or unreadable (above); " +
+	"on a machine without them, check-config --syntax-only checks everything else without opening them"
+
 func checkConfigCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "check-config",
+		Use:   "check-config [--syntax-only]",
 		Short: "Validate a configuration file and every secret file it names",
 		Long: "check-config parses the configuration, runs every semantic check and opens every secret\n" +
-			"file it names. Each problem is printed as file:line:col: message, one per line.",
+			"file it names. Each problem is printed as file:line:col: message, one per line.\n" +
+			"With --syntax-only the secret files are not opened: the check for a workstation without them.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := e.loadConfig(cmd, "")
 			if err != nil {
 				return err
 			}
-			if err := e.diagnostics(config.CheckSecrets(cfg)); err != nil {
+			syntaxOnly, _ := cmd.Flags().GetBool("syntax-only")
+			note := ""
+			if syntaxOnly {
+				note = ", secret files not opened"
+			} else if err := e.diagnostics(config.CheckSecrets(cfg)); err != nil {
+				fmt.Fprintln(e.stderr, secretsHint)
 				return err
 			}
-			fmt.Fprintf(e.stdout, "%s: ok (%d organisations, %d pools, %d models)\n", cfg.Filename, len(cfg.Orgs), len(cfg.Pools), len(cfg.Models))
+			fmt.Fprintf(e.stdout, "%s: ok (%d organisations, %d pools, %d models%s)\n", cfg.Filename, len(cfg.Orgs), len(cfg.Pools), len(cfg.Models), note)
 			return nil
 		},
 	}
+	cmd.Flags().Bool("syntax-only", false, "parse and check the configuration without opening the secret files it names")
 	return cmd
 }

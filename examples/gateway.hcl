@@ -1,5 +1,6 @@
 # llmflow gateway: two institutions share a 4-node HGX B300 cluster.
-# Validate with: llmflow check-config -c examples/gateway.hcl
+# Validate with: llmflow check-config -c examples/gateway.hcl (opens the secret files in /etc/llmflow;
+# on a workstation without them: llmflow check-config --syntax-only -c examples/gateway.hcl)
 master_key_file = "/etc/llmflow/master.key"
 
 org "etabA" {

@@ -1,6 +1,5 @@
 # llmflow gateway: two institutions share a 4-node HGX B300 cluster.
-# Validate with: llmflow check-config -c examples/gateway.hcl (opens the secret files in /etc/llmflow;
-# on a workstation without them: llmflow check-config --syntax-only -c examples/gateway.hcl)
+# Validate: llmflow check-config -c examples/gateway.hcl (without the secret files: --syntax-only)
 master_key_file = "/etc/llmflow/master.key"
 
 org "etabA" {

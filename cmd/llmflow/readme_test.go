@@ -48,7 +48,7 @@ import (
 //
 // readmeSubstitutions is the substitution table: a command argument equal to
 // a key (or, for flags written --flag=value, a value equal to one) is
-// replaced by its value. In order: the main configuration (the README's
+// replaced by its value. Its entries: the main configuration (the README's
 // first whole ```hcl configuration, written to a temporary directory with
 // /etc/llmflow/ and /var/lib/llmflow/ replaced by that directory, where
 // every secret file it names is created, mode 0600, with 64 characters),
@@ -61,18 +61,16 @@ func readmeSubstitutions(t *testing.T, mainConfig string) map[string]string {
 		t.Fatal(err)
 	}
 	return map[string]string{
-		"/etc/llmflow/gateway.hcl":        mainConfig,                   // the README's main configuration
-		"gateway.hcl":                     mainConfig,                   // the same, as `llmflow share -c gateway.hcl` names it
-		"examples/gateway.hcl":            "../../examples/gateway.hcl", // the repository's example, as it is
-		"/etc/llmflow/slurmdbd-rw.dsn":    filepath.Join(dir, "slurmdbd-rw.dsn"),
-		"assoc.psv":                       empty,                             // sacctmgr output: only parsed when run
-		"llmf-…":                          "llmf-" + strings.Repeat("0", 64), // a client key
-		"0.0.0.0:8080":                    "127.0.0.1:0",                     // never bind all interfaces in a test
-		"/var/lib/llmflow/llmflow.db":     filepath.Join(dir, "llmflow.db"),
-		"/etc/llmflow/master.key":         filepath.Join(dir, "master.key"),
-		"/etc/llmflow/slurmdbd.dsn":       filepath.Join(dir, "slurmdbd.dsn"),
-		"/usr/local/bin/llmflow":          "llmflow",
-		"$(git describe --tags --always)": "v0.0.0-test",
+		"/etc/llmflow/gateway.hcl":     mainConfig,                   // the README's main configuration
+		"gateway.hcl":                  mainConfig,                   // the same, as `llmflow share -c gateway.hcl` names it
+		"examples/gateway.hcl":         "../../examples/gateway.hcl", // the repository's example, as it is
+		"/etc/llmflow/slurmdbd-rw.dsn": filepath.Join(dir, "slurmdbd-rw.dsn"),
+		"assoc.psv":                    empty,                             // sacctmgr output: only parsed when run
+		"llmf-…":                       "llmf-" + strings.Repeat("0", 64), // a client key
+		"0.0.0.0:8080":                 "127.0.0.1:0",                     // never bind all interfaces in a test
+		"/var/lib/llmflow/llmflow.db":  filepath.Join(dir, "llmflow.db"),
+		"/etc/llmflow/master.key":      filepath.Join(dir, "master.key"),
+		"/etc/llmflow/slurmdbd.dsn":    filepath.Join(dir, "slurmdbd.dsn"),
 	}
 }
 

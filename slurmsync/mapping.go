@@ -102,7 +102,11 @@ func (c Change) String() string {
 	a := c.Account
 	switch c.Kind {
 	case Created:
-		return fmt.Sprintf("created     %-8s %s (parent %q, shares %s)", a.Kind, a.Name, a.Parent, shares(a))
+		line := fmt.Sprintf("created     %-8s %s (parent %q, shares %s)", a.Kind, a.Name, a.Parent, shares(a))
+		if len(a.Members) > 0 {
+			line += ", members " + strings.Join(a.Members, ",")
+		}
+		return line
 	case SharesChanged:
 		return fmt.Sprintf("shares      %-8s %s: %s → %s", a.Kind, a.Name, shares(*c.Old), shares(a))
 	case Reparented:
@@ -112,9 +116,33 @@ func (c Change) String() string {
 	case Reenabled:
 		return fmt.Sprintf("re-enabled  %-8s %s", a.Kind, a.Name)
 	case Members:
-		return fmt.Sprintf("members     %-8s %s: %s → %s", a.Kind, a.Name, strings.Join(c.Old.Members, ","), strings.Join(a.Members, ","))
+		added, removed := memberDiff(c.Old.Members, a.Members)
+		return fmt.Sprintf("members     %-8s %s: added %s, removed %s", a.Kind, a.Name, listOrNone(added), listOrNone(removed))
 	}
 	return string(c.Kind) + " " + a.Name
+}
+
+// memberDiff returns the members of cur not in old, and of old not in cur,
+// each in its list's order.
+func memberDiff(old, cur []string) (added, removed []string) {
+	for _, m := range cur {
+		if !slices.Contains(old, m) {
+			added = append(added, m)
+		}
+	}
+	for _, m := range old {
+		if !slices.Contains(cur, m) {
+			removed = append(removed, m)
+		}
+	}
+	return added, removed
+}
+
+func listOrNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ",")
 }
 
 func shares(a llmflow.Account) string {

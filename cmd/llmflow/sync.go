@@ -148,6 +148,10 @@ func syncCmd(e *env) *cobra.Command {
 			defer closeSrc()
 			res, err := (&slurmsync.Syncer{Source: src, Name: name, Sink: db}).Run(ctx, dryRun)
 			writeChanges(e.stdout, res)
+			if err == nil && cfg.Slurm == nil {
+				fmt.Fprintln(e.stderr, "note: the configuration has no slurm { } block: `llmflow serve` serves the tree the "+
+					"configuration declares and ignores this import; add slurm { source, cluster, … } to serve the imported tree")
+			}
 			return err
 		},
 	}

@@ -508,6 +508,7 @@ func (g *Gateway) routesInit() {
 		g.handle(http.MethodPost, ep.Path(), g.inference(ep))
 	}
 	g.handle(http.MethodGet, "/v1/models", g.listModels)
+	g.handle(http.MethodGet, "/v1/models/{id...}", g.getModel)
 	g.handle(http.MethodGet, "/healthz", g.healthz)
 	g.handle(http.MethodGet, "/metrics", g.serveMetrics)
 	g.adminRoutes()
@@ -521,6 +522,21 @@ func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": g.models})
+}
+
+// getModel answers GET /v1/models/{id}: the model's card, or 404 in the
+// OpenAI error shape. Model names may contain slashes.
+func (g *Gateway) getModel(w http.ResponseWriter, r *http.Request) error {
+	if _, err := g.authenticate(r); err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	for _, m := range g.models {
+		if m.ID == id {
+			return writeJSON(w, http.StatusOK, m)
+		}
+	}
+	return llmflow.Errorf(llmflow.ENOTFOUND, "the model %q does not exist", id)
 }
 
 // authenticate resolves the client key of r, counting denials.

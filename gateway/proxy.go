@@ -17,6 +17,7 @@ import (
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/engine"
 	"github.com/go-llmflow/llmflow/fairshare"
+	"github.com/go-llmflow/llmflow/internal/jsonscan"
 	"github.com/go-llmflow/llmflow/sse"
 )
 
@@ -293,7 +294,8 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 		defer idle.stop()
 		src = idle
 	}
-	res, err := sse.Copy(fw, src, sse.Options{KeepUsage: x.rq.wantsUsage, Flush: fw.Flush})
+	res, err := sse.Copy(fw, src, sse.Options{KeepUsage: x.rq.wantsUsage, Flush: fw.Flush,
+		Model: x.rq.model, UpstreamModel: x.rt.upstreamModel})
 	x.upDone = g.now()
 	x.rec.Status = http.StatusOK
 	var we *sse.WriteError
@@ -441,6 +443,9 @@ func (g *Gateway) relayBody(w http.ResponseWriter, r *http.Request, x *exchange,
 		x.setUsage(u)
 	}
 	x.rec.Outcome, x.rec.Status = llmflow.OutcomeOK, http.StatusOK
+	if x.rq.model != x.rt.upstreamModel {
+		b = renameModel(b, x.rq.model)
+	}
 	h := w.Header()
 	h["Content-Type"] = hdrJSON
 	h["Content-Length"] = []string{strconv.Itoa(len(b))}
@@ -450,6 +455,20 @@ func (g *Gateway) relayBody(w http.ResponseWriter, r *http.Request, x *exchange,
 		x.rec.Outcome, x.rec.Status = llmflow.OutcomeClientGone, statusClientGone
 	}
 	return nil
+}
+
+// renameModel returns the JSON answer b with the string value of its
+// top-level "model" member replaced by name, the model the client asked
+// for (clients reuse response.model); b itself when there is none.
+func renameModel(b []byte, name string) []byte {
+	s, e, ok := jsonscan.Member(b, "model")
+	if !ok || b[s] != '"' {
+		return b
+	}
+	out := make([]byte, 0, len(b)+len(name)+8)
+	out = append(out, b[:s]...)
+	out = appendJSONString(out, name)
+	return append(out, b[e:]...)
 }
 
 // relayError turns an upstream error answer into the gateway's own: the

@@ -1,0 +1,80 @@
+package gateway
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// logLines returns the JSON log lines written so far with the given msg.
+func logLines(t *testing.T, s *syncBuffer, msg string) []map[string]any {
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(s.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		if m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestAccessLog: every request, served or refused, has one access log line
+// at the default level, with who, what, where, how it ended and what it
+// cost, and without the prompt or any secret; warnings about a request
+// carry its id.
+func TestAccessLog(t *testing.T) {
+	var buf syncBuffer
+	up := newRecordingUpstream(t, nil)
+	e := newEnv(t, []string{up.srv.URL, "http://127.0.0.1:1"}, "", func(o *Options) {
+		o.Log = slog.New(slog.NewJSONHandler(&buf, nil)) // info: the default level
+	})
+	resp := e.post(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"secret prompt"}]}`)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	id := resp.Header.Get("X-Request-Id")
+	e.key = "sk-wrong-key"
+	resp = e.post(t, "/v1/chat/completions", `{"model":"m","messages":[]}`)
+	resp.Body.Close()
+
+	lines := logLines(t, &buf, "request")
+	if len(lines) != 2 {
+		t.Fatalf("%d access log lines, want 2: %v", len(lines), lines)
+	}
+	l := lines[0]
+	for k, want := range map[string]any{
+		"level": "INFO", "request_id": id, "org": "etabA", "team": "lab-nlp", "model": "m",
+		"status": float64(200), "outcome": "ok", "prompt_tokens": float64(10), "completion_tokens": float64(5),
+	} {
+		if l[k] != want {
+			t.Errorf("access log %s = %v, want %v (%v)", k, l[k], want, l)
+		}
+	}
+	for _, k := range []string{"key_id", "upstream", "gpu_hours", "latency", "ttfb"} {
+		if _, ok := l[k]; !ok {
+			t.Errorf("access log lacks %s: %v", k, l)
+		}
+	}
+	if l["denied"] != nil {
+		t.Errorf("served request with a denial reason: %v", l)
+	}
+	if r := lines[1]; r["status"] != float64(http.StatusUnauthorized) || r["outcome"] != "rejected" || r["denied"] != "auth" {
+		t.Errorf("refused request's line: %v", r)
+	}
+	all := buf.String()
+	for _, secret := range []string{"secret prompt", "sk-wrong-key", testMasterKey, testUpstreamKey} {
+		if strings.Contains(all, secret) {
+			t.Errorf("the log shows %q:\n%s", secret, all)
+		}
+	}
+	for _, w := range logLines(t, &buf, "upstream unreachable") {
+		if w["request_id"] == nil || w["request_id"] == "" {
+			t.Errorf("warning without request id: %v", w)
+		}
+	}
+}

@@ -73,8 +73,8 @@ func quickstartCmd(e *env) *cobra.Command {
 	}
 	cmd.Flags().String("dir", "llmflow-quickstart", "directory for the configuration, keys and database")
 	cmd.Flags().String("listen", "127.0.0.1:8080", "gateway address (LLMFLOW_LISTEN)")
-	cmd.Flags().String("log-level", "warn", "debug, info, warn or error (LLMFLOW_LOG_LEVEL)")
-	for _, f := range []string{"dir", "listen", "log-level"} {
+	e.logFlags(cmd, "warn")
+	for _, f := range []string{"dir", "listen"} {
 		e.bind(cmd, f)
 	}
 	return cmd

@@ -78,3 +78,28 @@ func TestAccessLog(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsExistFromTheStart: series that alerts rely on are exported at
+// zero before any traffic; no Slurm sync series without a slurm block.
+func TestMetricsExistFromTheStart(t *testing.T) {
+	e := newEnv(t, []string{"http://127.0.0.1:1"}, "")
+	text := e.metricsText(t)
+	for _, want := range []string{
+		`llmflow_denied_total{reason="no_upstream"} 0`,
+		`llmflow_denied_total{reason="auth"} 0`,
+		`llmflow_denied_total{reason="admin_auth"} 0`,
+		`llmflow_connections_refused_total{reason="max_connections"} 0`,
+		`llmflow_usage_estimated_total{model="m",pool="p"} 0`,
+		`llmflow_upstream_retries_total{pool="p",upstream="u0"} 0`,
+		`llmflow_upstream_healthy{pool="p",upstream="u0"} 1`,
+		`llmflow_accounting_written_total 0`,
+		`llmflow_accounting_failed_total 0`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if strings.Contains(text, "llmflow_slurm_sync") {
+		t.Error("Slurm sync series without a slurm block")
+	}
+}

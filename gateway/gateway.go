@@ -194,7 +194,7 @@ func New(o Options) (*Gateway, error) {
 		accts = g.cfg.Accounts()
 	}
 	g.m = newMetrics(g.reg)
-	g.sync = newSyncState(g.reg)
+	g.sync = newSyncState(g.reg, g.cfg.Slurm != nil)
 	view := g.setView(accts)
 	g.auth = newAuthenticator(o, g.cfg.Limits, g.m)
 	if err := g.newPools(o, view); err != nil {
@@ -204,6 +204,7 @@ func New(o Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.registerGauges()
+	g.initSeries()
 	g.reg.MustRegister(newShareCollector(g))
 	g.metricsHandler = promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)})
 	if o.Records != nil {

@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/go-llmflow/llmflow"
 )
 
 // logLines returns the JSON log lines written so far with the given msg.
@@ -101,5 +104,29 @@ func TestMetricsExistFromTheStart(t *testing.T) {
 	}
 	if strings.Contains(text, "llmflow_slurm_sync") {
 		t.Error("Slurm sync series without a slurm block")
+	}
+}
+
+// BenchmarkAccessLog: the cost of one access log line, with a JSON handler
+// writing to io.Discard (what serve --log-format json does, minus the
+// disk) and with the level disabled.
+//
+//	go test -run '^$' -bench AccessLog -benchmem ./gateway
+func BenchmarkAccessLog(b *testing.B) {
+	rec := &llmflow.Record{RequestID: "abc123", KeyID: "key_0123456789", Org: "etabA", Team: "lab-nlp", Project: "p1",
+		Model: "m", Upstream: "u0", Status: 200, Outcome: llmflow.OutcomeOK, PromptTokens: 412, CompletionTokens: 57,
+		GPUHours: 1.2e-5, Latency: 850 * time.Millisecond, TTFB: 40 * time.Millisecond}
+	for name, h := range map[string]slog.Handler{
+		"json": slog.NewJSONHandler(io.Discard, nil),
+		"text": slog.NewTextHandler(io.Discard, nil),
+		"off":  slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}),
+	} {
+		b.Run(name, func(b *testing.B) {
+			g := &Gateway{log: slog.New(h)}
+			b.ReportAllocs()
+			for b.Loop() {
+				g.accessLog(rec, "")
+			}
+		})
 	}
 }

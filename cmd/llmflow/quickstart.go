@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 
@@ -49,8 +50,15 @@ func quickstartCmd(e *env) *cobra.Command {
 			defer sim.Close()
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
+			// Bind the simulated engine's port before starting the gateway:
+			// if something else holds it, the gateway would talk to that.
+			simAddr := model.Upstreams[0].BaseURL.Host
+			ln, err := net.Listen("tcp", simAddr)
+			if err != nil {
+				return fmt.Errorf("simulated vLLM cannot listen on %s (the upstream of %s): %w; stop what holds it or edit the upstream's base_url", simAddr, cfgPath, err)
+			}
 			simErr := make(chan error, 1)
-			go func() { simErr <- sim.ListenAndServe(ctx, model.Upstreams[0].BaseURL.Host) }()
+			go func() { simErr <- sim.Serve(ctx, ln) }()
 
 			ready := func(addr string, gw *gateway.Gateway) {
 				_, secret, err := gw.CreateKey(ctx,

@@ -178,6 +178,14 @@ func (g *Gateway) createKey(w http.ResponseWriter, r *http.Request, p Principal)
 
 func (g *Gateway) listKeys(w http.ResponseWriter, r *http.Request, p Principal) error {
 	q := r.URL.Query()
+	for name := range q {
+		switch name {
+		case "org", "team", "include_revoked":
+		default:
+			// a misspelt filter must not list every key
+			return llmflow.Errorf(llmflow.EINVALID, "unknown query parameter %q (known: org, team, include_revoked)", name)
+		}
+	}
 	f := llmflow.KeyFilter{Org: q.Get("org"), Team: q.Get("team"), IncludeRevoked: q.Get("include_revoked") == "true"}
 	keys, err := g.keys.ListKeys(r.Context(), f)
 	if err != nil {

@@ -72,7 +72,8 @@ func (g *Gateway) admit(ctx context.Context, x *exchange) error {
 // client left, else outcome rejected and the status answered; no tokens,
 // no GPU-hours; model and pool only when the model was routed. A refusal
 // before a key is known (no key, a bad key, a throttled network) leaves
-// the metric only, so nobody without a key can fill the store.
+// the metric only, so nobody without a key can fill the store. Every
+// refusal has its access log line.
 func (g *Gateway) refused(x *exchange, s *step, err error) error {
 	outcome, status, reason := llmflow.OutcomeRejected, statusOf(err), s.reason
 	if r, ok := s.byCode[llmflow.ErrorCode(err)]; ok {
@@ -82,21 +83,24 @@ func (g *Gateway) refused(x *exchange, s *step, err error) error {
 		outcome, status, reason, err = llmflow.OutcomeClientGone, statusClientGone, reasonClientGone, errClientGone
 	}
 	g.m.denied.WithLabelValues(reason).Inc()
-	if x.key == nil || g.rec == nil {
-		return err
-	}
 	rec := llmflow.Record{
 		Time: x.start, RequestID: x.id,
-		KeyID: x.key.ID, Project: x.key.Project, Team: x.key.Team, Org: cmp.Or(x.org, x.key.Org),
 		Status: status, Outcome: outcome,
 		Latency: g.now().Sub(x.start),
-		Tags:    x.key.Tags,
+	}
+	if x.key != nil {
+		rec.KeyID, rec.Project, rec.Team, rec.Org = x.key.ID, x.key.Project, x.key.Team, cmp.Or(x.org, x.key.Org)
+		rec.Tags = x.key.Tags
 	}
 	if x.rt != nil {
 		rec.Model, rec.Pool = x.rt.name, x.rt.pool.name
 	}
 	if x.rq != nil {
 		rec.Stream = x.rq.stream
+	}
+	g.accessLog(&rec, reason)
+	if x.key == nil || g.rec == nil {
+		return err
 	}
 	g.rec.Enqueue(rec)
 	return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -216,7 +217,12 @@ limits { auth_failures_per_minute = 0 }
 	if e.db, err = store.OpenSQLite(context.Background(), cfg.Store.Path); err != nil {
 		b.Fatal(err)
 	}
-	if e.gw, err = gateway.New(gateway.Options{Config: cfg, Keys: e.db, Records: e.db}); err != nil {
+	opts := gateway.Options{Config: cfg, Keys: e.db, Records: e.db}
+	if os.Getenv("LLMFLOW_BENCH_LOG") == "json" {
+		// what serve --log-format json does, minus the disk
+		opts.Log = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	}
+	if e.gw, err = gateway.New(opts); err != nil {
 		b.Fatal(err)
 	}
 	_, e.key, err = e.gw.CreateKey(b.Context(), gateway.KeyRequest{Team: "t", Name: "bench"},

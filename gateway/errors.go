@@ -75,7 +75,8 @@ func writeError(w http.ResponseWriter, log *slog.Logger, err error) {
 	}
 	if code == llmflow.EINTERNAL || code == llmflow.EUPSTREAM || code == llmflow.EUNAVAILABLE || code == llmflow.ETIMEOUT {
 		if log != nil {
-			log.Warn("request failed", "code", code, "err", err)
+			// inference routes set X-Request-Id first: the warning names the request
+			log.Warn("request failed", "request_id", w.Header().Get("X-Request-Id"), "code", code, "err", err)
 		}
 	}
 	var ra *retryAfter

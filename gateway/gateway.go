@@ -194,7 +194,7 @@ func New(o Options) (*Gateway, error) {
 		accts = g.cfg.Accounts()
 	}
 	g.m = newMetrics(g.reg)
-	g.sync = newSyncState(g.reg)
+	g.sync = newSyncState(g.reg, g.cfg.Slurm != nil)
 	view := g.setView(accts)
 	g.auth = newAuthenticator(o, g.cfg.Limits, g.m)
 	if err := g.newPools(o, view); err != nil {
@@ -204,6 +204,7 @@ func New(o Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.registerGauges()
+	g.initSeries()
 	g.reg.MustRegister(newShareCollector(g))
 	g.metricsHandler = promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)})
 	if o.Records != nil {
@@ -508,6 +509,7 @@ func (g *Gateway) routesInit() {
 		g.handle(http.MethodPost, ep.Path(), g.inference(ep))
 	}
 	g.handle(http.MethodGet, "/v1/models", g.listModels)
+	g.handle(http.MethodGet, "/v1/models/{id...}", g.getModel)
 	g.handle(http.MethodGet, "/healthz", g.healthz)
 	g.handle(http.MethodGet, "/metrics", g.serveMetrics)
 	g.adminRoutes()
@@ -521,6 +523,21 @@ func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": g.models})
+}
+
+// getModel answers GET /v1/models/{id}: the model's card, or 404 in the
+// OpenAI error shape. Model names may contain slashes.
+func (g *Gateway) getModel(w http.ResponseWriter, r *http.Request) error {
+	if _, err := g.authenticate(r); err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	for _, m := range g.models {
+		if m.ID == id {
+			return writeJSON(w, http.StatusOK, m)
+		}
+	}
+	return llmflow.Errorf(llmflow.ENOTFOUND, "the model %q does not exist", id)
 }
 
 // authenticate resolves the client key of r, counting denials.
@@ -537,11 +554,15 @@ func (g *Gateway) authenticate(r *http.Request) (*cachedKey, error) {
 }
 
 // healthz answers the gateway's health: the status alone ({"status":"ok"},
-// "degraded" or "unavailable", and the HTTP status: 503 when the store is
-// down and store.fail_closed) to anyone, so load balancers need no secret;
-// the details (version, store, upstreams, Slurm import) only with the
-// metrics token or the master key as Bearer. A wrong token is an
-// operator-secret failure (counted, throttled) and still gets the status.
+// "degraded" or "unavailable", and the HTTP status) to anyone, so load
+// balancers need no secret; the details (version, store, models, upstreams,
+// Slurm import) only with the metrics token or the master key as Bearer. A
+// wrong token is an operator-secret failure (counted, throttled) and still
+// gets the status.
+//
+// The answer is 503 when the store is down and store.fail_closed, and when
+// a model has no healthy upstream: "degraded" while other models are still
+// served, "unavailable" when none is.
 func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 	now := g.now()
 	type upstreamHealth struct {
@@ -550,10 +571,17 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 		Healthy  bool   `json:"healthy"`
 		InFlight int64  `json:"in_flight"`
 	}
+	type modelHealth struct {
+		Name      string `json:"name"`
+		Status    string `json:"status"` // "ok" or "unavailable"
+		Healthy   int    `json:"healthy_upstreams"`
+		Upstreams int    `json:"upstreams"`
+	}
 	type details struct {
 		Status    string           `json:"status"`
 		Version   string           `json:"version"`
 		Store     string           `json:"store"`
+		Models    []modelHealth    `json:"models"`
 		Upstreams []upstreamHealth `json:"upstreams"`
 		Slurm     *syncHealth      `json:"slurm_sync,omitempty"`
 	}
@@ -562,6 +590,29 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 		body.Status = "degraded" // serving the last good tree
 	}
 	status := http.StatusOK
+	body.Models = make([]modelHealth, 0, len(g.models))
+	down := 0
+	for _, mc := range g.models {
+		rt := g.routes[mc.ID]
+		mh := modelHealth{Name: mc.ID, Status: "ok", Upstreams: len(rt.upstreams)}
+		for _, u := range rt.upstreams {
+			if u.b.up(now) {
+				mh.Healthy++
+			}
+		}
+		if mh.Healthy == 0 {
+			mh.Status = "unavailable"
+			down++
+		}
+		body.Models = append(body.Models, mh)
+	}
+	if down > 0 {
+		status = http.StatusServiceUnavailable
+		body.Status = "degraded"
+		if down == len(g.models) {
+			body.Status = "unavailable"
+		}
+	}
 	if p, ok := g.keys.(Pinger); ok {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		err := p.Ping(ctx)
@@ -569,7 +620,9 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			g.log.Warn("store ping failed", "err", err)
 			body.Store = "unreachable"
-			body.Status = "degraded"
+			if body.Status == "ok" {
+				body.Status = "degraded"
+			}
 			if g.cfg.Store.FailClosed {
 				body.Status = "unavailable"
 				status = http.StatusServiceUnavailable

@@ -256,3 +256,42 @@ func TestHealthzDetailsNeedAToken(t *testing.T) {
 		t.Error("wrong tokens on /healthz not counted as operator-secret failures")
 	}
 }
+
+// /healthz is 503 when a model has no healthy upstream: "degraded" while
+// another model is still served, "unavailable" when none is; the details
+// say which model.
+func TestHealthzModelWithoutHealthyUpstream(t *testing.T) {
+	up := newRecordingUpstream(t, nil)
+	other := newRecordingUpstream(t, nil)
+	e := newEnv(t, []string{up.srv.URL}, `model "other" {
+  upstream_model = "sim/other"
+  pool           = "p"
+  key_file       = "vllm.key"
+  upstream "v" { base_url = "`+other.srv.URL+`" }
+}
+`)
+	if code, body := e.do(t, http.MethodGet, "/healthz", "", ""); code != http.StatusOK || strings.TrimSpace(body) != `{"status":"ok"}` {
+		t.Fatalf("all healthy: %d %s", code, body)
+	}
+	now := e.gw.now()
+	for _, b := range e.gw.backends {
+		if b.name == "u0" {
+			b.markDown(now, time.Hour)
+		}
+	}
+	if code, body := e.do(t, http.MethodGet, "/healthz", "", ""); code != http.StatusServiceUnavailable || strings.TrimSpace(body) != `{"status":"degraded"}` {
+		t.Errorf("m down: %d %s, want 503 degraded", code, body)
+	}
+	code, body := e.do(t, http.MethodGet, "/healthz", e.master, "")
+	if code != http.StatusServiceUnavailable ||
+		!strings.Contains(body, `{"name":"m","status":"unavailable","healthy_upstreams":0,"upstreams":1}`) ||
+		!strings.Contains(body, `{"name":"other","status":"ok","healthy_upstreams":1,"upstreams":1}`) {
+		t.Errorf("details: %d %s", code, body)
+	}
+	for _, b := range e.gw.backends {
+		b.markDown(now, time.Hour)
+	}
+	if code, body := e.do(t, http.MethodGet, "/healthz", "", ""); code != http.StatusServiceUnavailable || strings.TrimSpace(body) != `{"status":"unavailable"}` {
+		t.Errorf("all down: %d %s, want 503 unavailable", code, body)
+	}
+}

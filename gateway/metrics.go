@@ -148,3 +148,30 @@ func (c *children) request(m *metrics, status int) {
 	c.codes.Store(status, ctr)
 	ctr.Inc()
 }
+
+// deniedReasons is every llmflow_denied_total reason.
+var deniedReasons = []string{
+	reasonAuth, reasonAuthLimited, reasonBadRequest, reasonTooLarge, reasonModel,
+	reasonNoUpstream, reasonDisabled, reasonQueue, reasonAdminAuth, reasonAdminAuthLimited,
+	reasonClientGone,
+}
+
+// initSeries creates at zero the series of fixed label sets (denial and
+// connection refusal reasons; per model, pool and upstream of the
+// configuration), so that alerts on them (rate, increase, absent) work
+// from the start instead of waiting for the first event. Series whose
+// labels come from traffic (status codes, teams) appear with it.
+func (g *Gateway) initSeries() {
+	for _, r := range deniedReasons {
+		g.m.denied.WithLabelValues(r)
+	}
+	for _, r := range []string{connRefusedGlobal, connRefusedNetwork} {
+		g.m.connRefused.WithLabelValues(r)
+	}
+	for _, rt := range g.routes {
+		g.m.estimated.WithLabelValues(rt.name, rt.pool.name)
+		for _, up := range rt.upstreams {
+			g.m.retries.WithLabelValues(rt.pool.name, up.name)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/engine"
 	"github.com/go-llmflow/llmflow/fairshare"
+	"github.com/go-llmflow/llmflow/internal/jsonscan"
 	"github.com/go-llmflow/llmflow/sse"
 )
 
@@ -216,7 +217,7 @@ func (g *Gateway) roundTrip(ctx context.Context, ep engine.Endpoint, x *exchange
 			return nil, &llmflow.Error{Code: llmflow.ETIMEOUT, Message: "the upstream did not answer in time", Err: err}
 		}
 		up.b.markDown(g.now(), g.cfg.Health.Cooldown)
-		g.log.Warn("upstream unreachable", "pool", pl.name, "upstream", up.name, "err", err)
+		g.log.Warn("upstream unreachable", "request_id", x.id, "pool", pl.name, "upstream", up.name, "err", err)
 		lastErr = &llmflow.Error{Code: llmflow.EUPSTREAM, Message: "the upstream could not be reached", Err: err}
 	}
 	if lastErr == nil {
@@ -293,7 +294,8 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 		defer idle.stop()
 		src = idle
 	}
-	res, err := sse.Copy(fw, src, sse.Options{KeepUsage: x.rq.wantsUsage, Flush: fw.Flush})
+	res, err := sse.Copy(fw, src, sse.Options{KeepUsage: x.rq.wantsUsage, Flush: fw.Flush,
+		Model: x.rq.model, UpstreamModel: x.rt.upstreamModel})
 	x.upDone = g.now()
 	x.rec.Status = http.StatusOK
 	var we *sse.WriteError
@@ -441,6 +443,9 @@ func (g *Gateway) relayBody(w http.ResponseWriter, r *http.Request, x *exchange,
 		x.setUsage(u)
 	}
 	x.rec.Outcome, x.rec.Status = llmflow.OutcomeOK, http.StatusOK
+	if x.rq.model != x.rt.upstreamModel {
+		b = renameModel(b, x.rq.model)
+	}
 	h := w.Header()
 	h["Content-Type"] = hdrJSON
 	h["Content-Length"] = []string{strconv.Itoa(len(b))}
@@ -450,6 +455,20 @@ func (g *Gateway) relayBody(w http.ResponseWriter, r *http.Request, x *exchange,
 		x.rec.Outcome, x.rec.Status = llmflow.OutcomeClientGone, statusClientGone
 	}
 	return nil
+}
+
+// renameModel returns the JSON answer b with the string value of its
+// top-level "model" member replaced by name, the model the client asked
+// for (clients reuse response.model); b itself when there is none.
+func renameModel(b []byte, name string) []byte {
+	s, e, ok := jsonscan.Member(b, "model")
+	if !ok || b[s] != '"' {
+		return b
+	}
+	out := make([]byte, 0, len(b)+len(name)+8)
+	out = append(out, b[:s]...)
+	out = appendJSONString(out, name)
+	return append(out, b[e:]...)
 }
 
 // relayError turns an upstream error answer into the gateway's own: the
@@ -571,12 +590,45 @@ func (g *Gateway) finish(x *exchange) {
 	if g.rec != nil {
 		g.rec.Enqueue(*rec)
 	}
-	if g.log.Enabled(context.Background(), slog.LevelDebug) {
-		g.log.Debug("request", "id", rec.RequestID, "key", rec.KeyID, "team", rec.Team, "model", rec.Model,
-			"upstream", rec.Upstream, "status", rec.Status, "outcome", rec.Outcome, "stream", rec.Stream,
-			"prompt", rec.PromptTokens, "completion", rec.CompletionTokens, "cached", rec.CachedTokens,
-			"estimated", rec.Estimated, "priority", rec.Priority, "latency", rec.Latency, "ttfb", rec.TTFB)
+	g.accessLog(rec, "")
+}
+
+// accessLog writes the access log line of one request, served or refused
+// (denied is then the llmflow_denied_total reason), at info level: what
+// was asked by whom, where it went, how it ended and what it cost; never a
+// prompt, an answer or a secret. It is one slog call with typed
+// attributes, so a disabled level costs one Enabled check and an enabled
+// one boxes nothing.
+func (g *Gateway) accessLog(rec *llmflow.Record, denied string) {
+	ctx := context.Background()
+	if !g.log.Enabled(ctx, slog.LevelInfo) {
+		return
 	}
+	attrs := [...]slog.Attr{
+		slog.String("request_id", rec.RequestID),
+		slog.String("key_id", rec.KeyID),
+		slog.String("org", rec.Org),
+		slog.String("team", rec.Team),
+		slog.String("project", rec.Project),
+		slog.String("model", rec.Model),
+		slog.String("upstream", rec.Upstream),
+		slog.Int("status", rec.Status),
+		slog.String("outcome", string(rec.Outcome)),
+		slog.Bool("stream", rec.Stream),
+		slog.Int64("prompt_tokens", rec.PromptTokens),
+		slog.Int64("completion_tokens", rec.CompletionTokens),
+		slog.Int64("cached_tokens", rec.CachedTokens),
+		slog.Bool("estimated", rec.Estimated),
+		slog.Float64("gpu_hours", rec.GPUHours),
+		slog.Duration("latency", rec.Latency),
+		slog.Duration("ttfb", rec.TTFB),
+		slog.String("denied", denied),
+	}
+	n := len(attrs)
+	if denied == "" {
+		n-- // served: no denial reason
+	}
+	g.log.LogAttrs(ctx, slog.LevelInfo, "request", attrs[:n]...)
 }
 
 // writeJSON writes v with status.

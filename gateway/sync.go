@@ -30,7 +30,11 @@ type syncState struct {
 	accounts prometheus.Gauge
 }
 
-func newSyncState(reg prometheus.Registerer) *syncState {
+// newSyncState registers llmflow_accounts, and the llmflow_slurm_sync_*
+// series only when the configuration imports from Slurm (slurm): a
+// gateway without a slurm block has no sync to report on. The run
+// outcomes start at zero.
+func newSyncState(reg prometheus.Registerer, slurm bool) *syncState {
 	s := &syncState{
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llmflow_slurm_sync_runs_total", Help: "Slurm imports by outcome (applied, unchanged, failed).",
@@ -45,7 +49,13 @@ func newSyncState(reg prometheus.Registerer) *syncState {
 			Name: "llmflow_accounts", Help: "Accounts (organisations, teams, projects) in the tree served, disabled ones included.",
 		}),
 	}
-	reg.MustRegister(s.runs, s.success, s.failing, s.accounts)
+	reg.MustRegister(s.accounts)
+	if slurm {
+		for _, o := range []string{"applied", "unchanged", "failed"} {
+			s.runs.WithLabelValues(o)
+		}
+		reg.MustRegister(s.runs, s.success, s.failing)
+	}
 	return s
 }
 

@@ -37,15 +37,19 @@ func vllmStream(n int, continuous bool) []byte {
 }
 
 func benchmarkCopy(b *testing.B, in []byte, keep bool) {
+	benchmarkCopyOpt(b, in, sse.Options{KeepUsage: keep})
+}
+
+func benchmarkCopyOpt(b *testing.B, in []byte, opt sse.Options) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(in)))
 	src := bytes.NewReader(in)
-	flush := func() error { return nil }
+	opt.Flush = func() error { return nil }
 	var res sse.Result
 	for b.Loop() {
 		src.Reset(in)
 		var err error
-		res, err = sse.Copy(io.Discard, src, sse.Options{KeepUsage: keep, Flush: flush})
+		res, err = sse.Copy(io.Discard, src, opt)
 		if err != nil || !res.Done {
 			b.Fatal(res, err)
 		}
@@ -55,6 +59,12 @@ func benchmarkCopy(b *testing.B, in []byte, keep bool) {
 
 // BenchmarkCopy: a 500-chunk vLLM stream, the usage chunk dropped.
 func BenchmarkCopy(b *testing.B) { benchmarkCopy(b, vllmStream(500, false), false) }
+
+// BenchmarkCopy_Model: a 500-chunk vLLM stream whose "model" is renamed to
+// the client's name in every chunk.
+func BenchmarkCopy_Model(b *testing.B) {
+	benchmarkCopyOpt(b, vllmStream(500, false), sse.Options{Model: "llama", UpstreamModel: "meta-llama/Llama-3.1-8B-Instruct"})
+}
 
 // BenchmarkCopy_ContinuousUsage: every chunk carries usage, so every chunk
 // goes through the JSON scanner.
@@ -129,6 +139,19 @@ func TestCopy_Allocs(t *testing.T) {
 		if large > small || large > 1 {
 			t.Errorf("continuous=%v: %v allocs for 10 chunks, %v for 500; want the same, at most 1", continuous, small, large)
 		}
+	}
+
+	// Renaming the model reuses one buffer for every event.
+	renamed := func(n int) float64 {
+		in := vllmStream(n, false)
+		src := bytes.NewReader(in)
+		return testing.AllocsPerRun(50, func() {
+			src.Reset(in)
+			sse.Copy(io.Discard, src, sse.Options{Model: "llama", UpstreamModel: "meta-llama/Llama-3.1-8B-Instruct"})
+		})
+	}
+	if small, large := renamed(10), renamed(500); large > small || large > 4 {
+		t.Errorf("Model: %v allocs for 10 chunks, %v for 500; want the same, at most 4", small, large)
 	}
 
 	in := vllmStream(100, false)

@@ -2,6 +2,7 @@ package sse
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"sync"
 
@@ -27,6 +28,17 @@ type Options struct {
 	// the client now (for HTTP: http.NewResponseController(w).Flush). nil
 	// means no flushing. A Flush error stops Copy with a *WriteError.
 	Flush func() error
+
+	// Model, when set and different from UpstreamModel, replaces the
+	// string value of the top-level "model" member of every forwarded
+	// data event: the client sees the model name it asked for, not the
+	// engine's. With equal names (or Model empty) events are not looked
+	// at for it, at no cost. Only single-line data events (what engines
+	// send) are rewritten; others are forwarded as they are.
+	Model string
+
+	// UpstreamModel is the name the engine serves the model under.
+	UpstreamModel string
 }
 
 // Result describes a stream that Copy forwarded.
@@ -118,6 +130,12 @@ func Copy(dst io.Writer, src io.Reader, opt Options) (res Result, err error) {
 		readerPool.Put(rd)
 	}()
 
+	// rename is the client's model name as a JSON string, nil when events
+	// keep the engine's; out holds a renamed event, reused across events.
+	var rename, out []byte
+	if opt.Model != "" && opt.Model != opt.UpstreamModel {
+		rename, _ = json.Marshal(opt.Model) // a string always marshals
+	}
 	for {
 		ev, err := rd.Next()
 		switch err {
@@ -154,10 +172,56 @@ func Copy(dst io.Writer, src io.Reader, opt Options) (res Result, err error) {
 			res.Deltas++
 		}
 		res.Events++
-		if err := forward(dst, ev.Raw, opt.Flush, &res); err != nil {
+		raw := ev.Raw
+		if rename != nil {
+			raw, out = renameModel(out, ev.Raw, ev.Data, rename)
+		}
+		if err := forward(dst, raw, opt.Flush, &res); err != nil {
 			return res, err
 		}
 	}
+}
+
+// renameModel returns raw with the string value of data's top-level
+// "model" member replaced by name (a JSON string), built in buf; or raw
+// itself when there is nothing to replace, or when data is not found whole
+// after "data:" in raw (an event of several data lines). The second result
+// is the buffer to reuse for the next event.
+func renameModel(buf, raw, data, name []byte) ([]byte, []byte) {
+	s, e, ok := jsonscan.Member(data, "model")
+	if !ok || data[s] != '"' || bytes.Equal(data[s:e], name) {
+		return raw, buf
+	}
+	off := dataOffset(raw, data)
+	if off < 0 {
+		return raw, buf
+	}
+	buf = append(buf[:0], raw[:off+s]...)
+	buf = append(buf, name...)
+	buf = append(buf, raw[off+e:]...)
+	return buf, buf
+}
+
+var dataField = []byte("data:")
+
+// dataOffset returns the index in raw of a "data:" line whose value is
+// data, whole, or -1.
+func dataOffset(raw, data []byte) int {
+	for from := 0; from < len(raw); {
+		i := bytes.Index(raw[from:], dataField)
+		if i < 0 {
+			return -1
+		}
+		i += from + len(dataField)
+		if i < len(raw) && raw[i] == ' ' {
+			i++
+		}
+		if bytes.HasPrefix(raw[i:], data) {
+			return i
+		}
+		from = i
+	}
+	return -1
 }
 
 // forward writes p to dst and flushes.

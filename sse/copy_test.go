@@ -2,8 +2,10 @@ package sse_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
+	"regexp"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -341,4 +343,51 @@ func MustCopyOpt(tb testing.TB, src io.Reader, opt sse.Options) (string, sse.Res
 		tb.Fatalf("Copy: %v", err)
 	}
 	return dst.String(), res
+}
+
+// TestCopy_Model: with Model set, every transcript comes out as with
+// KeepUsage, the top-level "model" of each data event renamed; nested
+// "model" members and other text stay.
+func TestCopy_Model(t *testing.T) {
+	for _, file := range transcripts(t) {
+		in := readFile(t, file)
+		keep, _ := MustCopy(t, bytes.NewReader(in), true)
+		var up string
+		if m := regexp.MustCompile(`"model":"[^"]*"`).Find(in); m != nil {
+			up = string(m[len(`"model":"`) : len(m)-1])
+		}
+		for _, o := range []sse.Options{
+			{KeepUsage: true, Model: "my/llama \"8B\"", UpstreamModel: up},
+			{KeepUsage: true, Model: up, UpstreamModel: up}, // same name: unchanged
+		} {
+			var dst bytes.Buffer
+			if _, err := sse.Copy(&dst, bytes.NewReader(in), o); err != nil {
+				t.Fatal(err)
+			}
+			want := keep
+			if o.Model != o.UpstreamModel {
+				q, _ := json.Marshal(o.Model)
+				want = strings.ReplaceAll(keep, `"model":"`+up+`"`, `"model":`+string(q))
+			}
+			if got := dst.String(); got != want {
+				t.Errorf("%s Model=%q:\n%s", file, o.Model, cmp.Diff(want, got))
+			}
+		}
+	}
+	cases := []struct{ in, want string }{
+		{"data: {\"model\":\"up\",\"choices\":[{\"model\":\"up\"}]}\r\n\r\n", "data: {\"model\":\"c\",\"choices\":[{\"model\":\"up\"}]}\r\n\r\n"},
+		{"id: 1\ndata:{ \"model\" : \"other\" }\n\n", "id: 1\ndata:{ \"model\" : \"c\" }\n\n"},
+		{"data: {\"model\":null}\n\n", "data: {\"model\":null}\n\n"},
+		{"data: {\"content\":\"\\\"model\\\":\\\"up\\\"\"}\n\n", "data: {\"content\":\"\\\"model\\\":\\\"up\\\"\"}\n\n"},
+		{"data: {\"model\":\ndata: \"up\"}\n\n", "data: {\"model\":\ndata: \"up\"}\n\n"}, // two data lines: as it is
+	}
+	for _, tc := range cases {
+		var dst bytes.Buffer
+		if _, err := sse.Copy(&dst, strings.NewReader(tc.in), sse.Options{Model: "c", UpstreamModel: "up"}); err != nil {
+			t.Fatal(err)
+		}
+		if dst.String() != tc.want {
+			t.Errorf("%q:\n got %q\nwant %q", tc.in, dst.String(), tc.want)
+		}
+	}
 }

@@ -22,6 +22,7 @@ func FuzzCopy(f *testing.F) {
 	f.Add([]byte(chunk("a") + usageChunk + done))
 	f.Add([]byte("data: [DONE]\r\n\r"))
 	f.Add([]byte("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1}}\r\r"))
+	f.Add([]byte("data: {\"model\":\"up/m\",\"choices\":[{\"delta\":{}}]}\r\n\r\ndata:{\"model\" : \"x\"}\n\n" + done))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		opt := func(keep bool) sse.Options { return sse.Options{KeepUsage: keep, MaxEventBytes: len(in) + 1} }
 		run := func(src io.Reader, keep bool) (string, sse.Result) {
@@ -72,6 +73,26 @@ func FuzzCopy(f *testing.F) {
 					t.Fatalf("keep=%v %s: Result differs (-whole +got):\n%s", keep, how, diff)
 				}
 			}
+		}
+
+		// Renaming the model changes no Result but Bytes, and is idempotent.
+		ren := sse.Options{KeepUsage: true, MaxEventBytes: len(in) + 64, Model: "client", UpstreamModel: "up/m"}
+		var dst bytes.Buffer
+		renRes, err := sse.Copy(&dst, bytes.NewReader(in), ren)
+		if err != nil {
+			t.Fatalf("Copy with Model: %v", err)
+		}
+		_, keepRes := run(bytes.NewReader(in), true)
+		renRes.Bytes, keepRes.Bytes = 0, 0
+		if diff := cmp.Diff(keepRes, renRes); diff != "" {
+			t.Fatalf("Model changed the Result (-without +with):\n%s", diff)
+		}
+		var again bytes.Buffer
+		if _, err := sse.Copy(&again, bytes.NewReader(dst.Bytes()), ren); err != nil {
+			t.Fatalf("Copy of renamed output: %v", err)
+		}
+		if again.String() != dst.String() {
+			t.Fatalf("renaming is not idempotent:\n%s", cmp.Diff(dst.String(), again.String()))
 		}
 	})
 }

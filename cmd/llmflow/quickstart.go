@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 
@@ -49,8 +50,15 @@ func quickstartCmd(e *env) *cobra.Command {
 			defer sim.Close()
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
+			// Bind the simulated engine's port before starting the gateway:
+			// if something else holds it, the gateway would talk to that.
+			simAddr := model.Upstreams[0].BaseURL.Host
+			ln, err := net.Listen("tcp", simAddr)
+			if err != nil {
+				return fmt.Errorf("simulated vLLM cannot listen on %s (the upstream of %s): %w; stop what holds it or edit the upstream's base_url", simAddr, cfgPath, err)
+			}
 			simErr := make(chan error, 1)
-			go func() { simErr <- sim.ListenAndServe(ctx, model.Upstreams[0].BaseURL.Host) }()
+			go func() { simErr <- sim.Serve(ctx, ln) }()
 
 			ready := func(addr string, gw *gateway.Gateway) {
 				_, secret, err := gw.CreateKey(ctx,
@@ -73,8 +81,8 @@ func quickstartCmd(e *env) *cobra.Command {
 	}
 	cmd.Flags().String("dir", "llmflow-quickstart", "directory for the configuration, keys and database")
 	cmd.Flags().String("listen", "127.0.0.1:8080", "gateway address (LLMFLOW_LISTEN)")
-	cmd.Flags().String("log-level", "warn", "debug, info, warn or error (LLMFLOW_LOG_LEVEL)")
-	for _, f := range []string{"dir", "listen", "log-level"} {
+	e.logFlags(cmd, "warn")
+	for _, f := range []string{"dir", "listen"} {
 		e.bind(cmd, f)
 	}
 	return cmd

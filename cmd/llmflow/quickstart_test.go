@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,5 +65,28 @@ store { path = "x.db" }
 	}
 	if _, err := os.Stat(filepath.Join(dir, "x.db")); err == nil {
 		t.Error("the store was created although the configuration is unusable")
+	}
+}
+
+// quickstart stops with a clear error when the simulated engine's port is
+// taken, instead of running a gateway in front of whatever holds it.
+func TestQuickstartSimPortTaken(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "qs")
+	path, err := writeQuickstart(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := cfg.Models[0].Upstreams[0].BaseURL.Host
+	if ln, err := net.Listen("tcp", addr); err == nil { // else something holds it already
+		defer ln.Close()
+	}
+	var stdout, stderr bytes.Buffer
+	code := Run(t.Context(), []string{"quickstart", "--dir", dir, "--listen", "127.0.0.1:0"}, &stdout, &stderr)
+	if code == 0 || !strings.Contains(stderr.String(), "simulated vLLM cannot listen on "+addr) {
+		t.Errorf("exit %d, stderr %q; want a clear error about %s", code, stderr.String(), addr)
 	}
 }

@@ -138,13 +138,31 @@ func (e *env) bindPersistent(root *cobra.Command, name string) {
 // LLMFLOW_CONFIG; "" when neither is set.
 func (e *env) configPath() string { return e.v.GetString("config") }
 
-// logger writes leveled text logs to stderr.
+// logFlags adds --log-level (default level) and --log-format to cmd,
+// bound to LLMFLOW_LOG_LEVEL and LLMFLOW_LOG_FORMAT; logger reads them.
+func (e *env) logFlags(cmd *cobra.Command, level string) {
+	cmd.Flags().String("log-level", level, "debug, info, warn or error (LLMFLOW_LOG_LEVEL)")
+	cmd.Flags().String("log-format", "text", "text or json (LLMFLOW_LOG_FORMAT)")
+	e.bind(cmd, "log-level")
+	e.bind(cmd, "log-format")
+}
+
+// logger writes leveled logs to stderr, as text (key=value) or JSON (one
+// object per line) as --log-format says.
 func (e *env) logger(cmd *cobra.Command) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(e.str(cmd, "log-level"))); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
 	}
-	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lvl})), nil
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch f := e.str(cmd, "log-format"); f {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(e.stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(e.stderr, opts)), nil
+	default:
+		return nil, fmt.Errorf("--log-format: %q is neither text nor json", f)
+	}
 }
 
 // loadConfig reads the configuration named by -c or LLMFLOW_CONFIG (why

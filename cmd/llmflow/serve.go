@@ -47,10 +47,8 @@ func serveCmd(e *env) *cobra.Command {
 		},
 	}
 	cmd.Flags().String("listen", "127.0.0.1:8080", "address to listen on (LLMFLOW_LISTEN)")
-	cmd.Flags().String("log-level", "info", "debug, info, warn or error (LLMFLOW_LOG_LEVEL)")
-	for _, f := range []string{"listen", "log-level"} {
-		e.bind(cmd, f)
-	}
+	e.bind(cmd, "listen")
+	e.logFlags(cmd, "info")
 	return cmd
 }
 

@@ -44,7 +44,6 @@ func vllmsimCmd(e *env) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.String("listen", "127.0.0.1:8001", "address to listen on")
-	f.String("log-level", "info", "debug, info, warn or error")
 	f.StringVar(&models, "model", "sim/llama", "served model names, comma-separated")
 	f.StringVar(&keyFile, "api-key-file", "", "file holding the API key clients must send (like vLLM --api-key)")
 	f.StringVar(&sc.Sched.Policy, "scheduling-policy", "priority", "priority or fcfs")
@@ -54,6 +53,6 @@ func vllmsimCmd(e *env) *cobra.Command {
 	f.DurationVar(&sc.StepInterval, "step", 0, "wall time per engine step (default 20ms)")
 	f.IntVar(&sc.DefaultMaxTokens, "default-max-tokens", 16, "tokens generated when a request sets no max_tokens")
 	f.BoolVar(&sc.ForceIncludeUsage, "enable-force-include-usage", false, "send usage on every stream")
-	e.bind(cmd, "log-level")
+	e.logFlags(cmd, "info")
 	return cmd
 }

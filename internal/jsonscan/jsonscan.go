@@ -209,3 +209,25 @@ func SkipValue(b []byte, i int) int {
 
 // Bad reports whether iteration stopped on malformed input.
 func (it *Object) Bad() bool { return it.bad }
+
+// Member returns the bounds b[start:end] of the value of the first
+// top-level member of the object in b whose raw key (escapes left as they
+// are) is name; ok is false if b is not an object, is malformed before that
+// member, or has no such member. It does not allocate.
+func Member(b []byte, name string) (start, end int, ok bool) {
+	it, ok := NewObject(b)
+	if !ok {
+		return 0, 0, false
+	}
+	for {
+		k, v, more := it.Next()
+		if !more {
+			return 0, 0, false
+		}
+		if string(k) == name {
+			// v is b[i:e]: its capacity tells where it starts.
+			start = cap(b) - cap(v)
+			return start, start + len(v), true
+		}
+	}
+}

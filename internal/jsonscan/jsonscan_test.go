@@ -37,3 +37,24 @@ func TestParseInt(t *testing.T) {
 		}
 	}
 }
+
+func TestMember(t *testing.T) {
+	for _, tc := range []struct {
+		in, name, want string
+		ok             bool
+	}{
+		{`{"id":"x","model":"up/name","choices":[]}`, "model", `"up/name"`, true},
+		{` { "model" : "a" } `, "model", `"a"`, true},
+		{`{"choices":[{"model":"nested"}],"model":"top"}`, "model", `"top"`, true},
+		{`{"content":"\"model\":\"x\""}`, "model", "", false},
+		{`{"model":1,"model":"b"}`, "model", `1`, true},
+		{`{"model":`, "model", "", false},
+		{`[1]`, "model", "", false},
+		{``, "model", "", false},
+	} {
+		s, e, ok := Member([]byte(tc.in), tc.name)
+		if ok != tc.ok || (ok && tc.in[s:e] != tc.want) {
+			t.Errorf("Member(%q, %q) = %d, %d, %v; want %q, %v", tc.in, tc.name, s, e, ok, tc.want, tc.ok)
+		}
+	}
+}

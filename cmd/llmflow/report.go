@@ -18,7 +18,7 @@ import (
 )
 
 func reportCmd(e *env) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "report [-c FILE] [--as-cluster NAME] [--gpus N] [--service-user NAME] [--timezone TZ] SREPORT-ARGS…",
 		Short: "GPU-hours as sreport prints them (cluster AccountUtilizationByUser, UserUtilizationByAccount, Utilization, user TopUsage)",
 		Long: "report prints llmflow's GPU-hours exactly as Slurm 22.05's sreport prints usage, with sreport's\n" +
@@ -65,6 +65,10 @@ func reportCmd(e *env) *cobra.Command {
 					o.gpus += p.GPUs
 				}
 			}
+			if o.gpus == 0 && needsCapacity(req) {
+				return fmt.Errorf("this report needs the cluster's capacity, and no pool says how many GPUs it has: " +
+					"set pool { gpus = N } in the configuration or pass --gpus N")
+			}
 			db, err := openStore(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -92,9 +96,34 @@ func reportCmd(e *env) *cobra.Command {
 			if err := reports.Run(w, req, data); err != nil {
 				return err
 			}
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			if period.End.After(now) { // sreport's rounding took in the hour running now
+				fmt.Fprintf(e.stderr, "note: the period ends at %s, after now: the hour from %s is not over, its usage is partial\n",
+					period.End.In(loc).Format("2006-01-02T15:04:05"), period.End.Add(-time.Hour).In(loc).Format("15:04"))
+			}
+			return nil
 		},
 	}
+	// Parsed by reportOptions (sreport's own arguments follow them);
+	// declared here so that --help lists them.
+	fl := cmd.Flags()
+	fl.String("as-cluster", "", "the Slurm cluster the usage is reported as (default writeback { cluster }, else llm)")
+	fl.Int("gpus", 0, "the cluster's GPUs: its capacity in Utilization and percentages (default the sum of the pools' gpus)")
+	fl.String("service-user", "", "the Slurm user of keys without an owner (default writeback { service_user }, else llmflow)")
+	fl.String("timezone", "", "sreport's time zone, which the period and the day and month rows follow (default writeback { timezone }, else UTC)")
+	return cmd
+}
+
+// needsCapacity reports whether req shows the cluster's capacity (GPUs ×
+// hours): Utilization, and percentages of the total.
+func needsCapacity(req reports.Request) bool {
+	switch req.Time {
+	case reports.Percent, reports.SecPer, reports.MinPer, reports.HourPer:
+		return true
+	}
+	return req.Report == reports.Utilization
 }
 
 type reportOpts struct {

@@ -210,6 +210,31 @@ Cluster|Account|Login|Proper Name|TRES Name|Used
 	if code := Run(ctx, []string{"report", "--timezone", "Nowhere/Atlantis", "cluster", "Utilization"}, &out, &errb); code == 0 || !strings.Contains(errb.String(), "--timezone") {
 		t.Errorf("bad --timezone: exit %d, %q", code, errb.String())
 	}
+
+	// Without the GPU count, nothing that shows the capacity: refused, not
+	// "Reported 7900.00%".
+	for _, a := range [][]string{
+		{"cluster", "Utilization", "-t", "percent"},
+		{"cluster", "Utilization"},
+		{"cluster", "AccountUtilizationByUser", "-t", "hourper"},
+	} {
+		out.Reset()
+		errb.Reset()
+		code := Run(ctx, append([]string{"report", "--gpus", "0"}, a...), &out, &errb)
+		if code == 0 || !strings.Contains(errb.String(), "gpus") || out.Len() != 0 {
+			t.Errorf("%v without GPUs: exit %d, stdout %q, stderr %q", a, code, out.String(), errb.String())
+		}
+	}
+
+	// A period that takes in the hour running now says its usage is partial.
+	out.Reset()
+	errb.Reset()
+	hour := time.Now().UTC().Truncate(time.Hour)
+	if code := Run(ctx, []string{"report", "--timezone", "UTC", "cluster", "AccountUtilizationByUser",
+		"start=" + hour.Format("2006-01-02T15:04:05"), "end=" + hour.Add(2*time.Hour).Format("2006-01-02T15:04:05"), "-P"}, &out, &errb); code != 0 ||
+		!strings.Contains(errb.String(), "is not over, its usage is partial") {
+		t.Errorf("current hour: exit %d, stderr %q", code, errb.String())
+	}
 }
 
 // -c/--config is one persistent flag: it is taken before or after any

@@ -237,19 +237,24 @@ func (w *Writer) write(ctx context.Context, from, to time.Time, tree llmflow.Acc
 			return res, err
 		}
 	} else {
-		res.ClusterCreated = true
 		if !dryRun {
 			if err := w.cfg.Sacctmgr.Modify(ctx, "add", "cluster", w.cfg.Cluster); err != nil {
 				return res, fmt.Errorf("write-back: %w", err)
 			}
 		}
+		res.ClusterCreated = true
 	}
-	res.Tree = planTree(w.cfg.Cluster, wantAccts, wantUsers, have)
-	if !dryRun {
-		for _, c := range res.Tree {
+	// res.Tree lists the commands run (a dry run: that would run), so that
+	// after a failure it says what was changed, and nothing more.
+	plan := planTree(w.cfg.Cluster, wantAccts, wantUsers, have)
+	if dryRun {
+		res.Tree = plan
+	} else {
+		for _, c := range plan {
 			if err := w.cfg.Sacctmgr.Modify(ctx, c.Args...); err != nil {
 				return res, fmt.Errorf("write-back: association tree: %w", err)
 			}
+			res.Tree = append(res.Tree, c)
 		}
 	}
 

@@ -128,7 +128,7 @@ func runWriteback(cmd *cobra.Command, e *env, cfg *config.Config, db writebackSt
 	}
 	res, err := w.Write(ctx, from, to, tree, rollups, dryRun)
 	prog.done()
-	writeWriteback(e.stdout, res, gpus, loc)
+	writeWriteback(e.stdout, res, gpus, loc, err)
 	return err
 }
 
@@ -143,8 +143,24 @@ func parseHour(s string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%q: want RFC 3339 (2026-11-01T00:00:00Z) or YYYY-MM-DD", s)
 }
 
-func writeWriteback(w io.Writer, r writeback.Result, gpus int, loc *time.Location) {
+// writeWriteback prints what a write-back did. When it failed (err), it
+// prints only what did happen before the failure (sacctmgr changes to the
+// association tree, which are not undone) and no line that reads like
+// success: the usage rows are written in one transaction, rolled back.
+func writeWriteback(w io.Writer, r writeback.Result, gpus int, loc *time.Location, err error) {
 	if r.Cluster == "" {
+		return
+	}
+	if err != nil {
+		if r.ClusterCreated || len(r.Tree) > 0 {
+			fmt.Fprintf(w, "write-back failed; before it failed, these changes were made to cluster %s's association tree (they stay):\n", r.Cluster)
+			if r.ClusterCreated {
+				fmt.Fprintf(w, "sacctmgr -i add cluster %s\n", r.Cluster)
+			}
+			for _, c := range r.Tree {
+				fmt.Fprintln(w, c)
+			}
+		}
 		return
 	}
 	verb := "wrote"

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/store"
+	"github.com/go-llmflow/llmflow/writeback"
 )
 
 // llmflow sync --to-slurmdbd writes the store's rollups into the real
@@ -170,4 +172,33 @@ store { path = "llmflow.db" }
 	compare("after the write-back")
 	llmflowCmd(wb...)
 	compare("after writing the same period again")
+}
+
+// A failed write-back prints no line that reads like success, only the
+// association tree changes made before it failed.
+func TestWriteWriteback_Failure(t *testing.T) {
+	res := writeback.Result{Cluster: "llm", ClusterCreated: true,
+		Tree: []writeback.TreeChange{{Args: []string{"add", "account", "etaba", "cluster=llm"}}}}
+	var b strings.Builder
+	writeWriteback(&b, res, 8, time.UTC, errors.New("write-back: writing association hours: disk full"))
+	got := b.String()
+	for _, bad := range []string{"wrote", "would write"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("failure output has %q:\n%s", bad, got)
+		}
+	}
+	if !strings.Contains(got, "write-back failed") || !strings.Contains(got, "sacctmgr -i add account etaba cluster=llm") ||
+		!strings.Contains(got, "sacctmgr -i add cluster llm") {
+		t.Errorf("failure output:\n%s", got)
+	}
+	b.Reset()
+	writeWriteback(&b, writeback.Result{Cluster: "llm"}, 8, time.UTC, errors.New("write-back: connect: refused"))
+	if b.Len() != 0 {
+		t.Errorf("a failure before any change printed:\n%s", b.String())
+	}
+	b.Reset()
+	writeWriteback(&b, writeback.Result{Cluster: "llm", AssocHours: 3}, 8, time.UTC, nil)
+	if !strings.HasPrefix(b.String(), "wrote cluster llm") {
+		t.Errorf("success output:\n%s", b.String())
+	}
 }

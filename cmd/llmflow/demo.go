@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/fairshare"
 	"github.com/go-llmflow/llmflow/gateway"
 	"github.com/go-llmflow/llmflow/store"
 	"github.com/go-llmflow/llmflow/vllmsim"
@@ -202,6 +205,7 @@ limits { auth_failures_per_minute = 0 }
 	}
 	fmt.Fprintf(out, "\n%s — C = %d, %d clients per institution, etabB from %s; shares A 0.8125, B 0.1875\n",
 		title, o.capacity, o.clients, o.bAfter)
+	fmt.Fprint(out, demoLegend)
 	fmt.Fprintf(out, "%5s  %9s  %9s  %7s  %7s  %8s  %8s  %5s  %11s\n",
 		"t", "A running", "B running", "A frac", "B frac", "A borrow", "B borrow", "KV", "preemptions")
 	start := time.Now()
@@ -245,8 +249,39 @@ limits { auth_failures_per_minute = 0 }
 		st := sim.Stats()
 		fmt.Fprintf(out, "steady state (both saturating): running fraction A %.3f, B %.3f (shares 0.8125 / 0.1875)\n",
 			sumA/samples, sumB/samples)
-		fmt.Fprintf(out, "preemptions by priority: %v (0/1 within share, 2-9 borrowing from a sibling team, 10+ borrowing from another institution)\n",
-			st.PreemptionsByPriority)
+		writePreemptions(out, st.PreemptionsByPriority, fair)
 	}
 	return nil
+}
+
+// demoLegend explains the columns of the demo's table.
+const demoLegend = `  t            seconds since the start
+  A/B running  requests the engine runs for each institution (mean over the last second)
+  A/B frac     each institution's fraction of the running requests
+  A/B borrow   requests admitted over the institution's reservation (borrowed capacity)
+  KV           the engine's KV-cache use
+  preemptions  requests the engine preempted so far (it preempts the largest priority value first)
+`
+
+// writePreemptions prints the engine's preemptions as a table, one row per
+// priority, with what the priority means (fair: llmflow's priorities were
+// sent; else the control run, every request at 0).
+func writePreemptions(w io.Writer, by map[int]int64, fair bool) {
+	fmt.Fprintf(w, "\n%8s  %11s  %s\n", "priority", "preemptions", "meaning")
+	if len(by) == 0 {
+		fmt.Fprintf(w, "%8s  %11d  %s\n", "-", 0, "no request was preempted")
+		return
+	}
+	for _, p := range slices.Sorted(maps.Keys(by)) {
+		meaning := "borrowing from another institution"
+		switch {
+		case !fair:
+			meaning = "every request (control: no llmflow priorities)"
+		case p <= fairshare.PriorityClassBatch:
+			meaning = "within its team's share"
+		case p < fairshare.PriorityBorrowBase:
+			meaning = "borrowing from a sibling team"
+		}
+		fmt.Fprintf(w, "%8d  %11d  %s\n", p, by[p], meaning)
+	}
 }

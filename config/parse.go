@@ -620,10 +620,15 @@ var tagsSchema = &hcl.BodySchema{
 	},
 }
 
+// decodeTags decodes tags { header, allowed } and refuses the block: the
+// gateway does not act on it yet, and a configuration never holds what is
+// not enforced. Its content is still checked, so that a later release
+// that enforces it accepts what this one reported as only not enforced.
 func (d *decoder) decodeTags(b *hcl.Block) {
 	if b == nil {
 		return
 	}
+	d.errorf(b.DefRange, "the tags block is not enforced yet (request tags come from keys only); remove it")
 	t := &d.cfg.Tags
 	c := d.content(b.Body, tagsSchema)
 	if a := d.str(c.Attributes, "header", &t.Header); a != nil && !isToken(t.Header) {
@@ -662,10 +667,14 @@ var (
 	}
 )
 
+// decodeAlerts decodes alerts { webhook_url, webhook_token_file, smtp }
+// and refuses the block: no alert is sent until budgets exist. Its
+// content is still checked, as for tags.
 func (d *decoder) decodeAlerts(b *hcl.Block) {
 	if b == nil {
 		return
 	}
+	d.errorf(b.DefRange, "the alerts block is not enforced yet (alerts come with budgets); remove it")
 	al := &d.cfg.Alerts
 	c := d.content(b.Body, alertsSchema)
 	d.url(c.Attributes, "webhook_url", &al.WebhookURL)

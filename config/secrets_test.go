@@ -29,16 +29,8 @@ store {
   kind     = "postgres"
   dsn_file = "dsn"
 }
-alerts {
-  webhook_url = "https://hooks.example.org/x"
-  webhook_token_file = "webhook.token"
-  smtp {
-    server = "smtp.example.org:25"
-    from = "a@example.org"
-    to = ["b@example.org"]
-    username = "u"
-    password_file = "smtp.pass"
-  }
+writeback {
+  dsn_file = "wb.dsn"
 }
 `
 
@@ -59,8 +51,7 @@ func TestConfig_Secrets(t *testing.T) {
 		{`model "m" key_file`, "/etc/llmflow/vllm.key", 7, 14},
 		{`model "m" upstream "b" key_file`, "/etc/llmflow/b.key", 11, 16},
 		{"store dsn_file", "/etc/llmflow/dsn", 16, 14},
-		{"alerts webhook_token_file", "/etc/llmflow/webhook.token", 20, 24},
-		{"alerts smtp password_file", "/etc/llmflow/smtp.pass", 26, 21},
+		{"writeback dsn_file", "/etc/llmflow/wb.dsn", 19, 14},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Secrets (-want +got):\n%s", diff)
@@ -78,12 +69,11 @@ func TestCheckSecrets(t *testing.T) {
 	write("metrics.token", " \n\t\n") // empty once trimmed
 	write("salt.key", "salt-content")
 	write("vllm.key", "vllm-content")
-	// b.key, dsn, webhook.token missing
-	write("smtp.pass", "")
+	// b.key, dsn missing
+	write("wb.dsn", "")
 	if err := os.Mkdir(filepath.Join(dir, "dsn"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	write("webhook.token", "hook-content")
 
 	file := filepath.Join(dir, "gw.hcl")
 	cfg := mustParse(t, file, secretsConfig)
@@ -96,12 +86,12 @@ func TestCheckSecrets(t *testing.T) {
 		file + ":2:22: metrics_token_file: " + filepath.Join(dir, "metrics.token") + ": secret file is empty",
 		file + `:11:16: model "m" upstream "b" key_file: open ` + filepath.Join(dir, "b.key") + ": no such file or directory",
 		file + ":16:14: store dsn_file: read " + filepath.Join(dir, "dsn") + ": is a directory",
-		file + ":26:21: alerts smtp password_file: " + filepath.Join(dir, "smtp.pass") + ": secret file is empty",
+		file + ":19:14: writeback dsn_file: " + filepath.Join(dir, "wb.dsn") + ": secret file is empty",
 	}
 	if diff := cmp.Diff(want, strings.Split(err.Error(), "\n")); diff != "" {
 		t.Errorf("CheckSecrets (-want +got):\n%s", diff)
 	}
-	for _, secret := range []string{"s3cret-master", "salt-content", "vllm-content", "hook-content"} {
+	for _, secret := range []string{"s3cret-master", "salt-content", "vllm-content"} {
 		if strings.Contains(err.Error(), secret) {
 			t.Errorf("error leaks secret content %q", secret)
 		}
@@ -110,7 +100,7 @@ func TestCheckSecrets(t *testing.T) {
 	// All present: a literal nil.
 	write("metrics.token", "m")
 	write("b.key", "b")
-	write("smtp.pass", "p")
+	write("wb.dsn", "mysql://u:p@tcp(h)/db")
 	if err := os.Remove(filepath.Join(dir, "dsn")); err != nil {
 		t.Fatal(err)
 	}

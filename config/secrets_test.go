@@ -65,7 +65,7 @@ func TestCheckSecrets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("master.key", "s3cret-master\n")
+	write("master.key", "s3cret-master-0123456789abcdef0123456789\n")
 	write("metrics.token", " \n\t\n") // empty once trimmed
 	write("salt.key", "salt-content")
 	write("vllm.key", "vllm-content")
@@ -91,7 +91,7 @@ func TestCheckSecrets(t *testing.T) {
 	if diff := cmp.Diff(want, strings.Split(err.Error(), "\n")); diff != "" {
 		t.Errorf("CheckSecrets (-want +got):\n%s", diff)
 	}
-	for _, secret := range []string{"s3cret-master", "salt-content", "vllm-content"} {
+	for _, secret := range []string{"s3cret-master-0123456789abcdef0123456789", "salt-content", "vllm-content"} {
 		if strings.Contains(err.Error(), secret) {
 			t.Errorf("error leaks secret content %q", secret)
 		}
@@ -107,6 +107,63 @@ func TestCheckSecrets(t *testing.T) {
 	write("dsn", "postgres://u:p@h/db")
 	if err := config.CheckSecrets(cfg); err != nil {
 		t.Errorf("CheckSecrets = %#v, want nil", err)
+	}
+}
+
+// TestCheckSecrets_ShortMasterAndLooseModes checks that a master key
+// shorter than 32 bytes and a secret file readable by group or others are
+// refused at the attribute, and that only the mode check has an override.
+func TestCheckSecrets_ShortMasterAndLooseModes(t *testing.T) {
+	t.Setenv(config.AllowInsecureSecretFilesEnv, "")
+	dir := t.TempDir()
+	write := func(name, content string, mode os.FileMode) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil { // whatever the umask
+			t.Fatal(err)
+		}
+	}
+	write("master.key", "short-master\n", 0o600)
+	write("vllm.key", "vllm-content", 0o640)
+	write("metrics.token", "metrics-content", 0o604)
+	file := filepath.Join(dir, "gw.hcl")
+	cfg := mustParse(t, file, `master_key_file = "master.key"
+metrics_token_file = "metrics.token"
+pool "p" { capacity = 1 }
+model "m" {
+  pool = "p"
+  key_file = "vllm.key"
+  upstream "a" { base_url = "http://a" }
+}
+`)
+	want := []string{
+		file + ":1:19: master_key_file: " + filepath.Join(dir, "master.key") + ": the master key is 12 bytes, at least 32 are needed (openssl rand -hex 32)",
+		file + ":2:22: metrics_token_file: " + filepath.Join(dir, "metrics.token") + ": mode 0604 gives access to group or others; chmod 600 it (or set LLMFLOW_ALLOW_INSECURE_SECRET_FILES=1 to accept it)",
+		file + `:6:14: model "m" key_file: ` + filepath.Join(dir, "vllm.key") + ": mode 0640 gives access to group or others; chmod 600 it (or set LLMFLOW_ALLOW_INSECURE_SECRET_FILES=1 to accept it)",
+	}
+	err := config.CheckSecrets(cfg)
+	if err == nil {
+		t.Fatal("CheckSecrets accepted a short master key and loose modes")
+	}
+	if diff := cmp.Diff(want, strings.Split(err.Error(), "\n")); diff != "" {
+		t.Errorf("CheckSecrets (-want +got):\n%s", diff)
+	}
+	if strings.Contains(err.Error(), "short-master") {
+		t.Errorf("error leaks the master key: %v", err)
+	}
+
+	// The override accepts the modes, never the short master key.
+	t.Setenv(config.AllowInsecureSecretFilesEnv, "1")
+	err = config.CheckSecrets(cfg)
+	if err == nil || strings.Count(err.Error(), "\n") != 0 || !strings.Contains(err.Error(), "the master key is 12 bytes") {
+		t.Errorf("with the override: %v, want the short master key alone", err)
+	}
+	write("master.key", strings.Repeat("k", 32), 0o600)
+	if err := config.CheckSecrets(cfg); err != nil {
+		t.Errorf("with the override and a 32-byte master key: %v", err)
 	}
 }
 

@@ -178,13 +178,15 @@ type Health struct {
 	Path     string        // default "/health"
 }
 
-// Tags is the request header clients may tag requests with.
+// Tags is the request header clients may tag requests with. Not enforced
+// yet: Parse refuses a tags block, so Tags is always zero.
 type Tags struct {
 	Header  string // "" = tags only come from keys
 	Allowed []string
 }
 
-// Alerts says where soft-budget alerts go.
+// Alerts says where soft-budget alerts go. Not enforced yet: Parse
+// refuses an alerts block, so Alerts is always zero.
 type Alerts struct {
 	WebhookURL       *url.URL
 	WebhookTokenFile string

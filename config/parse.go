@@ -395,8 +395,18 @@ var (
 	}
 )
 
+// upstreamSite is where an upstream name was first given within a pool.
+type upstreamSite struct {
+	model, base string
+	r           hcl.Range
+}
+
 func (d *decoder) decodeModels(blocks hcl.Blocks) {
 	seen := map[string]hcl.Range{}
+	// pool → upstream name → first definition: within a pool an upstream
+	// name is one engine (its metrics are labelled by pool and name), so
+	// two models may name the same engine alike but not two engines.
+	names := map[string]map[string]upstreamSite{}
 	for _, b := range blocks.OfType("model") {
 		name, ok := d.label(b, "model", seen)
 		c := d.content(b.Body, modelSchema)
@@ -428,6 +438,9 @@ func (d *decoder) decodeModels(blocks hcl.Blocks) {
 			u := Upstream{Name: uname, KeyFile: m.KeyFile, DefRange: ub.DefRange}
 			d.url(uc.Attributes, "base_url", &u.BaseURL)
 			d.secretPath(uc.Attributes, "key_file", fmt.Sprintf("model %q upstream %q key_file", name, uname), &u.KeyFile)
+			if uok && u.BaseURL != nil && m.Pool != "" {
+				d.checkUpstreamName(names, m.Pool, name, uname, u.BaseURL.String(), ub.LabelRanges[0])
+			}
 			if uok {
 				m.Upstreams = append(m.Upstreams, u)
 			}
@@ -438,6 +451,23 @@ func (d *decoder) decodeModels(blocks hcl.Blocks) {
 		if ok {
 			d.cfg.Models = append(d.cfg.Models, m)
 		}
+	}
+}
+
+// checkUpstreamName reports an upstream named like another one of the
+// same pool but with another base URL.
+func (d *decoder) checkUpstreamName(names map[string]map[string]upstreamSite, pool, model, name, base string, r hcl.Range) {
+	if names[pool] == nil {
+		names[pool] = map[string]upstreamSite{}
+	}
+	prev, ok := names[pool][name]
+	if !ok {
+		names[pool][name] = upstreamSite{model: model, base: base, r: r}
+		return
+	}
+	if prev.base != base {
+		d.errorf(r, "upstream %q of model %q is %s, but in pool %q that name is already %s (model %q, at %s); give each engine its own upstream name",
+			name, model, base, pool, prev.base, prev.model, posOf(prev.r))
 	}
 }
 
@@ -620,10 +650,15 @@ var tagsSchema = &hcl.BodySchema{
 	},
 }
 
+// decodeTags decodes tags { header, allowed } and refuses the block: the
+// gateway does not act on it yet, and a configuration never holds what is
+// not enforced. Its content is still checked, so that a later release
+// that enforces it accepts what this one reported as only not enforced.
 func (d *decoder) decodeTags(b *hcl.Block) {
 	if b == nil {
 		return
 	}
+	d.errorf(b.DefRange, "the tags block is not enforced yet (request tags come from keys only); remove it")
 	t := &d.cfg.Tags
 	c := d.content(b.Body, tagsSchema)
 	if a := d.str(c.Attributes, "header", &t.Header); a != nil && !isToken(t.Header) {
@@ -662,10 +697,14 @@ var (
 	}
 )
 
+// decodeAlerts decodes alerts { webhook_url, webhook_token_file, smtp }
+// and refuses the block: no alert is sent until budgets exist. Its
+// content is still checked, as for tags.
 func (d *decoder) decodeAlerts(b *hcl.Block) {
 	if b == nil {
 		return
 	}
+	d.errorf(b.DefRange, "the alerts block is not enforced yet (alerts come with budgets); remove it")
 	al := &d.cfg.Alerts
 	c := d.content(b.Body, alertsSchema)
 	d.url(c.Attributes, "webhook_url", &al.WebhookURL)

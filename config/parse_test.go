@@ -227,7 +227,6 @@ func TestParse_Escapes(t *testing.T) {
 		{"base_url path", m.Upstreams[0].BaseURL.Path, "/${prefix}/100%"},
 		{"key_file", m.KeyFile, "/etc/llmflow/${weird}/%{key}"},
 		{"master_key_file", cfg.MasterKeyFile, "/etc/llmflow/100%/$HOME"},
-		{"heredoc tag", cfg.Tags.Allowed[0], "${literal}\n"},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %q, want %q", c.what, c.got, c.want)
@@ -301,18 +300,6 @@ func TestParse_Full(t *testing.T) {
 			Timeout:  time.Second,
 			Cooldown: time.Minute,
 			Path:     "/v1/models",
-		},
-		Tags: config.Tags{Header: "X-LLMflow-Tags", Allowed: []string{"teaching", "research"}},
-		Alerts: config.Alerts{
-			WebhookURL:       mustURL(t, "https://hooks.example.org/llmflow"),
-			WebhookTokenFile: "testdata/good/webhook.token",
-			SMTP: &config.SMTP{
-				Server:       "smtp.example.org:587",
-				From:         "llmflow@example.org",
-				To:           []string{"ops@example.org", "admin@example.org"},
-				Username:     "llmflow",
-				PasswordFile: "/etc/llmflow/smtp.pass",
-			},
 		},
 	}
 	if diff := cmp.Diff(&want, cfg, cmpConfig); diff != "" {

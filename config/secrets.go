@@ -52,20 +52,47 @@ func (c *Config) Secrets() []Secret {
 	return out
 }
 
-// CheckSecrets reads every secret file c names (see Secrets) and reports
-// those that cannot be read or are empty, as Diagnostics such as
-// "gateway.hcl:1:19: master_key_file: open /x: no such file or directory".
-// The content of a file never appears in a diagnostic. It returns nil when
-// every secret is readable.
+// MinMasterKeyBytes is the shortest master key CheckSecrets accepts: the
+// master key guards the whole admin API.
+const MinMasterKeyBytes = 32
+
+// AllowInsecureSecretFilesEnv names the environment variable that, set to
+// "1", lets CheckSecrets accept secret files readable or writable by group
+// or others (a shared test machine, a secret mounted by an orchestrator
+// that cannot set modes). Nothing else is relaxed.
+const AllowInsecureSecretFilesEnv = "LLMFLOW_ALLOW_INSECURE_SECRET_FILES"
+
+// CheckSecrets reads every secret file c names (see Secrets) and reports,
+// as Diagnostics such as "gateway.hcl:1:19: master_key_file: open /x: no
+// such file or directory", those that cannot be read or are empty, those
+// whose mode gives any access to group or others (mode&0o077 != 0, unless
+// AllowInsecureSecretFilesEnv is "1"), and a master key shorter than
+// MinMasterKeyBytes. The content of a file never appears in a diagnostic.
+// It returns nil when every secret is acceptable. check-config and serve
+// both call it.
 func CheckSecrets(c *Config) error {
+	allowInsecure := os.Getenv(AllowInsecureSecretFilesEnv) == "1"
 	var ds Diagnostics
 	for _, s := range c.Secrets() {
-		if _, err := ReadSecret(s.Path); err != nil {
-			pos := posOf(s.Range)
-			if pos.Filename == "" {
-				pos.Filename = c.Filename
-			}
-			ds = append(ds, Diagnostic{Pos: pos, Message: s.What + ": " + err.Error()})
+		pos := posOf(s.Range)
+		if pos.Filename == "" {
+			pos.Filename = c.Filename
+		}
+		add := func(msg string) { ds = append(ds, Diagnostic{Pos: pos, Message: s.What + ": " + msg}) }
+		v, err := ReadSecret(s.Path)
+		if err != nil {
+			add(err.Error())
+			continue
+		}
+		if fi, err := os.Stat(s.Path); err != nil {
+			add(err.Error())
+		} else if perm := fi.Mode().Perm(); perm&0o077 != 0 && !allowInsecure {
+			add(fmt.Sprintf("%s: mode %04o gives access to group or others; chmod 600 it (or set %s=1 to accept it)",
+				s.Path, perm, AllowInsecureSecretFilesEnv))
+		}
+		if s.What == "master_key_file" && len(v) < MinMasterKeyBytes {
+			add(fmt.Sprintf("%s: the master key is %d bytes, at least %d are needed (openssl rand -hex 32)",
+				s.Path, len(v), MinMasterKeyBytes))
 		}
 	}
 	return ds.err()

@@ -29,16 +29,8 @@ store {
   kind     = "postgres"
   dsn_file = "dsn"
 }
-alerts {
-  webhook_url = "https://hooks.example.org/x"
-  webhook_token_file = "webhook.token"
-  smtp {
-    server = "smtp.example.org:25"
-    from = "a@example.org"
-    to = ["b@example.org"]
-    username = "u"
-    password_file = "smtp.pass"
-  }
+writeback {
+  dsn_file = "wb.dsn"
 }
 `
 
@@ -59,8 +51,7 @@ func TestConfig_Secrets(t *testing.T) {
 		{`model "m" key_file`, "/etc/llmflow/vllm.key", 7, 14},
 		{`model "m" upstream "b" key_file`, "/etc/llmflow/b.key", 11, 16},
 		{"store dsn_file", "/etc/llmflow/dsn", 16, 14},
-		{"alerts webhook_token_file", "/etc/llmflow/webhook.token", 20, 24},
-		{"alerts smtp password_file", "/etc/llmflow/smtp.pass", 26, 21},
+		{"writeback dsn_file", "/etc/llmflow/wb.dsn", 19, 14},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Secrets (-want +got):\n%s", diff)
@@ -74,16 +65,15 @@ func TestCheckSecrets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("master.key", "s3cret-master\n")
+	write("master.key", "s3cret-master-0123456789abcdef0123456789\n")
 	write("metrics.token", " \n\t\n") // empty once trimmed
 	write("salt.key", "salt-content")
 	write("vllm.key", "vllm-content")
-	// b.key, dsn, webhook.token missing
-	write("smtp.pass", "")
+	// b.key, dsn missing
+	write("wb.dsn", "")
 	if err := os.Mkdir(filepath.Join(dir, "dsn"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	write("webhook.token", "hook-content")
 
 	file := filepath.Join(dir, "gw.hcl")
 	cfg := mustParse(t, file, secretsConfig)
@@ -96,12 +86,12 @@ func TestCheckSecrets(t *testing.T) {
 		file + ":2:22: metrics_token_file: " + filepath.Join(dir, "metrics.token") + ": secret file is empty",
 		file + `:11:16: model "m" upstream "b" key_file: open ` + filepath.Join(dir, "b.key") + ": no such file or directory",
 		file + ":16:14: store dsn_file: read " + filepath.Join(dir, "dsn") + ": is a directory",
-		file + ":26:21: alerts smtp password_file: " + filepath.Join(dir, "smtp.pass") + ": secret file is empty",
+		file + ":19:14: writeback dsn_file: " + filepath.Join(dir, "wb.dsn") + ": secret file is empty",
 	}
 	if diff := cmp.Diff(want, strings.Split(err.Error(), "\n")); diff != "" {
 		t.Errorf("CheckSecrets (-want +got):\n%s", diff)
 	}
-	for _, secret := range []string{"s3cret-master", "salt-content", "vllm-content", "hook-content"} {
+	for _, secret := range []string{"s3cret-master-0123456789abcdef0123456789", "salt-content", "vllm-content"} {
 		if strings.Contains(err.Error(), secret) {
 			t.Errorf("error leaks secret content %q", secret)
 		}
@@ -110,13 +100,70 @@ func TestCheckSecrets(t *testing.T) {
 	// All present: a literal nil.
 	write("metrics.token", "m")
 	write("b.key", "b")
-	write("smtp.pass", "p")
+	write("wb.dsn", "mysql://u:p@tcp(h)/db")
 	if err := os.Remove(filepath.Join(dir, "dsn")); err != nil {
 		t.Fatal(err)
 	}
 	write("dsn", "postgres://u:p@h/db")
 	if err := config.CheckSecrets(cfg); err != nil {
 		t.Errorf("CheckSecrets = %#v, want nil", err)
+	}
+}
+
+// TestCheckSecrets_ShortMasterAndLooseModes checks that a master key
+// shorter than 32 bytes and a secret file readable by group or others are
+// refused at the attribute, and that only the mode check has an override.
+func TestCheckSecrets_ShortMasterAndLooseModes(t *testing.T) {
+	t.Setenv(config.AllowInsecureSecretFilesEnv, "")
+	dir := t.TempDir()
+	write := func(name, content string, mode os.FileMode) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil { // whatever the umask
+			t.Fatal(err)
+		}
+	}
+	write("master.key", "short-master\n", 0o600)
+	write("vllm.key", "vllm-content", 0o640)
+	write("metrics.token", "metrics-content", 0o604)
+	file := filepath.Join(dir, "gw.hcl")
+	cfg := mustParse(t, file, `master_key_file = "master.key"
+metrics_token_file = "metrics.token"
+pool "p" { capacity = 1 }
+model "m" {
+  pool = "p"
+  key_file = "vllm.key"
+  upstream "a" { base_url = "http://a" }
+}
+`)
+	want := []string{
+		file + ":1:19: master_key_file: " + filepath.Join(dir, "master.key") + ": the master key is 12 bytes, at least 32 are needed (openssl rand -hex 32)",
+		file + ":2:22: metrics_token_file: " + filepath.Join(dir, "metrics.token") + ": mode 0604 gives access to group or others; chmod 600 it (or set LLMFLOW_ALLOW_INSECURE_SECRET_FILES=1 to accept it)",
+		file + `:6:14: model "m" key_file: ` + filepath.Join(dir, "vllm.key") + ": mode 0640 gives access to group or others; chmod 600 it (or set LLMFLOW_ALLOW_INSECURE_SECRET_FILES=1 to accept it)",
+	}
+	err := config.CheckSecrets(cfg)
+	if err == nil {
+		t.Fatal("CheckSecrets accepted a short master key and loose modes")
+	}
+	if diff := cmp.Diff(want, strings.Split(err.Error(), "\n")); diff != "" {
+		t.Errorf("CheckSecrets (-want +got):\n%s", diff)
+	}
+	if strings.Contains(err.Error(), "short-master") {
+		t.Errorf("error leaks the master key: %v", err)
+	}
+
+	// The override accepts the modes, never the short master key.
+	t.Setenv(config.AllowInsecureSecretFilesEnv, "1")
+	err = config.CheckSecrets(cfg)
+	if err == nil || strings.Count(err.Error(), "\n") != 0 || !strings.Contains(err.Error(), "the master key is 12 bytes") {
+		t.Errorf("with the override: %v, want the short master key alone", err)
+	}
+	write("master.key", strings.Repeat("k", 32), 0o600)
+	if err := config.CheckSecrets(cfg); err != nil {
+		t.Errorf("with the override and a 32-byte master key: %v", err)
 	}
 }
 

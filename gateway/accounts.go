@@ -49,7 +49,9 @@ func (v *accountView) orgOf(k *llmflow.Key) string {
 }
 
 // disabled reports whether the key's team, organisation or project was
-// disabled (or removed from the tree): its key must stop working at once.
+// disabled or removed from the tree, or its project moved out of its team:
+// its key must stop working at once, so that no usage lands in an account
+// the key does not belong to.
 func (v *accountView) disabled(k *llmflow.Key) bool {
 	t, ok := v.byName[k.Team]
 	if !ok || t.Disabled || t.Kind != llmflow.KindTeam {
@@ -59,8 +61,32 @@ func (v *accountView) disabled(k *llmflow.Key) bool {
 		return true
 	}
 	if k.Project != "" {
-		if p, ok := v.byName[k.Project]; ok && p.Disabled {
+		if !v.under(k.Project, k.Team) {
 			return true
+		}
+		for a := v.byName[k.Project]; a != nil && a.Name != k.Team; a = v.byName[a.Parent] {
+			if a.Disabled {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// under reports whether the account named project is a strict descendant
+// of the account named team in this tree (its parent chain reaches team).
+func (v *accountView) under(project, team string) bool {
+	a, ok := v.byName[project]
+	if !ok || a.Kind != llmflow.KindProject {
+		return false
+	}
+	// A well-formed tree has no cycle; the bound guards against one anyway.
+	for range len(v.accts) {
+		if a.Parent == team {
+			return true
+		}
+		if a, ok = v.byName[a.Parent]; !ok {
+			return false
 		}
 	}
 	return false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -85,7 +86,9 @@ func decodeAdmin(w http.ResponseWriter, r *http.Request, v any) error {
 	return nil
 }
 
-// KeyRequest creates a key.
+// KeyRequest creates a key. Project, when set, must be an account under
+// Team in the tree served now. RPM, TPM and MaxInFlight are not enforced
+// yet: a request setting any of them is refused.
 type KeyRequest struct {
 	Team        string   `json:"team"`
 	Project     string   `json:"project,omitempty"`
@@ -97,27 +100,25 @@ type KeyRequest struct {
 	Tags        []string `json:"tags,omitempty"`
 }
 
-// keyView is a key as listings show it: never the secret, never its hash.
+// keyView is a key as listings show it: never the secret, never its hash,
+// and no rate or concurrency limit, since none is enforced yet.
 type keyView struct {
-	ID          string     `json:"id"`
-	Key         string     `json:"key,omitempty"` // the secret, on creation only
-	Hint        string     `json:"hint"`
-	Name        string     `json:"name"`
-	Org         string     `json:"org"`
-	Team        string     `json:"team"`
-	Project     string     `json:"project,omitempty"`
-	Owner       string     `json:"owner,omitempty"`
-	RPM         int        `json:"rpm"`
-	TPM         int        `json:"tpm"`
-	MaxInFlight int        `json:"max_inflight"`
-	Tags        []string   `json:"tags"`
-	CreatedAt   time.Time  `json:"created_at"`
-	RevokedAt   *time.Time `json:"revoked_at,omitempty"`
+	ID        string     `json:"id"`
+	Key       string     `json:"key,omitempty"` // the secret, on creation only
+	Hint      string     `json:"hint"`
+	Name      string     `json:"name"`
+	Org       string     `json:"org"`
+	Team      string     `json:"team"`
+	Project   string     `json:"project,omitempty"`
+	Owner     string     `json:"owner,omitempty"`
+	Tags      []string   `json:"tags"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
 }
 
 func viewOf(k llmflow.Key) keyView {
 	v := keyView{ID: k.ID, Hint: k.Hint, Name: k.Name, Org: k.Org, Team: k.Team, Project: k.Project, Owner: k.Owner,
-		RPM: k.RPM, TPM: k.TPM, MaxInFlight: k.MaxInFlight, Tags: k.Tags, CreatedAt: k.CreatedAt}
+		Tags: k.Tags, CreatedAt: k.CreatedAt}
 	if v.Tags == nil {
 		v.Tags = []string{}
 	}
@@ -142,6 +143,13 @@ func (g *Gateway) CreateKey(ctx context.Context, req KeyRequest, p Principal) (l
 	case team.Disabled:
 		return llmflow.Key{}, "", llmflow.Errorf(llmflow.EFORBIDDEN, "team %q is disabled", req.Team)
 	}
+	if err := notEnforced(req); err != nil {
+		return llmflow.Key{}, "", err
+	}
+	if req.Project != "" && !g.accts.Load().under(req.Project, team.Name) {
+		return llmflow.Key{}, "", &llmflow.Error{Code: llmflow.EINVALID, Param: "project",
+			Message: fmt.Sprintf("project %s is not an account under team %s", quote(req.Project), quote(team.Name))}
+	}
 	secret, hash, hint := llmflow.NewKeySecret()
 	k := llmflow.Key{
 		ID: llmflow.NewID("key_"), Hash: hash, Hint: hint, Name: req.Name,
@@ -158,6 +166,22 @@ func (g *Gateway) CreateKey(ctx context.Context, req KeyRequest, p Principal) (l
 	g.auth.misses.remove(hash)
 	g.log.Info("key created", "id", k.ID, "team", k.Team, "project", k.Project, "by", p.Name)
 	return k, secret, nil
+}
+
+// notEnforced refuses the limits a key request may name but the gateway
+// does not enforce yet (rate and concurrency limits come with budgets):
+// a key must never look limited when it is not.
+func notEnforced(req KeyRequest) error {
+	for _, f := range []struct {
+		param string
+		v     int
+	}{{"rpm", req.RPM}, {"tpm", req.TPM}, {"max_inflight", req.MaxInFlight}} {
+		if f.v != 0 {
+			return &llmflow.Error{Code: llmflow.EINVALID, Param: f.param,
+				Message: f.param + " is not enforced yet; create the key without it (per-key limits come with budgets)"}
+		}
+	}
+	return nil
 }
 
 func quote(s string) string { b, _ := json.Marshal(s); return string(b) }

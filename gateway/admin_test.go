@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/go-llmflow/llmflow"
 )
 
 func adminDo(t testing.TB, e *testEnv, method, path, body string) *http.Response {
@@ -32,14 +34,14 @@ func TestAdminKeys(t *testing.T) {
 	up := newRecordingUpstream(t, nil)
 	e := newEnv(t, []string{up.srv.URL}, "")
 
-	resp := adminDo(t, e, http.MethodPost, "/admin/keys", `{"team":"lab-chem","project":"p1","name":"ci","rpm":10,"tags":["x"]}`)
+	resp := adminDo(t, e, http.MethodPost, "/admin/keys", `{"team":"lab-chem","name":"ci","tags":["x"]}`)
 	if resp.StatusCode != http.StatusCreated {
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("create: %d %s", resp.StatusCode, b)
 	}
 	var created keyView
 	decodeJSON(t, resp, &created)
-	if !strings.HasPrefix(created.Key, "llmf-") || created.Org != "etabB" || created.Project != "p1" || created.RPM != 10 {
+	if !strings.HasPrefix(created.Key, "llmf-") || created.Org != "etabB" || len(created.Tags) != 1 {
 		t.Fatalf("created %+v", created)
 	}
 	// the new key works at once
@@ -68,6 +70,11 @@ func TestAdminKeys(t *testing.T) {
 		{"unknown field", "POST", "/admin/keys", `{"team":"lab-nlp","bogus":1}`, "", 400},
 		{"two values", "POST", "/admin/keys", `{"team":"lab-nlp"}{}`, "", 400},
 		{"negative limit", "POST", "/admin/keys", `{"team":"lab-nlp","rpm":-1}`, "", 400},
+		{"rpm not enforced", "POST", "/admin/keys", `{"team":"lab-nlp","rpm":60}`, "", 400},
+		{"tpm not enforced", "POST", "/admin/keys", `{"team":"lab-nlp","tpm":1000}`, "", 400},
+		{"max_inflight not enforced", "POST", "/admin/keys", `{"team":"lab-nlp","max_inflight":4}`, "", 400},
+		{"project of another organisation", "POST", "/admin/keys", `{"team":"lab-nlp","project":"lab-chem"}`, "", 400},
+		{"unknown project", "POST", "/admin/keys", `{"team":"lab-nlp","project":"p1"}`, "", 400},
 		{"too large", "POST", "/admin/keys", `{"team":"lab-nlp","name":"` + strings.Repeat("a", 70<<10) + `"}`, "", 413},
 		{"revoke unknown", "DELETE", "/admin/keys/key_0000", "", "", 404},
 		{"wrong method", "PUT", "/admin/keys", "", "", 405},
@@ -90,5 +97,94 @@ func TestAdminKeys(t *testing.T) {
 				t.Errorf("%d %+v, want %d with an OpenAI-shaped error", resp.StatusCode, body, tc.status)
 			}
 		})
+	}
+}
+
+// TestAdminKeysRefuseWhatDoesNotHold checks through HTTP that a limit the
+// gateway does not enforce is refused with a 400 naming it, that listings
+// never show a limit, and that a key's project must be an account under
+// its team.
+func TestAdminKeysRefuseWhatDoesNotHold(t *testing.T) {
+	up := newRecordingUpstream(t, nil)
+	e := newEnv(t, []string{up.srv.URL}, "")
+	for _, param := range []string{"rpm", "tpm", "max_inflight"} {
+		resp := adminDo(t, e, http.MethodPost, "/admin/keys", `{"team":"lab-nlp","name":"x","`+param+`":5}`)
+		var body errorBody
+		decodeJSON(t, resp, &body)
+		if resp.StatusCode != http.StatusBadRequest || body.Error.Param == nil || *body.Error.Param != param || !strings.Contains(body.Error.Message, param+" is not enforced yet") {
+			t.Errorf("%s: %d %+v, want 400 naming %s", param, resp.StatusCode, body, param)
+		}
+	}
+	resp := adminDo(t, e, http.MethodGet, "/admin/keys", "")
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, f := range []string{`"rpm"`, `"tpm"`, `"max_inflight"`} {
+		if strings.Contains(string(b), f) {
+			t.Errorf("listing shows %s, a limit that does not hold: %s", f, b)
+		}
+	}
+
+	// A Slurm-like tree: project nlp-llm under lab-nlp, chem-x under lab-chem.
+	accts := e.cfg.Accounts()
+	accts = append(accts,
+		llmflow.Account{Name: "nlp-llm", Kind: llmflow.KindProject, Parent: "lab-nlp", Shares: 1},
+		llmflow.Account{Name: "nlp-deep", Kind: llmflow.KindProject, Parent: "nlp-llm", Shares: 1},
+		llmflow.Account{Name: "chem-x", Kind: llmflow.KindProject, Parent: "lab-chem", Shares: 1})
+	e.gw.SetAccounts(accts)
+	for _, tc := range []struct {
+		project string
+		status  int
+	}{
+		{"lab-chem", 400}, // a team of another organisation
+		{"chem-x", 400},   // a project of another team
+		{"etabA", 400},    // the team's own organisation
+		{"lab-nlp", 400},  // the team itself is not a project
+		{"nope", 400},
+		{"nlp-llm", 201},
+		{"nlp-deep", 201}, // deeper under the team
+	} {
+		resp := adminDo(t, e, http.MethodPost, "/admin/keys", `{"team":"lab-nlp","name":"x","project":"`+tc.project+`"}`)
+		if tc.status != http.StatusCreated {
+			var body errorBody
+			decodeJSON(t, resp, &body)
+			if resp.StatusCode != tc.status || body.Error.Param == nil || *body.Error.Param != "project" {
+				t.Errorf("project %q: %d %+v, want %d naming project", tc.project, resp.StatusCode, body, tc.status)
+			}
+			continue
+		}
+		var v keyView
+		decodeJSON(t, resp, &v)
+		if resp.StatusCode != tc.status || v.Project != tc.project {
+			t.Errorf("project %q: %d %+v, want %d", tc.project, resp.StatusCode, v, tc.status)
+		}
+	}
+
+	// A key of project nlp-llm works, then is refused once a sync removes
+	// the project or moves it to another team.
+	resp = adminDo(t, e, http.MethodPost, "/admin/keys", `{"team":"lab-nlp","name":"p","project":"nlp-llm"}`)
+	var created keyView
+	decodeJSON(t, resp, &created)
+	e.key = created.Key
+	send := func() (int, string) {
+		t.Helper()
+		resp := e.post(t, "/v1/chat/completions", `{"model":"m","messages":[]}`)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	if code, b := send(); code != http.StatusOK {
+		t.Fatalf("key of project nlp-llm: %d %s", code, b)
+	}
+	e.gw.SetAccounts(append(e.cfg.Accounts(), llmflow.Account{Name: "nlp-deep", Kind: llmflow.KindProject, Parent: "lab-nlp", Shares: 1}))
+	if code, b := send(); code != http.StatusForbidden {
+		t.Errorf("key whose project left the tree: %d %s, want 403", code, b)
+	}
+	e.gw.SetAccounts(append(e.cfg.Accounts(), llmflow.Account{Name: "nlp-llm", Kind: llmflow.KindProject, Parent: "lab-chem", Shares: 1}))
+	if code, b := send(); code != http.StatusForbidden {
+		t.Errorf("key whose project moved to another team: %d %s, want 403", code, b)
+	}
+	e.gw.SetAccounts(accts)
+	if code, b := send(); code != http.StatusOK {
+		t.Errorf("key whose project is back: %d %s", code, b)
 	}
 }

@@ -135,7 +135,7 @@ func (g *Gateway) admitKeyState(_ context.Context, x *exchange) error {
 	x.view = g.accts.Load()
 	x.org = x.view.orgOf(x.key)
 	if x.view.disabled(x.key) {
-		return llmflow.Errorf(llmflow.EFORBIDDEN, "the key's team %q (or its organisation or project) is disabled", x.key.Team)
+		return llmflow.Errorf(llmflow.EFORBIDDEN, "the key's team %q (or its organisation or project) is disabled or no longer in the account tree", x.key.Team)
 	}
 	return nil
 }

@@ -188,7 +188,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 		io.WriteString(w, benchAnswer)
 	}))
 	dir := b.TempDir()
-	os.WriteFile(filepath.Join(dir, "master.key"), []byte("bench-master\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "master.key"), []byte("bench-master-0123456789abcdef0123456789\n"), 0o600)
 	os.WriteFile(filepath.Join(dir, "vllm.key"), []byte("bench-upstream\n"), 0o600)
 	src := fmt.Sprintf(`
 master_key_file = "master.key"

@@ -138,7 +138,7 @@ type testEnv struct {
 }
 
 const (
-	testMasterKey   = "master-secret-for-tests"
+	testMasterKey   = "master-secret-for-tests-0123456789abcdef"
 	testUpstreamKey = "internal-upstream-key"
 )
 

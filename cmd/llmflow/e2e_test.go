@@ -46,7 +46,7 @@ func startE2E(t *testing.T) *e2e {
 	t.Cleanup(func() { simSrv.Close(); sim.Close() })
 
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "master.key"), []byte("master-e2e\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "master.key"), []byte("master-e2e-0123456789abcdef0123456789\n"), 0o600)
 	os.WriteFile(filepath.Join(dir, "vllm.key"), []byte("sim-secret\n"), 0o600)
 	src := fmt.Sprintf(`
 master_key_file = "master.key"
@@ -318,7 +318,7 @@ func TestNodeOpenAISDK(t *testing.T) {
 func TestCheckConfig(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.hcl")
-	os.WriteFile(filepath.Join(dir, "k"), []byte("secret\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "k"), []byte("secret-0123456789abcdef0123456789abcdef\n"), 0o600)
 	os.WriteFile(good, []byte(`master_key_file = "k"
 org "a" {
   share = 1

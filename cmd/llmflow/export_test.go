@@ -31,7 +31,7 @@ func TestExportAndSpend(t *testing.T) {
 	// written (flush_interval is 20ms)
 	e.waitWritten(t, 3)
 	req, _ := http.NewRequest("GET", e.base+"/admin/spend?from="+from+"&to="+to+"&group_by=org,team,model&format=parsable2", nil)
-	req.Header.Set("Authorization", "Bearer master-e2e")
+	req.Header.Set("Authorization", "Bearer master-e2e-0123456789abcdef0123456789")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -43,14 +43,14 @@ func TestExportAndSpend(t *testing.T) {
 		t.Fatalf("GET /admin/spend: %d\n%s\nwant prefix\n%s", resp.StatusCode, body, want)
 	}
 	req, _ = http.NewRequest("GET", e.base+"/admin/spend?from=yesterday", nil)
-	req.Header.Set("Authorization", "Bearer master-e2e")
+	req.Header.Set("Authorization", "Bearer master-e2e-0123456789abcdef0123456789")
 	resp, _ = http.DefaultClient.Do(req)
 	resp.Body.Close()
 	if resp.StatusCode != 400 {
 		t.Errorf("bad from: %d", resp.StatusCode)
 	}
 	req, _ = http.NewRequest("GET", e.base+"/admin/usage.csv?from="+from+"&to="+to, nil)
-	req.Header.Set("Authorization", "Bearer master-e2e")
+	req.Header.Set("Authorization", "Bearer master-e2e-0123456789abcdef0123456789")
 	resp, _ = http.DefaultClient.Do(req)
 	body, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()

@@ -18,7 +18,7 @@ import (
 // the service user.
 func TestReportCommand(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "k"), []byte("secret\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "k"), []byte("secret-0123456789abcdef0123456789abcdef\n"), 0o600)
 	cfgPath := filepath.Join(dir, "gateway.hcl")
 	os.WriteFile(cfgPath, []byte(`
 master_key_file = "k"
@@ -112,7 +112,7 @@ llm|lab-chem|llmflow||gres/gpu|3600
 // flags override them.
 func TestReportConfigFromEnvAndWritebackBlock(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "k"), []byte("secret\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "k"), []byte("secret-0123456789abcdef0123456789abcdef\n"), 0o600)
 	os.WriteFile(filepath.Join(dir, "dsn"), []byte("u:p@tcp(127.0.0.1:1)/slurm_acct_db\n"), 0o600)
 	cfgPath := filepath.Join(dir, "gateway.hcl")
 	os.WriteFile(cfgPath, []byte(`
@@ -241,7 +241,7 @@ Cluster|Account|Login|Proper Name|TRES Name|Used
 // subcommand, and LLMFLOW_CONFIG stands in for it.
 func TestConfigFlagPersistent(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "k"), []byte("secret\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "k"), []byte("secret-0123456789abcdef0123456789abcdef\n"), 0o600)
 	cfgPath := filepath.Join(dir, "gateway.hcl")
 	os.WriteFile(cfgPath, []byte(`
 master_key_file = "k"

@@ -25,7 +25,7 @@ import (
 // syncConfig writes a configuration with a store in dir.
 func syncConfig(t *testing.T, dir, extra string) string {
 	t.Helper()
-	os.WriteFile(filepath.Join(dir, "master.key"), []byte("master-sync\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "master.key"), []byte("master-sync-0123456789abcdef0123456789\n"), 0o600)
 	os.WriteFile(filepath.Join(dir, "vllm.key"), []byte("sim-secret\n"), 0o600)
 	path := filepath.Join(dir, "gateway.hcl")
 	os.WriteFile(path, []byte(`
@@ -202,7 +202,7 @@ func TestServeFollowsSlurm(t *testing.T) {
 	waitUntil(t, 15*time.Second, func() bool { return call() == http.StatusForbidden })
 	// the history shows the runs, /healthz the last one
 	req, _ := http.NewRequest("GET", base+"/admin/sync", nil)
-	req.Header.Set("Authorization", "Bearer master-sync")
+	req.Header.Set("Authorization", "Bearer master-sync-0123456789abcdef0123456789")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +214,7 @@ func TestServeFollowsSlurm(t *testing.T) {
 	}
 	// the details need an operator secret (the status alone does not)
 	hreq, _ := http.NewRequest("GET", base+"/healthz", nil)
-	hreq.Header.Set("Authorization", "Bearer master-sync")
+	hreq.Header.Set("Authorization", "Bearer master-sync-0123456789abcdef0123456789")
 	hresp, err := http.DefaultClient.Do(hreq)
 	if err != nil {
 		t.Fatal(err)

@@ -82,7 +82,7 @@ func TestWritebackMatchesRealSreport(t *testing.T) {
 func seedUsage(t *testing.T, dir, suffix, extra string, recsAt time.Time) (cfgPath string) {
 	t.Helper()
 	org, team, proj, team2 := "wo"+suffix, "wt"+suffix, "wp"+suffix, "wu"+suffix
-	os.WriteFile(filepath.Join(dir, "k"), []byte("secret\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "k"), []byte("secret-0123456789abcdef0123456789abcdef\n"), 0o600)
 	os.WriteFile(filepath.Join(dir, "wb.dsn"), []byte("root@tcp(127.0.0.1:3306)/slurm_acct_db\n"), 0o600)
 	cfgPath = filepath.Join(dir, "gateway.hcl")
 	os.WriteFile(cfgPath, []byte(`

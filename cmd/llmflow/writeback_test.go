@@ -66,7 +66,7 @@ func TestSyncToSlurmdbd(t *testing.T) {
 	})
 
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "k"), []byte("secret\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "k"), []byte("secret-0123456789abcdef0123456789abcdef\n"), 0o600)
 	os.WriteFile(filepath.Join(dir, "wb.dsn"), []byte(dsn+"\n"), 0o600)
 	cfgPath := filepath.Join(dir, "gateway.hcl")
 	os.WriteFile(cfgPath, []byte(`

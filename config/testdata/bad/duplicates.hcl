@@ -36,9 +36,9 @@ limits {}
 limits {} # ERROR: duplicate limits block
 health {}
 health {} # ERROR: duplicate health block
-tags {}
+tags {} # ERROR: the tags block is not enforced yet
 tags {} # ERROR: duplicate tags block
-alerts {
+alerts { # ERROR: the alerts block is not enforced yet
   smtp {
     server = "smtp.example.org:25"
     from   = "llmflow@example.org"

@@ -9,10 +9,3 @@ model "m-$${x}" {
   key_file       = "/etc/llmflow/$${weird}/%%{key}"
   upstream "u" { base_url = "http://10.0.0.1:8000/$${prefix}/100%25/" }
 }
-
-tags {
-  allowed = [<<EOT
-$${literal}
-EOT
-  ]
-}

@@ -69,20 +69,3 @@ health {
   cooldown = "1m"
   path     = "/v1/models"
 }
-
-tags {
-  header  = "X-LLMflow-Tags"
-  allowed = ["teaching", "research"]
-}
-
-alerts {
-  webhook_url        = "https://hooks.example.org/llmflow"
-  webhook_token_file = "webhook.token"
-  smtp {
-    server        = "smtp.example.org:587"
-    from          = "llmflow@example.org"
-    to            = ["ops@example.org", "admin@example.org"]
-    username      = "llmflow"
-    password_file = "/etc/llmflow/smtp.pass"
-  }
-}

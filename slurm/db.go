@@ -21,8 +21,9 @@ const DefaultDialTimeout = 10 * time.Second
 
 // DB is slurmdbd's database. It is safe for concurrent use.
 type DB struct {
-	db      *sql.DB
-	secrets []string // redacted from every error
+	db     *sql.DB
+	dsn    string // redacted from every error, with its password
+	passwd string // as the driver parsed it
 }
 
 // Open returns a handle on slurmdbd's database named by dsn, a
@@ -33,21 +34,12 @@ type DB struct {
 // DSN does not parse).
 func Open(dsn string) (*DB, error) {
 	dsn = strings.TrimSpace(dsn)
-	secrets := []string{dsn}
-	// The password as the driver would read it (user:password@...), known
-	// even when the DSN does not parse.
-	if at := strings.LastIndex(dsn, "@"); at > 0 {
-		if _, pw, ok := strings.Cut(dsn[:at], ":"); ok && pw != "" {
-			secrets = append(secrets, pw)
-		}
-	}
+	d := &DB{dsn: dsn} // the password as the driver reads it is known even when the DSN does not parse
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("slurmdbd: invalid DSN (not shown): %s", redact.String(err.Error(), secrets...))
+		return nil, fmt.Errorf("slurmdbd: invalid DSN (not shown): %s", d.Redact(err.Error()))
 	}
-	if cfg.Passwd != "" {
-		secrets = append(secrets, cfg.Passwd)
-	}
+	d.passwd = cfg.Passwd
 	if cfg.DBName == "" {
 		return nil, errors.New("slurmdbd: DSN names no database (want .../slurm_acct_db)")
 	}
@@ -56,12 +48,12 @@ func Open(dsn string) (*DB, error) {
 	}
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("slurmdbd: invalid DSN (not shown): %s", redact.String(err.Error(), secrets...))
+		return nil, fmt.Errorf("slurmdbd: invalid DSN (not shown): %s", d.Redact(err.Error()))
 	}
-	db := sql.OpenDB(conn)
-	db.SetMaxIdleConns(1)
-	db.SetConnMaxIdleTime(time.Minute)
-	return &DB{db: db, secrets: secrets}, nil
+	d.db = sql.OpenDB(conn)
+	d.db.SetMaxIdleConns(1)
+	d.db.SetConnMaxIdleTime(time.Minute)
+	return d, nil
 }
 
 // SQL returns the database handle, for statements of the caller's own
@@ -69,8 +61,9 @@ func Open(dsn string) (*DB, error) {
 // Redact before showing them.
 func (d *DB) SQL() *sql.DB { return d.db }
 
-// Redact removes the DSN and its password from msg.
-func (d *DB) Redact(msg string) string { return redact.String(msg, d.secrets...) }
+// Redact removes the DSN and its password from msg (redact.DSN: the
+// password only where it stands as one).
+func (d *DB) Redact(msg string) string { return redact.DSN(msg, d.dsn, d.passwd) }
 
 // Close closes the database connections.
 func (d *DB) Close() error { return d.db.Close() }

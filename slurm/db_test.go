@@ -52,13 +52,13 @@ func TestOpen_NeverShowsTheDSN(t *testing.T) {
 }
 
 func TestDB_Redact(t *testing.T) {
-	dsn := "llmflow:pw-1@tcp(127.0.0.1:1)/slurm_acct_db"
+	dsn := "llmflow:pw-12345@tcp(127.0.0.1:1)/slurm_acct_db"
 	db, err := slurm.Open(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if got := db.Redact("dial " + dsn + " with pw-1"); got != "dial [redacted] with [redacted]" {
+	if got := db.Redact("dial " + dsn + " with pw-12345, then tcp"); got != "dial [redacted] with [redacted], then tcp" {
 		t.Errorf("Redact = %q", got)
 	}
 }

@@ -110,7 +110,7 @@ func redactErr(err error, dsn, password string) error {
 	if errors.As(err, &pe) {
 		msg = ErrInvalidDSN.Error()
 	}
-	msg = redact.String(msg, dsn, password)
+	msg = redact.DSN(msg, dsn, password)
 	var cause error
 	for _, sentinel := range []error{ErrSchemaTooNew, ErrInvalidDSN, context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, sentinel) {

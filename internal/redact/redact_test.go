@@ -61,3 +61,52 @@ func FuzzString(f *testing.F) {
 		}
 	})
 }
+
+func TestDSN(t *testing.T) {
+	for _, tc := range []struct {
+		name, msg, dsn string
+		pw             []string
+		want           string
+	}{
+		{"one-letter password leaves words alone",
+			"dial tcp 127.0.0.1:3306: connect: connection refused (user u:t@tcp(127.0.0.1:3306)/db)", "u:t@tcp(127.0.0.1:3306)/db", nil,
+			"dial tcp 127.0.0.1:3306: connect: connection refused (user [redacted])"},
+		{"password in userinfo, DSN not quoted whole",
+			"parse u:t@tcp(h)/x failed", "u:t@tcp(h)/db", nil,
+			"parse u:[redacted]@tcp(h)/x failed"},
+		{"URL form",
+			"cannot parse `postgres://app:s3cr3t@db:5432/x`", "postgres://app:s3cr3t@db:5432/llmflow", nil,
+			"cannot parse `postgres://app:[redacted]@db:5432/x`"},
+		{"key=value, quoted and not",
+			"bad conn: host=other password='p w' sslmode=x and password=pw2 port=1", "host=db password='p w'", []string{"pw2"},
+			"bad conn: host=other password='[redacted]' sslmode=x and password=[redacted] port=1"},
+		{"the whole DSN", "bad conn: host=db password='p w'", "host=db password='p w'", nil, "bad conn: [redacted]"},
+		{"a longer value that only starts with the password is kept",
+			"password=tea", "host=db password=t", nil, "password=tea"},
+		{"no password", "connect: refused", "u@tcp(h)/db", nil, "connect: refused"},
+		{"a long password quoted back as a word", `time: invalid duration "s3cr3t-Pw"`, "u:s3cr3t-Pw@tcp(h)/db", nil,
+			`time: invalid duration "[redacted]"`},
+		{"a long password inside a longer word is kept", "xs3cr3t-Pwx", "u:s3cr3t-Pw@tcp(h)/db", nil, "xs3cr3t-Pwx"},
+		{"a short password alone is kept outside its place", "dial tcp t: refused", "u:t@tcp(h)/db", nil, "dial tcp t: refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := redact.DSN(tc.msg, tc.dsn, tc.pw...); got != tc.want {
+				t.Errorf("DSN(%q)\n got %q\nwant %q", tc.msg, got, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzDSN: whatever the message and DSN, the DSN never survives whole and
+// its password never survives in the user:password@ place.
+func FuzzDSN(f *testing.F) {
+	f.Add("dial u:t@tcp(h)/db: refused", "u:t@tcp(h)/db")
+	f.Add("postgres://a:b@c/d?password=e", "host=x password='e f'")
+	f.Add(`invalid duration "longpassword"`, "u:longpassword@tcp(h)/db")
+	f.Fuzz(func(t *testing.T, msg, dsn string) {
+		got := redact.DSN(msg, dsn)
+		if dsn != "" && !strings.Contains(redact.Mask, dsn) && strings.Contains(got, dsn) && !strings.Contains(msg, redact.Mask) {
+			t.Fatalf("DSN %q survives in %q", dsn, got)
+		}
+	})
+}

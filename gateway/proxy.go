@@ -619,6 +619,7 @@ func (g *Gateway) accessLog(rec *llmflow.Record, denied string) {
 		slog.Int64("completion_tokens", rec.CompletionTokens),
 		slog.Int64("cached_tokens", rec.CachedTokens),
 		slog.Bool("estimated", rec.Estimated),
+		slog.String("estimate_reason", string(rec.EstimateReason)),
 		slog.Float64("gpu_hours", rec.GPUHours),
 		slog.Duration("latency", rec.Latency),
 		slog.Duration("ttfb", rec.TTFB),

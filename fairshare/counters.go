@@ -157,7 +157,7 @@ type MemCounters struct {
 
 	inflight  atomic.Int64
 	borrowing atomic.Int64
-	cells     atomic.Pointer[[]*cell] // by slot; append-only, copied on Bind
+	cells     atomic.Pointer[[]*cell] // by slot; append-only, a new header published on Bind
 
 	mu   sync.Mutex // Bind
 	keys map[string]Slot
@@ -185,8 +185,10 @@ func (m *MemCounters) Bind(key string) Slot {
 	if s, ok := m.keys[key]; ok {
 		return s
 	}
-	old := *m.cells.Load()
-	cells := append(old[:len(old):len(old)], new(cell))
+	// Appending past the published length never touches what readers of
+	// an earlier header index, so the backing array grows amortised: a
+	// tree of n new accounts costs O(n), not O(n²).
+	cells := append(*m.cells.Load(), new(cell))
 	s := Slot(len(cells) - 1)
 	m.keys[key] = s
 	m.cells.Store(&cells)

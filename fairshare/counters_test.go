@@ -1,6 +1,7 @@
 package fairshare
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -102,5 +103,28 @@ func TestMemCounters_Concurrent(t *testing.T) {
 	}
 	if m.Bind("o") != org || m.Bind("") != PoolSlot {
 		t.Error("Bind is not stable")
+	}
+}
+
+// BenchmarkSetTree installs a large Slurm-like tree (50 organisations ×
+// 20 teams × 5 projects, 5,050 accounts) into fresh counters: every
+// account is bound once.
+func BenchmarkSetTree(b *testing.B) {
+	root := &Node{}
+	for o := range 50 {
+		on := &Node{Name: fmt.Sprintf("org%d", o), Shares: 1}
+		for t := range 20 {
+			tn := &Node{Name: fmt.Sprintf("o%dt%d", o, t), Shares: 1}
+			for p := range 5 {
+				tn.Children = append(tn.Children, &Node{Name: fmt.Sprintf("o%dt%dp%d", o, t, p), Shares: 1})
+			}
+			on.Children = append(on.Children, tn)
+		}
+		root.Children = append(root.Children, on)
+	}
+	now := time.Unix(0, 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		NewPool(1024, root, time.Hour, now)
 	}
 }

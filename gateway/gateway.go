@@ -346,6 +346,9 @@ func (g *Gateway) newRoutes() error {
 			return fmt.Errorf("model %q: unknown pool %q", mc.Name, mc.Pool)
 		}
 		rt := &route{name: mc.Name, upstreamModel: mc.UpstreamModel, pool: pl, cost: mc.Cost, maxTokens: mc.MaxContextTokens}
+		if rt.maxTokens <= 0 { // a Config built in code, not parsed
+			rt.maxTokens = config.DefaultMaxContextTokens
+		}
 		if mc.Class == "batch" {
 			rt.class = 1
 		}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
-	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/engine"
 	"github.com/go-llmflow/llmflow/fairshare"
 	"github.com/go-llmflow/llmflow/internal/jsonscan"
@@ -375,9 +374,6 @@ func (ir *idleReader) stop() { ir.t.Stop() }
 // model's max_context_tokens prompt tokens and as many completion tokens.
 func (x *exchange) validUsage(u sse.Usage) bool {
 	limit := x.rt.maxTokens
-	if limit <= 0 {
-		limit = config.DefaultMaxContextTokens
-	}
 	return !u.Malformed &&
 		u.PromptTokens >= 0 && u.PromptTokens <= limit &&
 		u.CompletionTokens >= 0 && u.CompletionTokens <= limit &&

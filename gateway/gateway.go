@@ -547,11 +547,7 @@ func (g *Gateway) getModel(w http.ResponseWriter, r *http.Request) error {
 func (g *Gateway) authenticate(r *http.Request) (*cachedKey, error) {
 	ck, err := g.auth.authenticate(r.Context(), r.Header.Get("Authorization"), r.RemoteAddr, g.now())
 	if err != nil {
-		reason := reasonAuth
-		if llmflow.ErrorCode(err) == llmflow.ERATELIMIT {
-			reason = reasonAuthLimited
-		}
-		g.m.denied.WithLabelValues(reason).Inc()
+		g.m.denied.WithLabelValues(deniedReason(err, reasonAuth, authByCode)).Inc()
 	}
 	return ck, err
 }

@@ -33,8 +33,7 @@ type step struct {
 // admissionSteps are the steps of every proxied request, in order.
 func (g *Gateway) admissionSteps() []step {
 	return []step{
-		{name: "auth", admit: g.admitKey, reason: reasonAuth,
-			byCode: map[string]string{llmflow.ERATELIMIT: reasonAuthLimited}},
+		{name: "auth", admit: g.admitKey, reason: reasonAuth, byCode: authByCode},
 		{name: "key_state", admit: g.admitKeyState, reason: reasonDisabled},
 		{name: "request", admit: g.admitRequest, reason: reasonBadRequest,
 			byCode: map[string]string{llmflow.ETOOLARGE: reasonTooLarge}},
@@ -42,6 +41,19 @@ func (g *Gateway) admissionSteps() []step {
 		{name: "queue", admit: g.admitQueue, release: g.releaseQueue, reason: reasonQueue},
 		{name: "fair_share", admit: g.admitFairShare, release: g.releaseFairShare, reason: reasonQueue},
 	}
+}
+
+// authByCode are the denial reasons of a refused client key, by error
+// code, other than reasonAuth: the auth step's and Gateway.authenticate's.
+var authByCode = map[string]string{llmflow.ERATELIMIT: reasonAuthLimited}
+
+// deniedReason is the llmflow_denied_total reason of err: byCode's for
+// err's code, else reason.
+func deniedReason(err error, reason string, byCode map[string]string) string {
+	if r, ok := byCode[llmflow.ErrorCode(err)]; ok {
+		return r
+	}
+	return reason
 }
 
 // errClientGone is returned by admit when the client left while a step
@@ -75,10 +87,7 @@ func (g *Gateway) admit(ctx context.Context, x *exchange) error {
 // the metric only, so nobody without a key can fill the store. Every
 // refusal has its access log line.
 func (g *Gateway) refused(x *exchange, s *step, err error) error {
-	outcome, status, reason := llmflow.OutcomeRejected, statusOf(err), s.reason
-	if r, ok := s.byCode[llmflow.ErrorCode(err)]; ok {
-		reason = r
-	}
+	outcome, status, reason := llmflow.OutcomeRejected, statusOf(err), deniedReason(err, s.reason, s.byCode)
 	if x.r.Context().Err() != nil {
 		outcome, status, reason, err = llmflow.OutcomeClientGone, statusClientGone, reasonClientGone, errClientGone
 	}
@@ -99,10 +108,9 @@ func (g *Gateway) refused(x *exchange, s *step, err error) error {
 		rec.Stream = x.rq.stream
 	}
 	g.accessLog(&rec, reason)
-	if x.key == nil || g.rec == nil {
-		return err
+	if x.key != nil && g.rec != nil {
+		g.rec.Enqueue(rec)
 	}
-	g.rec.Enqueue(rec)
 	return err
 }
 

@@ -346,6 +346,9 @@ func (g *Gateway) newRoutes() error {
 			return fmt.Errorf("model %q: unknown pool %q", mc.Name, mc.Pool)
 		}
 		rt := &route{name: mc.Name, upstreamModel: mc.UpstreamModel, pool: pl, cost: mc.Cost, maxTokens: mc.MaxContextTokens}
+		if rt.maxTokens <= 0 { // a Config built in code, not parsed
+			rt.maxTokens = config.DefaultMaxContextTokens
+		}
 		if mc.Class == "batch" {
 			rt.class = 1
 		}
@@ -544,11 +547,7 @@ func (g *Gateway) getModel(w http.ResponseWriter, r *http.Request) error {
 func (g *Gateway) authenticate(r *http.Request) (*cachedKey, error) {
 	ck, err := g.auth.authenticate(r.Context(), r.Header.Get("Authorization"), r.RemoteAddr, g.now())
 	if err != nil {
-		reason := reasonAuth
-		if llmflow.ErrorCode(err) == llmflow.ERATELIMIT {
-			reason = reasonAuthLimited
-		}
-		g.m.denied.WithLabelValues(reason).Inc()
+		g.m.denied.WithLabelValues(deniedReason(err, reasonAuth, authByCode)).Inc()
 	}
 	return ck, err
 }

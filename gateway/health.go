@@ -63,7 +63,7 @@ func (h *healthChecker) probe(ctx context.Context, b *backend) {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
 	}
-	if ctx.Err() != nil && err != nil && errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return // shutting down
 	}
 	now := h.now()

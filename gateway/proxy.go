@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
-	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/engine"
 	"github.com/go-llmflow/llmflow/fairshare"
 	"github.com/go-llmflow/llmflow/internal/jsonscan"
@@ -74,7 +73,7 @@ func (g *Gateway) inference(ep engine.Endpoint) handler {
 			}
 			return err
 		}
-		err := g.forward(ctx, w, r, ep, x)
+		err := g.forward(ctx, w, x)
 		g.finish(x)
 		return err
 	}
@@ -112,7 +111,7 @@ func readAll(r io.Reader, n, limit int64) ([]byte, error) {
 
 // forward sends the request upstream (retrying before the first byte) and
 // relays the answer. It fills x.rec's outcome, status and usage.
-func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, ep engine.Endpoint, x *exchange) error {
+func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, x *exchange) error {
 	rt, pl := x.rt, x.rt.pool
 	ub := upstreamBody{engine: &pl.engine, model: rt.upstreamModel, cacheSalt: x.view.salts[x.org]}
 	if pl.engine.PriorityBody {
@@ -126,10 +125,10 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, r *http.Re
 		x.cancelUp = cancel
 	}
 
-	resp, err := g.roundTrip(ctx, ep, x, body)
+	resp, err := g.roundTrip(ctx, x, body)
 	if err != nil {
 		x.rec.Outcome = llmflow.OutcomeUnreachable
-		if r.Context().Err() != nil {
+		if x.r.Context().Err() != nil {
 			x.rec.Outcome = llmflow.OutcomeClientGone
 			x.rec.Status = statusClientGone
 			g.estimate(x, 0, llmflow.EstimateClientGone)
@@ -142,9 +141,9 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, r *http.Re
 
 	switch {
 	case resp.StatusCode == http.StatusOK && x.rq.stream && isEventStream(resp.Header):
-		return g.relayStream(w, r, x, resp)
+		return g.relayStream(w, x, resp)
 	case resp.StatusCode == http.StatusOK:
-		return g.relayBody(w, r, x, resp)
+		return g.relayBody(w, x, resp)
 	default:
 		return g.relayError(x, resp)
 	}
@@ -159,7 +158,7 @@ func isEventStream(h http.Header) bool {
 // trying others on connection errors and on 502/503/504 answers, as long
 // as nothing has reached the client. Redirects are answers like any other:
 // they are never followed.
-func (g *Gateway) roundTrip(ctx context.Context, ep engine.Endpoint, x *exchange, body []byte) (*http.Response, error) {
+func (g *Gateway) roundTrip(ctx context.Context, x *exchange, body []byte) (*http.Response, error) {
 	rt, pl := x.rt, x.rt.pool
 	var tried []*upstream
 	var lastErr error
@@ -186,7 +185,7 @@ func (g *Gateway) roundTrip(ctx context.Context, ep engine.Endpoint, x *exchange
 		if pl.engine.PriorityHeader != "" {
 			h[pl.engine.PriorityHeader] = priorityHeader(x.ticket.Priority)
 		}
-		req := newUpstreamRequest(ctx, up.urls[ep], h, body)
+		req := newUpstreamRequest(ctx, up.urls[x.ep], h, body)
 		if x.sentUp.IsZero() {
 			x.sentUp = now
 		}
@@ -280,7 +279,7 @@ func (f *flushWriter) Flush() error { return f.rc.Flush() }
 // limits.stream_idle_timeout set, an engine that sends nothing for that
 // long has its request cancelled (x.cancelUp): the client's stream ends
 // without [DONE] and the record is incomplete.
-func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchange, resp *http.Response) error {
+func (g *Gateway) relayStream(w http.ResponseWriter, x *exchange, resp *http.Response) error {
 	h := w.Header()
 	h["Content-Type"] = []string{"text/event-stream"}
 	h["Cache-Control"] = []string{"no-cache"}
@@ -301,7 +300,7 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 	var we *sse.WriteError
 	reason := llmflow.EstimateNoUsage
 	switch {
-	case errors.As(err, &we) || r.Context().Err() != nil:
+	case errors.As(err, &we) || x.r.Context().Err() != nil:
 		// The client left: closing the upstream body (deferred) aborts the
 		// request in the engine at once.
 		x.rec.Outcome = llmflow.OutcomeClientGone
@@ -375,9 +374,6 @@ func (ir *idleReader) stop() { ir.t.Stop() }
 // model's max_context_tokens prompt tokens and as many completion tokens.
 func (x *exchange) validUsage(u sse.Usage) bool {
 	limit := x.rt.maxTokens
-	if limit <= 0 {
-		limit = config.DefaultMaxContextTokens
-	}
 	return !u.Malformed &&
 		u.PromptTokens >= 0 && u.PromptTokens <= limit &&
 		u.CompletionTokens >= 0 && u.CompletionTokens <= limit &&
@@ -409,12 +405,12 @@ func (g *Gateway) estimate(x *exchange, deltas int64, why llmflow.EstimateReason
 }
 
 // relayBody forwards a complete JSON answer, capped in size.
-func (g *Gateway) relayBody(w http.ResponseWriter, r *http.Request, x *exchange, resp *http.Response) error {
+func (g *Gateway) relayBody(w http.ResponseWriter, x *exchange, resp *http.Response) error {
 	limit := g.cfg.Limits.MaxResponseBytes
 	b, err := readAll(resp.Body, resp.ContentLength, limit)
 	x.upDone = g.now()
 	if err != nil && !errors.Is(err, errTooLong) {
-		if r.Context().Err() != nil {
+		if x.r.Context().Err() != nil {
 			x.rec.Outcome, x.rec.Status = llmflow.OutcomeClientGone, statusClientGone
 			g.estimate(x, 0, llmflow.EstimateClientGone)
 			return nil

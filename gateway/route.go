@@ -36,7 +36,7 @@ type route struct {
 	pool          *pool
 	class         int // 0 interactive, 1 batch
 	cost          llmflow.Cost
-	maxTokens     int64 // per request, prompt and completion each (max_context_tokens); 0 = the default
+	maxTokens     int64 // per request, prompt and completion each (max_context_tokens, defaulted in newRoutes)
 	upstreams     []*upstream
 	rr            atomic.Uint32 // rotates the start of least-in-flight ties
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-llmflow/llmflow"
@@ -163,11 +164,12 @@ func (s *SQLite) WriteRecords(ctx context.Context, rs []llmflow.Record) (err err
 	defer full.Close()
 	args := make([]any, 0, recordsPerInsert*recordColumns)
 	first := rs[0].RequestID
+	var clamped atomic.Int64 // counted once the batch is committed
 	for ord := 0; ord < len(rs); {
 		n := min(len(rs)-ord, recordsPerInsert)
 		args = args[:0]
 		for i := range n {
-			if args, err = recordArgs(args, clampedRecord(&rs[ord+i], &s.clamped), ord+i); err != nil {
+			if args, err = recordArgs(args, clampedRecord(&rs[ord+i], &clamped), ord+i); err != nil {
 				return fmt.Errorf("record %s: %w", rs[ord+i].RequestID, err)
 			}
 		}
@@ -187,7 +189,11 @@ func (s *SQLite) WriteRecords(ctx context.Context, rs []llmflow.Record) (err err
 			return fmt.Errorf("records %s…: %w", first, err)
 		}
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.clamped.Add(clamped.Load())
+	return nil
 }
 
 // Records returns the records with from ≤ Time < to, ordered by Time then

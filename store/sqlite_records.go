@@ -57,11 +57,12 @@ const batchTable = `CREATE TEMP TABLE IF NOT EXISTS batch (
 func insertRecordsSQL(n int) string {
 	var b strings.Builder
 	b.WriteString(`INSERT OR IGNORE INTO temp.batch (` + recordCols + `, hour, ord) VALUES `)
+	row := "(" + strings.Repeat("?,", recordColumns-1) + "?)"
 	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+		b.WriteString(row)
 	}
 	return b.String()
 }
@@ -203,10 +204,7 @@ func (s *SQLite) Records(ctx context.Context, from, to time.Time) ([]llmflow.Rec
 	if !from.Before(to) {
 		return nil, nil
 	}
-	rows, err := s.read.QueryContext(ctx, `SELECT
-	request_id, time, key_id, project, team, org, model, pool, upstream,
-	prompt_tokens, completion_tokens, cached_tokens, gpu_hours,
-	status, outcome, estimated, stream, priority, latency_us, ttfb_us, tags, estimate_reason
+	rows, err := s.read.QueryContext(ctx, `SELECT `+recordCols+`
 FROM records WHERE time >= ? AND time < ? ORDER BY time, request_id`, ceilMicros(from), ceilMicros(to))
 	if err != nil {
 		return nil, fmt.Errorf("read records: %w", err)

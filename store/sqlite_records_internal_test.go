@@ -2,6 +2,7 @@ package store
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,5 +38,16 @@ WHEN NEW.request_id = 'boom' BEGIN SELECT RAISE(ABORT, 'boom'); END`); err != ni
 	}
 	if n := s.ClampedRecords(); n != 1 {
 		t.Errorf("ClampedRecords = %d after one clamped record, want 1", n)
+	}
+}
+
+// recordColumns, the parameters of one staged row, are recordCols, which
+// both backends read and write, plus hour and ord.
+func TestSQLiteRecordColumns(t *testing.T) {
+	if n := len(strings.Split(recordCols, ",")) + 2; n != recordColumns {
+		t.Errorf("recordCols + hour, ord = %d columns, recordColumns = %d", n, recordColumns)
+	}
+	if n := strings.Count(insertRecordsSQL(2), "?"); n != 2*recordColumns {
+		t.Errorf("insertRecordsSQL(2) binds %d parameters, want %d", n, 2*recordColumns)
 	}
 }

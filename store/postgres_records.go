@@ -200,17 +200,10 @@ FROM records WHERE time >= $1 AND time < $2 ORDER BY time, request_id`, pgBound(
 // purge stopped by ctx keeps what it deleted so far (and returns that
 // count with the error).
 func (s *Postgres) PurgeRecords(ctx context.Context, before time.Time) (int64, error) {
-	var total int64
 	bound := pgBound(before)
-	for {
+	return purgeInChunks(func() (int64, error) {
 		tag, err := s.pool.Exec(ctx, `DELETE FROM records WHERE request_id IN (
 	SELECT request_id FROM records WHERE time < $1 ORDER BY time LIMIT $2)`, bound, purgeChunk)
-		if err != nil {
-			return total, fmt.Errorf("purge records: %w", err)
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < purgeChunk {
-			return total, nil
-		}
-	}
+		return tag.RowsAffected(), err
+	})
 }

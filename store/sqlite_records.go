@@ -247,23 +247,15 @@ FROM records WHERE time >= ? AND time < ? ORDER BY time, request_id`, ceilMicros
 // by ctx keeps what it deleted so far (and returns that count with the
 // error).
 func (s *SQLite) PurgeRecords(ctx context.Context, before time.Time) (int64, error) {
-	var total int64
 	bound := ceilMicros(before)
-	for {
+	return purgeInChunks(func() (int64, error) {
 		res, err := s.write.ExecContext(ctx, `DELETE FROM records WHERE rowid IN (
 	SELECT rowid FROM records WHERE time < ? ORDER BY time LIMIT ?)`, bound, purgeChunk)
 		if err != nil {
-			return total, fmt.Errorf("purge records: %w", err)
+			return 0, err
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return total, fmt.Errorf("purge records: %w", err)
-		}
-		total += n
-		if n < purgeChunk {
-			return total, nil
-		}
-	}
+		return res.RowsAffected()
+	})
 }
 
 // ClampedRecords returns how many records WriteRecords has stored with

@@ -167,8 +167,7 @@ FROM records WHERE time >= $1 AND time < $2 ORDER BY time, request_id`, pgBound(
 		return nil, fmt.Errorf("read records: %w", err)
 	}
 	defer rows.Close()
-	var rs []llmflow.Record
-	for rows.Next() {
+	rs, err := scanRows(rows, func() (llmflow.Record, error) {
 		var (
 			r         llmflow.Record
 			lat, ttfb int64
@@ -178,7 +177,7 @@ FROM records WHERE time >= $1 AND time < $2 ORDER BY time, request_id`, pgBound(
 		if err := rows.Scan(&r.RequestID, &r.Time, &r.KeyID, &r.Project, &r.Team, &r.Org, &r.Model, &r.Pool, &r.Upstream,
 			&r.PromptTokens, &r.CompletionTokens, &r.CachedTokens, &r.GPUHours,
 			&r.Status, &outcome, &r.Estimated, &r.Stream, &r.Priority, &lat, &ttfb, &r.Tags, &reason); err != nil {
-			return nil, fmt.Errorf("read records: %w", err)
+			return r, err
 		}
 		r.Time = r.Time.UTC()
 		r.Outcome = llmflow.Outcome(outcome)
@@ -186,9 +185,9 @@ FROM records WHERE time >= $1 AND time < $2 ORDER BY time, request_id`, pgBound(
 		r.Latency = time.Duration(lat) * time.Microsecond
 		r.TTFB = time.Duration(ttfb) * time.Microsecond
 		r.Tags = nilIfEmpty(r.Tags)
-		rs = append(rs, r)
-	}
-	if err := rows.Err(); err != nil {
+		return r, nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read records: %w", err)
 	}
 	return rs, nil

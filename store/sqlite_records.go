@@ -210,8 +210,7 @@ FROM records WHERE time >= ? AND time < ? ORDER BY time, request_id`, ceilMicros
 		return nil, fmt.Errorf("read records: %w", err)
 	}
 	defer rows.Close()
-	var rs []llmflow.Record
-	for rows.Next() {
+	rs, err := scanRows(rows, func() (llmflow.Record, error) {
 		var (
 			r            llmflow.Record
 			t, lat, ttfb int64
@@ -222,20 +221,20 @@ FROM records WHERE time >= ? AND time < ? ORDER BY time, request_id`, ceilMicros
 		if err := rows.Scan(&r.RequestID, &t, &r.KeyID, &r.Project, &r.Team, &r.Org, &r.Model, &r.Pool, &r.Upstream,
 			&r.PromptTokens, &r.CompletionTokens, &r.CachedTokens, &r.GPUHours,
 			&r.Status, &outcome, &r.Estimated, &r.Stream, &r.Priority, &lat, &ttfb, &tags, &reason); err != nil {
-			return nil, fmt.Errorf("read records: %w", err)
+			return r, err
 		}
 		var err error
 		if r.Tags, err = decodeTags(tags); err != nil {
-			return nil, fmt.Errorf("read records: %s: %w", r.RequestID, err)
+			return r, fmt.Errorf("%s: %w", r.RequestID, err)
 		}
 		r.Time = fromMicros(t)
 		r.Outcome = llmflow.Outcome(outcome)
 		r.EstimateReason = llmflow.EstimateReason(reason)
 		r.Latency = time.Duration(lat) * time.Microsecond
 		r.TTFB = time.Duration(ttfb) * time.Microsecond
-		rs = append(rs, r)
-	}
-	if err := rows.Err(); err != nil {
+		return r, nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read records: %w", err)
 	}
 	return rs, nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -246,13 +247,7 @@ func hasColumns(out []byte, cols ...string) bool {
 	header, _, _ := bytes.Cut(out, []byte{'\n'})
 	fields := strings.Split(strings.TrimRight(string(header), "|\r"), "|")
 	for _, c := range cols {
-		found := false
-		for _, f := range fields {
-			if f == c {
-				found = true
-			}
-		}
-		if !found {
+		if !slices.Contains(fields, c) {
 			return false
 		}
 	}

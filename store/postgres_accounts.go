@@ -18,18 +18,17 @@ FROM accounts ORDER BY position`)
 		return nil, fmt.Errorf("read accounts: %w", err)
 	}
 	defer rows.Close()
-	var out llmflow.Accounts
-	for rows.Next() {
+	out, err := scanRows(rows, func() (llmflow.Account, error) {
 		var a llmflow.Account
 		var kind int16
 		if err := rows.Scan(&a.Name, &kind, &a.Parent, &a.Shares, &a.UseParent, &a.Disabled, &a.Members, &a.Source); err != nil {
-			return nil, fmt.Errorf("read accounts: %w", err)
+			return a, err
 		}
 		a.Kind = llmflow.Kind(kind)
 		a.Members = nilIfEmpty(a.Members)
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
+		return a, nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read accounts: %w", err)
 	}
 	return out, nil
@@ -78,17 +77,16 @@ reparented, disabled, reenabled, members, unchanged, outcome, error FROM sync_ru
 		return nil, fmt.Errorf("read sync runs: %w", err)
 	}
 	defer rows.Close()
-	var out []llmflow.SyncRun
-	for rows.Next() {
+	out, err := scanRows(rows, func() (llmflow.SyncRun, error) {
 		var r llmflow.SyncRun
 		if err := rows.Scan(&r.ID, &r.Started, &r.Finished, &r.Source, &r.DryRun, &r.Created, &r.SharesChanged,
 			&r.Reparented, &r.Disabled, &r.Reenabled, &r.Members, &r.Unchanged, &r.Outcome, &r.Error); err != nil {
-			return nil, fmt.Errorf("read sync runs: %w", err)
+			return r, err
 		}
 		r.Started, r.Finished = r.Started.UTC(), r.Finished.UTC()
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+		return r, nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read sync runs: %w", err)
 	}
 	return out, nil

@@ -74,15 +74,8 @@ func (s *Postgres) ListKeys(ctx context.Context, f llmflow.KeyFilter) ([]llmflow
 		return nil, fmt.Errorf("list keys: %w", err)
 	}
 	defer rows.Close()
-	var keys []llmflow.Key
-	for rows.Next() {
-		k, err := pgScanKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list keys: %w", err)
-		}
-		keys = append(keys, k)
-	}
-	if err := rows.Err(); err != nil {
+	keys, err := scanRows(rows, func() (llmflow.Key, error) { return pgScanKey(rows) })
+	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", err)
 	}
 	return keys, nil

@@ -167,8 +167,7 @@ FROM records WHERE time >= $1 AND time < $2 ORDER BY time, request_id`, pgBound(
 		return nil, fmt.Errorf("read records: %w", err)
 	}
 	defer rows.Close()
-	var rs []llmflow.Record
-	for rows.Next() {
+	rs, err := scanRows(rows, func() (llmflow.Record, error) {
 		var (
 			r         llmflow.Record
 			lat, ttfb int64
@@ -178,7 +177,7 @@ FROM records WHERE time >= $1 AND time < $2 ORDER BY time, request_id`, pgBound(
 		if err := rows.Scan(&r.RequestID, &r.Time, &r.KeyID, &r.Project, &r.Team, &r.Org, &r.Model, &r.Pool, &r.Upstream,
 			&r.PromptTokens, &r.CompletionTokens, &r.CachedTokens, &r.GPUHours,
 			&r.Status, &outcome, &r.Estimated, &r.Stream, &r.Priority, &lat, &ttfb, &r.Tags, &reason); err != nil {
-			return nil, fmt.Errorf("read records: %w", err)
+			return r, err
 		}
 		r.Time = r.Time.UTC()
 		r.Outcome = llmflow.Outcome(outcome)
@@ -186,9 +185,9 @@ FROM records WHERE time >= $1 AND time < $2 ORDER BY time, request_id`, pgBound(
 		r.Latency = time.Duration(lat) * time.Microsecond
 		r.TTFB = time.Duration(ttfb) * time.Microsecond
 		r.Tags = nilIfEmpty(r.Tags)
-		rs = append(rs, r)
-	}
-	if err := rows.Err(); err != nil {
+		return r, nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read records: %w", err)
 	}
 	return rs, nil
@@ -200,17 +199,10 @@ FROM records WHERE time >= $1 AND time < $2 ORDER BY time, request_id`, pgBound(
 // purge stopped by ctx keeps what it deleted so far (and returns that
 // count with the error).
 func (s *Postgres) PurgeRecords(ctx context.Context, before time.Time) (int64, error) {
-	var total int64
 	bound := pgBound(before)
-	for {
+	return purgeInChunks(func() (int64, error) {
 		tag, err := s.pool.Exec(ctx, `DELETE FROM records WHERE request_id IN (
 	SELECT request_id FROM records WHERE time < $1 ORDER BY time LIMIT $2)`, bound, purgeChunk)
-		if err != nil {
-			return total, fmt.Errorf("purge records: %w", err)
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < purgeChunk {
-			return total, nil
-		}
-	}
+		return tag.RowsAffected(), err
+	})
 }

@@ -40,21 +40,20 @@ func (s *Postgres) rollups(ctx context.Context, byTag bool, from, to time.Time, 
 		return nil, fmt.Errorf("read rollups: %w", err)
 	}
 	defer rows.Close()
-	var out []llmflow.Rollup
-	for rows.Next() {
+	out, err := scanRows(rows, func() (llmflow.Rollup, error) {
 		var (
 			r    llmflow.Rollup
 			hour *time.Time
 		)
 		if err := rows.Scan(append([]any{&hour}, rollupDest(&r)...)...); err != nil {
-			return nil, fmt.Errorf("read rollups: %w", err)
+			return r, err
 		}
 		if hour != nil {
 			r.Hour = hour.UTC()
 		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+		return r, nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read rollups: %w", err)
 	}
 	return out, nil

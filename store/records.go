@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"sync/atomic"
 
 	"github.com/go-llmflow/llmflow"
@@ -16,6 +17,23 @@ const recordCols = `request_id, time, key_id, project, team, org, model, pool, u
 // purge goes in steps, so that accounting writes interleave with it
 // instead of waiting for the whole of it.
 const purgeChunk = 10000
+
+// purgeInChunks runs del, which deletes at most purgeChunk records and
+// returns how many it deleted, until a step deletes fewer. It returns the
+// total, also with the error of a failed step.
+func purgeInChunks(del func() (int64, error)) (int64, error) {
+	var total int64
+	for {
+		n, err := del()
+		if err != nil {
+			return total, fmt.Errorf("purge records: %w", err)
+		}
+		total += n
+		if n < purgeChunk {
+			return total, nil
+		}
+	}
+}
 
 // nonNil returns s, or an empty slice for nil: a list (tags, members, a
 // share path) is stored as an empty array, never as NULL.

@@ -17,24 +17,21 @@ FROM accounts ORDER BY position`)
 		return nil, fmt.Errorf("read accounts: %w", err)
 	}
 	defer rows.Close()
-	var out llmflow.Accounts
-	for rows.Next() {
+	out, err := scanRows(rows, func() (llmflow.Account, error) {
 		var a llmflow.Account
 		var kind int
 		var members string
 		if err := rows.Scan(&a.Name, &kind, &a.Parent, &a.Shares, &a.UseParent, &a.Disabled, &members, &a.Source); err != nil {
-			return nil, fmt.Errorf("read accounts: %w", err)
+			return a, err
 		}
 		a.Kind = llmflow.Kind(kind)
 		if err := json.Unmarshal([]byte(members), &a.Members); err != nil {
-			return nil, fmt.Errorf("read accounts: %s members: %w", a.Name, err)
+			return a, fmt.Errorf("%s members: %w", a.Name, err)
 		}
-		if len(a.Members) == 0 {
-			a.Members = nil
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
+		a.Members = nilIfEmpty(a.Members)
+		return a, nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read accounts: %w", err)
 	}
 	return out, nil
@@ -97,16 +94,18 @@ reparented, disabled, reenabled, members, unchanged, outcome, error FROM sync_ru
 		return nil, fmt.Errorf("read sync runs: %w", err)
 	}
 	defer rows.Close()
-	var out []llmflow.SyncRun
-	for rows.Next() {
+	out, err := scanRows(rows, func() (llmflow.SyncRun, error) {
 		var r llmflow.SyncRun
 		var started, finished int64
 		if err := rows.Scan(&r.ID, &started, &finished, &r.Source, &r.DryRun, &r.Created, &r.SharesChanged,
 			&r.Reparented, &r.Disabled, &r.Reenabled, &r.Members, &r.Unchanged, &r.Outcome, &r.Error); err != nil {
-			return nil, fmt.Errorf("read sync runs: %w", err)
+			return r, err
 		}
 		r.Started, r.Finished = fromMicros(started), fromMicros(finished)
-		out = append(out, r)
+		return r, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read sync runs: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }

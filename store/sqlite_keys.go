@@ -77,15 +77,8 @@ func (s *SQLite) ListKeys(ctx context.Context, f llmflow.KeyFilter) ([]llmflow.K
 		return nil, fmt.Errorf("list keys: %w", err)
 	}
 	defer rows.Close()
-	var keys []llmflow.Key
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list keys: %w", err)
-		}
-		keys = append(keys, k)
-	}
-	if err := rows.Err(); err != nil {
+	keys, err := scanRows(rows, func() (llmflow.Key, error) { return scanKey(rows) })
+	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", err)
 	}
 	return keys, nil

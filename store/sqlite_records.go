@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-llmflow/llmflow"
@@ -56,11 +57,12 @@ const batchTable = `CREATE TEMP TABLE IF NOT EXISTS batch (
 func insertRecordsSQL(n int) string {
 	var b strings.Builder
 	b.WriteString(`INSERT OR IGNORE INTO temp.batch (` + recordCols + `, hour, ord) VALUES `)
+	row := "(" + strings.Repeat("?,", recordColumns-1) + "?)"
 	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+		b.WriteString(row)
 	}
 	return b.String()
 }
@@ -163,11 +165,12 @@ func (s *SQLite) WriteRecords(ctx context.Context, rs []llmflow.Record) (err err
 	defer full.Close()
 	args := make([]any, 0, recordsPerInsert*recordColumns)
 	first := rs[0].RequestID
+	var clamped atomic.Int64 // counted once the batch is committed
 	for ord := 0; ord < len(rs); {
 		n := min(len(rs)-ord, recordsPerInsert)
 		args = args[:0]
 		for i := range n {
-			if args, err = recordArgs(args, clampedRecord(&rs[ord+i], &s.clamped), ord+i); err != nil {
+			if args, err = recordArgs(args, clampedRecord(&rs[ord+i], &clamped), ord+i); err != nil {
 				return fmt.Errorf("record %s: %w", rs[ord+i].RequestID, err)
 			}
 		}
@@ -187,7 +190,11 @@ func (s *SQLite) WriteRecords(ctx context.Context, rs []llmflow.Record) (err err
 			return fmt.Errorf("records %s…: %w", first, err)
 		}
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.clamped.Add(clamped.Load())
+	return nil
 }
 
 // Records returns the records with from ≤ Time < to, ordered by Time then
@@ -197,17 +204,13 @@ func (s *SQLite) Records(ctx context.Context, from, to time.Time) ([]llmflow.Rec
 	if !from.Before(to) {
 		return nil, nil
 	}
-	rows, err := s.read.QueryContext(ctx, `SELECT
-	request_id, time, key_id, project, team, org, model, pool, upstream,
-	prompt_tokens, completion_tokens, cached_tokens, gpu_hours,
-	status, outcome, estimated, stream, priority, latency_us, ttfb_us, tags, estimate_reason
+	rows, err := s.read.QueryContext(ctx, `SELECT `+recordCols+`
 FROM records WHERE time >= ? AND time < ? ORDER BY time, request_id`, ceilMicros(from), ceilMicros(to))
 	if err != nil {
 		return nil, fmt.Errorf("read records: %w", err)
 	}
 	defer rows.Close()
-	var rs []llmflow.Record
-	for rows.Next() {
+	rs, err := scanRows(rows, func() (llmflow.Record, error) {
 		var (
 			r            llmflow.Record
 			t, lat, ttfb int64
@@ -218,20 +221,20 @@ FROM records WHERE time >= ? AND time < ? ORDER BY time, request_id`, ceilMicros
 		if err := rows.Scan(&r.RequestID, &t, &r.KeyID, &r.Project, &r.Team, &r.Org, &r.Model, &r.Pool, &r.Upstream,
 			&r.PromptTokens, &r.CompletionTokens, &r.CachedTokens, &r.GPUHours,
 			&r.Status, &outcome, &r.Estimated, &r.Stream, &r.Priority, &lat, &ttfb, &tags, &reason); err != nil {
-			return nil, fmt.Errorf("read records: %w", err)
+			return r, err
 		}
 		var err error
 		if r.Tags, err = decodeTags(tags); err != nil {
-			return nil, fmt.Errorf("read records: %s: %w", r.RequestID, err)
+			return r, fmt.Errorf("%s: %w", r.RequestID, err)
 		}
 		r.Time = fromMicros(t)
 		r.Outcome = llmflow.Outcome(outcome)
 		r.EstimateReason = llmflow.EstimateReason(reason)
 		r.Latency = time.Duration(lat) * time.Microsecond
 		r.TTFB = time.Duration(ttfb) * time.Microsecond
-		rs = append(rs, r)
-	}
-	if err := rows.Err(); err != nil {
+		return r, nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read records: %w", err)
 	}
 	return rs, nil
@@ -243,23 +246,15 @@ FROM records WHERE time >= ? AND time < ? ORDER BY time, request_id`, ceilMicros
 // by ctx keeps what it deleted so far (and returns that count with the
 // error).
 func (s *SQLite) PurgeRecords(ctx context.Context, before time.Time) (int64, error) {
-	var total int64
 	bound := ceilMicros(before)
-	for {
+	return purgeInChunks(func() (int64, error) {
 		res, err := s.write.ExecContext(ctx, `DELETE FROM records WHERE rowid IN (
 	SELECT rowid FROM records WHERE time < ? ORDER BY time LIMIT ?)`, bound, purgeChunk)
 		if err != nil {
-			return total, fmt.Errorf("purge records: %w", err)
+			return 0, err
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return total, fmt.Errorf("purge records: %w", err)
-		}
-		total += n
-		if n < purgeChunk {
-			return total, nil
-		}
-	}
+		return res.RowsAffected()
+	})
 }
 
 // ClampedRecords returns how many records WriteRecords has stored with

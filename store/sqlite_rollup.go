@@ -44,21 +44,20 @@ func (s *SQLite) rollups(ctx context.Context, byTag bool, from, to time.Time, f 
 		return nil, fmt.Errorf("read rollups: %w", err)
 	}
 	defer rows.Close()
-	var out []llmflow.Rollup
-	for rows.Next() {
+	out, err := scanRows(rows, func() (llmflow.Rollup, error) {
 		var (
 			r    llmflow.Rollup
 			hour sql.NullInt64
 		)
 		if err := rows.Scan(append([]any{&hour}, rollupDest(&r)...)...); err != nil {
-			return nil, fmt.Errorf("read rollups: %w", err)
+			return r, err
 		}
 		if hour.Valid {
 			r.Hour = fromMicros(hour.Int64)
 		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+		return r, nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read rollups: %w", err)
 	}
 	return out, nil

@@ -56,9 +56,9 @@ func String(s string, secrets ...string) string {
 	return b.String()
 }
 
-// MinTokenPassword is the length from which a password is also masked
+// minTokenPassword is the length from which a password is also masked
 // where it stands alone as a word (see DSN).
-const MinTokenPassword = 8
+const minTokenPassword = 8
 
 // DSN returns msg with a database DSN and its password masked by Mask,
 // structurally:
@@ -67,7 +67,7 @@ const MinTokenPassword = 8
 //   - the password where it stands as a password: "user:PASSWORD@" (URL and
 //     go-sql-driver/mysql forms) and "password=PASSWORD" (libpq's
 //     key=value form, quoted or not);
-//   - elsewhere, a password of MinTokenPassword bytes or more where it is a
+//   - elsewhere, a password of minTokenPassword bytes or more where it is a
 //     whole word (not inside a longer run of letters and digits), as when
 //     a driver quotes a DSN value back.
 //
@@ -85,7 +85,7 @@ func DSN(msg, dsn string, passwords ...string) string {
 			msg = replaceBetween(msg, "password="+q, p, q)
 		}
 		msg = replaceKeyValue(msg, "password=", p)
-		if len(p) >= MinTokenPassword {
+		if len(p) >= minTokenPassword {
 			msg = replaceWord(msg, p)
 		}
 	}

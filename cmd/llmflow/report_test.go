@@ -2,15 +2,19 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/store"
+	"github.com/spf13/pflag"
 )
 
 // llmflow report prints the store's rollups as sreport would: requests of a
@@ -269,5 +273,37 @@ model "m" {
 				t.Errorf("%v: exit %d, %q %q", c.args, code, out.String(), errb.String())
 			}
 		})
+	}
+}
+
+// TestReportOptions_EveryFlag: every option --help lists (reportFlags) is
+// taken out of the arguments by reportOptions, in both spellings, and
+// what is left is sreport's.
+func TestReportOptions_EveryFlag(t *testing.T) {
+	values := map[string]string{"gpus": "3"}
+	reportFlags().VisitAll(func(f *pflag.Flag) {
+		v := cmp.Or(values[f.Name], "x")
+		for _, args := range [][]string{{"--" + f.Name, v, "cluster", "Utilization"}, {"--" + f.Name + "=" + v, "cluster", "Utilization"}} {
+			o, rest, err := reportOptions(args)
+			if err != nil {
+				t.Errorf("%q: %v", args, err)
+				continue
+			}
+			if !slices.Equal(rest, []string{"cluster", "Utilization"}) {
+				t.Errorf("%q: sreport's arguments %q", args, rest)
+			}
+			got := map[string]string{"as-cluster": o.cluster, "service-user": o.serviceUser, "timezone": o.timezone, "gpus": strconv.Itoa(o.gpus)}[f.Name]
+			if got != v {
+				t.Errorf("%q: %s = %q, want %q", args, f.Name, got, v)
+			}
+		}
+	})
+	for _, bad := range [][]string{{"--gpus", "x"}, {"--gpus=-3"}, {"--gpus", "-3"}, {"--gpus=99999999999999999999"}, {"--timezone"}} {
+		if _, _, err := reportOptions(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if o, _, _ := reportOptions([]string{"cluster", "Utilization"}); o.gpus != -1 {
+		t.Errorf("--gpus not given: %d, want -1", o.gpus)
 	}
 }

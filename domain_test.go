@@ -49,6 +49,11 @@ func TestKey_Validate(t *testing.T) {
 		{"long owner", llmflow.Key{Owner: long}, "owner"},
 		{"empty tag", llmflow.Key{Tags: []string{"a", ""}}, "tags"},
 		{"long tag", llmflow.Key{Tags: []string{strings.Repeat("t", llmflow.MaxTagBytes+1)}}, "tags"},
+		{"NUL in name", llmflow.Key{Name: "x\x00y"}, "name"},
+		{"newline in owner", llmflow.Key{Owner: "alice\nkey_id=forged"}, "owner"},
+		{"escape in project", llmflow.Key{Project: "p\x1b[2J"}, "project"},
+		{"tab in tag", llmflow.Key{Tags: []string{"a\tb"}}, "tags"},
+		{"non-ASCII name", llmflow.Key{Name: "équipe Ω"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.key.Validate()

@@ -32,7 +32,7 @@ func addWritebackFlags(cmd *cobra.Command) {
 	fl.Bool("to-slurmdbd", false, "write llmflow's GPU-hours into slurmdbd's database as a Slurm cluster of their own (sreport shows them); needs --gpus")
 	fl.String("from", "", "with --to-slurmdbd: first hour written (RFC 3339 or YYYY-MM-DD, UTC; default --to minus 24h)")
 	fl.String("to", "", "with --to-slurmdbd: end of the hours written, exclusive (default, and at most, the start of the current hour)")
-	fl.String("writeback-dsn-file", "", "file holding the MySQL DSN of slurmdbd's database for the write-back, with write grants (default slurm { dsn_file }); see `go doc writeback`")
+	fl.String("writeback-dsn-file", "", "file holding the MySQL DSN of slurmdbd's database for the write-back, with write grants (default slurm { dsn_file }); see go doc ./writeback")
 	fl.String("writeback-cluster", llmflow.DefaultSlurmCluster, "the Slurm cluster llmflow's usage is written as")
 	fl.Int("gpus", 0, "GPUs of the pools written: capacity of the write-back cluster (count of its usage rows, idle = GPUs x 3600 - allocated; default the sum of the pools' gpus)")
 	fl.String("service-user", llmflow.DefaultServiceUser, "the Slurm user the requests of keys without an owner count under")

@@ -103,6 +103,12 @@ func CheckSecrets(c *Config) error {
 // is an error wrapping ErrEmptySecret, and so is a file larger than 64 KiB.
 // Errors name the path, never the content.
 func ReadSecret(path string) (string, error) {
+	// A FIFO would block the open until a writer comes, a device would be
+	// read from: only regular files (and directories, which fail to read)
+	// are opened. A Stat error is left to Open, whose error names it.
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Type()&^os.ModeDir != 0 {
+		return "", fmt.Errorf("%s: not a regular file (%s)", path, fi.Mode().Type())
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err // *fs.PathError: "open /x: no such file or directory"

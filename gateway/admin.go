@@ -146,9 +146,15 @@ func (g *Gateway) CreateKey(ctx context.Context, req KeyRequest, p Principal) (l
 	if err := notEnforced(req); err != nil {
 		return llmflow.Key{}, "", err
 	}
-	if req.Project != "" && !g.accts.Load().under(req.Project, team.Name) {
-		return llmflow.Key{}, "", &llmflow.Error{Code: llmflow.EINVALID, Param: "project",
-			Message: fmt.Sprintf("project %s is not an account under team %s", quote(req.Project), quote(team.Name))}
+	if req.Project != "" {
+		switch under, off := g.accts.Load().projectChain(req.Project, team.Name); {
+		case !under:
+			return llmflow.Key{}, "", &llmflow.Error{Code: llmflow.EINVALID, Param: "project",
+				Message: fmt.Sprintf("project %s is not an account under team %s", quote(req.Project), quote(team.Name))}
+		case off: // its key would be refused at every request
+			return llmflow.Key{}, "", &llmflow.Error{Code: llmflow.EFORBIDDEN, Param: "project",
+				Message: fmt.Sprintf("project %s is disabled", quote(req.Project))}
+		}
 	}
 	secret, hash, hint := llmflow.NewKeySecret()
 	k := llmflow.Key{

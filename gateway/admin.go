@@ -216,7 +216,15 @@ func (g *Gateway) listKeys(w http.ResponseWriter, r *http.Request, p Principal) 
 			return llmflow.Errorf(llmflow.EINVALID, "unknown query parameter %q (known: org, team, include_revoked)", name)
 		}
 	}
-	f := llmflow.KeyFilter{Org: q.Get("org"), Team: q.Get("team"), IncludeRevoked: q.Get("include_revoked") == "true"}
+	f := llmflow.KeyFilter{Org: q.Get("org"), Team: q.Get("team")}
+	switch v := q.Get("include_revoked"); v {
+	case "true":
+		f.IncludeRevoked = true
+	case "", "false":
+	default: // "1" or "yes" must not list the active keys only, silently
+		return &llmflow.Error{Code: llmflow.EINVALID, Param: "include_revoked",
+			Message: fmt.Sprintf("include_revoked must be true or false, got %s", quote(v))}
+	}
 	keys, err := g.keys.ListKeys(r.Context(), f)
 	if err != nil {
 		return err

@@ -78,6 +78,8 @@ func TestAdminKeys(t *testing.T) {
 		{"too large", "POST", "/admin/keys", `{"team":"lab-nlp","name":"` + strings.Repeat("a", 70<<10) + `"}`, "", 413},
 		{"revoke unknown", "DELETE", "/admin/keys/key_0000", "", "", 404},
 		{"wrong method", "PUT", "/admin/keys", "", "", 405},
+		{"include_revoked not a boolean", "GET", "/admin/keys?include_revoked=1", "", "", 400},
+		{"include_revoked misspelt", "GET", "/admin/keys?include_revoked=ture", "", "", 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, _ := http.NewRequest(tc.method, e.srv.URL+tc.path, strings.NewReader(tc.body))

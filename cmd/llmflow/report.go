@@ -132,22 +132,30 @@ type reportOpts struct {
 // the flags', else the configuration's writeback block's (as the
 // write-back to slurmdbd uses them), else llmflow's defaults and UTC.
 func (o reportOpts) slurmSide(cfg *config.Config) (cluster, serviceUser string, loc *time.Location, err error) {
-	cluster, serviceUser, tz := llmflow.DefaultSlurmCluster, llmflow.DefaultServiceUser, "UTC"
+	return slurmSide(cfg, o.cluster, o.serviceUser, o.timezone, "--timezone", "UTC")
+}
+
+// slurmSide returns the Slurm cluster, service user and slurmdbd time zone
+// llmflow's usage is reported under, by report and by the write-back: each
+// given value ("" for not given; tzFlag names the time zone's flag in
+// errors), else the configuration's writeback block's, else llmflow's
+// defaults and defTZ (a time zone name; "Local" for this process's).
+func slurmSide(cfg *config.Config, cluster, serviceUser, tz, tzFlag, defTZ string) (string, string, *time.Location, error) {
+	defCluster, defUser := llmflow.DefaultSlurmCluster, llmflow.DefaultServiceUser
 	if wc := cfg.Writeback; wc != nil {
-		cluster = cmp.Or(wc.Cluster, cluster)
-		serviceUser = cmp.Or(wc.ServiceUser, serviceUser)
-		tz = cmp.Or(wc.Timezone, tz)
+		defCluster = cmp.Or(wc.Cluster, defCluster)
+		defUser = cmp.Or(wc.ServiceUser, defUser)
+		defTZ = cmp.Or(wc.Timezone, defTZ)
 	}
-	cluster = cmp.Or(o.cluster, cluster)
-	serviceUser = cmp.Or(o.serviceUser, serviceUser)
 	what := "writeback timezone"
-	if o.timezone != "" {
-		tz, what = o.timezone, "--timezone"
+	if tz != "" {
+		what = tzFlag
 	}
-	if loc, err = time.LoadLocation(tz); err != nil {
+	loc, err := time.LoadLocation(cmp.Or(tz, defTZ))
+	if err != nil {
 		return "", "", nil, fmt.Errorf("%s: %w", what, err)
 	}
-	return cluster, serviceUser, loc, nil
+	return cmp.Or(cluster, defCluster), cmp.Or(serviceUser, defUser), loc, nil
 }
 
 // reportFlags declares report's own options, for reportOptions to parse

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/store"
 	"github.com/spf13/pflag"
 )
@@ -305,5 +306,35 @@ func TestReportOptions_EveryFlag(t *testing.T) {
 	}
 	if o, _, _ := reportOptions([]string{"cluster", "Utilization"}); o.gpus != -1 {
 		t.Errorf("--gpus not given: %d, want -1", o.gpus)
+	}
+}
+
+// TestSlurmSide: report and sync --to-slurmdbd resolve the Slurm side the
+// same way: the flags, else writeback { }, else the defaults (sync
+// --to-slurmdbd ignored writeback { cluster, service_user, timezone } and
+// wrote under llm and the local zone what serve's write-back wrote under
+// the block's).
+func TestSlurmSide(t *testing.T) {
+	paris, _ := time.LoadLocation("Europe/Paris")
+	wb := &config.Config{Writeback: &config.Writeback{Cluster: "hgx-llm", ServiceUser: "svc", Timezone: "Europe/Paris"}}
+	for _, tc := range []struct {
+		name                     string
+		cfg                      *config.Config
+		cluster, user, tz, defTZ string
+		wantCluster, wantUser    string
+		wantLoc                  *time.Location
+	}{
+		{"defaults", &config.Config{}, "", "", "", "UTC", llmflow.DefaultSlurmCluster, llmflow.DefaultServiceUser, time.UTC},
+		{"defaults, local zone", &config.Config{}, "", "", "", "Local", llmflow.DefaultSlurmCluster, llmflow.DefaultServiceUser, time.Local},
+		{"writeback block", wb, "", "", "", "Local", "hgx-llm", "svc", paris},
+		{"flags override", wb, "other", "ops", "UTC", "Local", "other", "ops", time.UTC},
+	} {
+		cluster, user, loc, err := slurmSide(tc.cfg, tc.cluster, tc.user, tc.tz, "--tz", tc.defTZ)
+		if err != nil || cluster != tc.wantCluster || user != tc.wantUser || loc.String() != tc.wantLoc.String() {
+			t.Errorf("%s: %q %q %v %v, want %q %q %v", tc.name, cluster, user, loc, err, tc.wantCluster, tc.wantUser, tc.wantLoc)
+		}
+	}
+	if _, _, _, err := slurmSide(wb, "", "", "Nowhere/Atlantis", "--tz", "UTC"); err == nil || !strings.Contains(err.Error(), "--tz") {
+		t.Errorf("bad time zone: %v, want an error naming --tz", err)
 	}
 }

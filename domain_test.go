@@ -54,6 +54,12 @@ func TestKey_Validate(t *testing.T) {
 		{"escape in project", llmflow.Key{Project: "p\x1b[2J"}, "project"},
 		{"tab in tag", llmflow.Key{Tags: []string{"a\tb"}}, "tags"},
 		{"non-ASCII name", llmflow.Key{Name: "équipe Ω"}, ""},
+		{"owner naming two users", llmflow.Key{Owner: "alice,root"}, "owner"},
+		{"owner with an sacctmgr option", llmflow.Key{Owner: "alice account=etabb"}, "owner"},
+		{"owner with an equals sign", llmflow.Key{Owner: "cluster=hgx"}, "owner"},
+		{"owner with a quote", llmflow.Key{Owner: `a"b`}, "owner"},
+		{"owner of a realm", llmflow.Key{Owner: "alice.martin@univ.example"}, ""},
+		{"name with a comma", llmflow.Key{Name: "alice, notebook"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.key.Validate()

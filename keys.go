@@ -71,6 +71,12 @@ func (k Key) Validate() error {
 			return bad(f.name, "%s must not contain control characters", f.name)
 		}
 	}
+	// The owner is the Slurm user the key's usage is written back under
+	// (sacctmgr add user A,B account=…): a space, comma, equals sign or
+	// quote would name other users or accounts there.
+	if strings.ContainsAny(k.Owner, " ,=\"'") {
+		return bad("owner", "owner is a Slurm user name: no space, comma, equals sign or quote")
+	}
 	for _, t := range k.Tags {
 		if t == "" || len(t) > MaxTagBytes {
 			return bad("tags", "tags must be 1 to %d bytes", MaxTagBytes)

@@ -49,6 +49,17 @@ func TestKey_Validate(t *testing.T) {
 		{"long owner", llmflow.Key{Owner: long}, "owner"},
 		{"empty tag", llmflow.Key{Tags: []string{"a", ""}}, "tags"},
 		{"long tag", llmflow.Key{Tags: []string{strings.Repeat("t", llmflow.MaxTagBytes+1)}}, "tags"},
+		{"NUL in name", llmflow.Key{Name: "x\x00y"}, "name"},
+		{"newline in owner", llmflow.Key{Owner: "alice\nkey_id=forged"}, "owner"},
+		{"escape in project", llmflow.Key{Project: "p\x1b[2J"}, "project"},
+		{"tab in tag", llmflow.Key{Tags: []string{"a\tb"}}, "tags"},
+		{"non-ASCII name", llmflow.Key{Name: "équipe Ω"}, ""},
+		{"owner naming two users", llmflow.Key{Owner: "alice,root"}, "owner"},
+		{"owner with an sacctmgr option", llmflow.Key{Owner: "alice account=etabb"}, "owner"},
+		{"owner with an equals sign", llmflow.Key{Owner: "cluster=hgx"}, "owner"},
+		{"owner with a quote", llmflow.Key{Owner: `a"b`}, "owner"},
+		{"owner of a realm", llmflow.Key{Owner: "alice.martin@univ.example"}, ""},
+		{"name with a comma", llmflow.Key{Name: "alice, notebook"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.key.Validate()

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
+	"unicode"
 )
 
 // KeyPrefix starts every client key secret; admin tokens will use "llma-".
@@ -66,11 +67,30 @@ func (k Key) Validate() error {
 		if len(f.v) > MaxKeyFieldBytes {
 			return bad(f.name, "%s is limited to %d bytes", f.name, MaxKeyFieldBytes)
 		}
+		if hasControl(f.v) {
+			return bad(f.name, "%s must not contain control characters", f.name)
+		}
+	}
+	// The owner is the Slurm user the key's usage is written back under
+	// (sacctmgr add user A,B account=…): a space, comma, equals sign or
+	// quote would name other users or accounts there.
+	if strings.ContainsAny(k.Owner, " ,=\"'") {
+		return bad("owner", "owner is a Slurm user name: no space, comma, equals sign or quote")
 	}
 	for _, t := range k.Tags {
 		if t == "" || len(t) > MaxTagBytes {
 			return bad("tags", "tags must be 1 to %d bytes", MaxTagBytes)
 		}
+		if hasControl(t) {
+			return bad("tags", "tags must not contain control characters")
+		}
 	}
 	return nil
+}
+
+// hasControl reports whether s has a control character (C0, DEL, C1): a
+// NUL, which PostgreSQL's text refuses, or a line break or escape that
+// would forge log lines and report rows.
+func hasControl(s string) bool {
+	return strings.ContainsFunc(s, unicode.IsControl)
 }

@@ -869,37 +869,35 @@ func intAttr[T int | int64](d *decoder, attrs hcl.Attributes, name string, lo, h
 
 // duration decodes a positive Go duration string ("30s", "168h") into dst.
 func (d *decoder) duration(attrs hcl.Attributes, name string, dst *time.Duration) *hcl.Attribute {
-	v, a := d.value(attrs, name, cty.String)
-	if a == nil {
-		return nil
-	}
-	dur, err := time.ParseDuration(v.AsString())
-	if err != nil {
-		d.errorf(a.Expr.Range(), "%s: invalid duration %q (use Go syntax such as \"30s\" or \"168h\")", name, v.AsString())
-		return nil
-	}
-	if dur <= 0 {
-		d.errorf(a.Expr.Range(), "%s must be a positive duration, got %q", name, v.AsString())
-		return nil
-	}
-	*dst = dur
-	return a
+	return d.durationAttr(attrs, name, dst, false)
 }
 
 // durationOrZero is duration for an attribute where "0" (or "0s") is
 // allowed, meaning "disabled".
 func (d *decoder) durationOrZero(attrs hcl.Attributes, name string, dst *time.Duration) *hcl.Attribute {
+	return d.durationAttr(attrs, name, dst, true)
+}
+
+// durationAttr decodes a Go duration string into dst: positive, or with
+// zero also when zero is allowed ("disabled").
+func (d *decoder) durationAttr(attrs hcl.Attributes, name string, dst *time.Duration, zero bool) *hcl.Attribute {
 	v, a := d.value(attrs, name, cty.String)
 	if a == nil {
 		return nil
 	}
 	dur, err := time.ParseDuration(v.AsString())
-	if err != nil {
+	switch {
+	case err != nil && zero:
 		d.errorf(a.Expr.Range(), "%s: invalid duration %q (use Go syntax such as \"30s\" or \"2m\"; \"0\" disables)", name, v.AsString())
 		return nil
-	}
-	if dur < 0 {
+	case err != nil:
+		d.errorf(a.Expr.Range(), "%s: invalid duration %q (use Go syntax such as \"30s\" or \"168h\")", name, v.AsString())
+		return nil
+	case dur < 0 && zero:
 		d.errorf(a.Expr.Range(), "%s must not be negative, got %q", name, v.AsString())
+		return nil
+	case dur <= 0 && !zero:
+		d.errorf(a.Expr.Range(), "%s must be a positive duration, got %q", name, v.AsString())
 		return nil
 	}
 	*dst = dur

@@ -79,14 +79,12 @@ func CheckSecrets(c *Config) error {
 			pos.Filename = c.Filename
 		}
 		add := func(msg string) { ds = append(ds, Diagnostic{Pos: pos, Message: s.What + ": " + msg}) }
-		v, err := ReadSecret(s.Path)
+		v, fi, err := readSecret(s.Path)
 		if err != nil {
 			add(err.Error())
 			continue
 		}
-		if fi, err := os.Stat(s.Path); err != nil {
-			add(err.Error())
-		} else if perm := fi.Mode().Perm(); perm&0o077 != 0 && !allowInsecure {
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 && !allowInsecure {
 			add(fmt.Sprintf("%s: mode %04o gives access to group or others; chmod 600 it (or set %s=1 to accept it)",
 				s.Path, perm, AllowInsecureSecretFilesEnv))
 		}
@@ -103,21 +101,38 @@ func CheckSecrets(c *Config) error {
 // is an error wrapping ErrEmptySecret, and so is a file larger than 64 KiB.
 // Errors name the path, never the content.
 func ReadSecret(path string) (string, error) {
+	v, _, err := readSecret(path)
+	return v, err
+}
+
+// readSecret is ReadSecret, also returning the file's information (of the
+// file opened) for CheckSecrets' mode check.
+func readSecret(path string) (string, os.FileInfo, error) {
+	// A FIFO would block the open until a writer comes, a device would be
+	// read from: only regular files (and directories, which fail to read)
+	// are opened. A Stat error is left to Open, whose error names it.
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Type()&^os.ModeDir != 0 {
+		return "", nil, fmt.Errorf("%s: not a regular file (%s)", path, fi.Mode().Type())
+	}
 	f, err := os.Open(path)
 	if err != nil {
-		return "", err // *fs.PathError: "open /x: no such file or directory"
+		return "", nil, err // *fs.PathError: "open /x: no such file or directory"
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", nil, err
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxSecretBytes+1))
 	if err != nil {
-		return "", err // *fs.PathError: "read /x: is a directory"
+		return "", nil, err // *fs.PathError: "read /x: is a directory"
 	}
 	if len(b) > maxSecretBytes {
-		return "", fmt.Errorf("%s: secret file is larger than %d bytes", path, maxSecretBytes)
+		return "", nil, fmt.Errorf("%s: secret file is larger than %d bytes", path, maxSecretBytes)
 	}
 	s := strings.TrimSpace(string(b))
 	if s == "" {
-		return "", fmt.Errorf("%s: %w", path, ErrEmptySecret)
+		return "", nil, fmt.Errorf("%s: %w", path, ErrEmptySecret)
 	}
-	return s, nil
+	return s, fi, nil
 }

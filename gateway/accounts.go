@@ -61,35 +61,33 @@ func (v *accountView) disabled(k *llmflow.Key) bool {
 		return true
 	}
 	if k.Project != "" {
-		if !v.under(k.Project, k.Team) {
+		if under, off := v.projectChain(k.Project, k.Team); !under || off {
 			return true
-		}
-		for a := v.byName[k.Project]; a != nil && a.Name != k.Team; a = v.byName[a.Parent] {
-			if a.Disabled {
-				return true
-			}
 		}
 	}
 	return false
 }
 
-// under reports whether the account named project is a strict descendant
-// of the account named team in this tree (its parent chain reaches team).
-func (v *accountView) under(project, team string) bool {
+// projectChain walks the parent chain of the project account named
+// project up to team: under reports whether it reaches team (project a
+// strict descendant of team), disabled whether an account on the way (project
+// included, team excluded) is disabled.
+func (v *accountView) projectChain(project, team string) (under, disabled bool) {
 	a, ok := v.byName[project]
 	if !ok || a.Kind != llmflow.KindProject {
-		return false
+		return false, false
 	}
 	// A well-formed tree has no cycle; the bound guards against one anyway.
 	for range len(v.accts) {
+		disabled = disabled || a.Disabled
 		if a.Parent == team {
-			return true
+			return true, disabled
 		}
 		if a, ok = v.byName[a.Parent]; !ok {
-			return false
+			return false, disabled
 		}
 	}
-	return false
+	return false, disabled
 }
 
 // tree is the fair-share tree of the enabled accounts: organisations,

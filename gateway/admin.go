@@ -146,9 +146,15 @@ func (g *Gateway) CreateKey(ctx context.Context, req KeyRequest, p Principal) (l
 	if err := notEnforced(req); err != nil {
 		return llmflow.Key{}, "", err
 	}
-	if req.Project != "" && !g.accts.Load().under(req.Project, team.Name) {
-		return llmflow.Key{}, "", &llmflow.Error{Code: llmflow.EINVALID, Param: "project",
-			Message: fmt.Sprintf("project %s is not an account under team %s", quote(req.Project), quote(team.Name))}
+	if req.Project != "" {
+		switch under, off := g.accts.Load().projectChain(req.Project, team.Name); {
+		case !under:
+			return llmflow.Key{}, "", &llmflow.Error{Code: llmflow.EINVALID, Param: "project",
+				Message: fmt.Sprintf("project %s is not an account under team %s", quote(req.Project), quote(team.Name))}
+		case off: // its key would be refused at every request
+			return llmflow.Key{}, "", &llmflow.Error{Code: llmflow.EFORBIDDEN, Param: "project",
+				Message: fmt.Sprintf("project %s is disabled", quote(req.Project))}
+		}
 	}
 	secret, hash, hint := llmflow.NewKeySecret()
 	k := llmflow.Key{
@@ -210,7 +216,15 @@ func (g *Gateway) listKeys(w http.ResponseWriter, r *http.Request, p Principal) 
 			return llmflow.Errorf(llmflow.EINVALID, "unknown query parameter %q (known: org, team, include_revoked)", name)
 		}
 	}
-	f := llmflow.KeyFilter{Org: q.Get("org"), Team: q.Get("team"), IncludeRevoked: q.Get("include_revoked") == "true"}
+	f := llmflow.KeyFilter{Org: q.Get("org"), Team: q.Get("team")}
+	switch v := q.Get("include_revoked"); v {
+	case "true":
+		f.IncludeRevoked = true
+	case "", "false":
+	default: // "1" or "yes" must not list the active keys only, silently
+		return &llmflow.Error{Code: llmflow.EINVALID, Param: "include_revoked",
+			Message: fmt.Sprintf("include_revoked must be true or false, got %s", quote(v))}
+	}
 	keys, err := g.keys.ListKeys(r.Context(), f)
 	if err != nil {
 		return err

@@ -78,6 +78,8 @@ func TestAdminKeys(t *testing.T) {
 		{"too large", "POST", "/admin/keys", `{"team":"lab-nlp","name":"` + strings.Repeat("a", 70<<10) + `"}`, "", 413},
 		{"revoke unknown", "DELETE", "/admin/keys/key_0000", "", "", 404},
 		{"wrong method", "PUT", "/admin/keys", "", "", 405},
+		{"include_revoked not a boolean", "GET", "/admin/keys?include_revoked=1", "", "", 400},
+		{"include_revoked misspelt", "GET", "/admin/keys?include_revoked=ture", "", "", 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, _ := http.NewRequest(tc.method, e.srv.URL+tc.path, strings.NewReader(tc.body))
@@ -129,7 +131,9 @@ func TestAdminKeysRefuseWhatDoesNotHold(t *testing.T) {
 	accts = append(accts,
 		llmflow.Account{Name: "nlp-llm", Kind: llmflow.KindProject, Parent: "lab-nlp", Shares: 1},
 		llmflow.Account{Name: "nlp-deep", Kind: llmflow.KindProject, Parent: "nlp-llm", Shares: 1},
-		llmflow.Account{Name: "chem-x", Kind: llmflow.KindProject, Parent: "lab-chem", Shares: 1})
+		llmflow.Account{Name: "chem-x", Kind: llmflow.KindProject, Parent: "lab-chem", Shares: 1},
+		llmflow.Account{Name: "nlp-old", Kind: llmflow.KindProject, Parent: "lab-nlp", Shares: 1, Disabled: true},
+		llmflow.Account{Name: "nlp-old-sub", Kind: llmflow.KindProject, Parent: "nlp-old", Shares: 1})
 	e.gw.SetAccounts(accts)
 	for _, tc := range []struct {
 		project string
@@ -141,7 +145,9 @@ func TestAdminKeysRefuseWhatDoesNotHold(t *testing.T) {
 		{"lab-nlp", 400},  // the team itself is not a project
 		{"nope", 400},
 		{"nlp-llm", 201},
-		{"nlp-deep", 201}, // deeper under the team
+		{"nlp-deep", 201},    // deeper under the team
+		{"nlp-old", 403},     // disabled: its key would be refused at every request
+		{"nlp-old-sub", 403}, // under a disabled project
 	} {
 		resp := adminDo(t, e, http.MethodPost, "/admin/keys", `{"team":"lab-nlp","name":"x","project":"`+tc.project+`"}`)
 		if tc.status != http.StatusCreated {

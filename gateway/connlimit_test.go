@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -97,13 +98,33 @@ func TestConnectionCaps(t *testing.T) {
 	if !ok {
 		t.Fatal("a closed connection's place never came back")
 	}
+	// Both label values are exported at 0 from the start (metrics.go): the
+	// counts, not the series, show the refusals were counted.
 	text := e.metricsText(t)
-	for _, want := range []string{
-		`llmflow_connections_refused_total{reason="max_connections_per_network"} `,
-		`llmflow_connections_refused_total{reason="max_connections"} `,
+	for _, tc := range []struct {
+		series string
+		min    float64
+	}{
+		{`llmflow_connections_refused_total{reason="max_connections_per_network"}`, 1}, // 1, and any retry above
+		{`llmflow_connections_refused_total{reason="max_connections"}`, 1},
 	} {
-		if !strings.Contains(text, want) {
-			t.Errorf("metrics lack %s", want)
+		if got := metricValue(text, tc.series); got < tc.min {
+			t.Errorf("%s = %v, want at least %v", tc.series, got, tc.min)
 		}
 	}
+}
+
+// metricValue is the value of series (name and labels as exposed) in the
+// exposition text, -1 when absent.
+func metricValue(text, series string) float64 {
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				return -1
+			}
+			return f
+		}
+	}
+	return -1
 }

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"os/user"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
@@ -107,12 +107,8 @@ func reportCmd(e *env) *cobra.Command {
 		},
 	}
 	// Parsed by reportOptions (sreport's own arguments follow them);
-	// declared here so that --help lists them.
-	fl := cmd.Flags()
-	fl.String("as-cluster", "", "the Slurm cluster the usage is reported as (default writeback { cluster }, else llm)")
-	fl.Int("gpus", 0, "the cluster's GPUs: its capacity in Utilization and percentages (default the sum of the pools' gpus)")
-	fl.String("service-user", "", "the Slurm user of keys without an owner (default writeback { service_user }, else llmflow)")
-	fl.String("timezone", "", "sreport's time zone, which the period and the day and month rows follow (default writeback { timezone }, else UTC)")
+	// declared here too so that --help lists them: one list, reportFlags.
+	cmd.Flags().AddFlagSet(reportFlags())
 	return cmd
 }
 
@@ -136,28 +132,48 @@ type reportOpts struct {
 // the flags', else the configuration's writeback block's (as the
 // write-back to slurmdbd uses them), else llmflow's defaults and UTC.
 func (o reportOpts) slurmSide(cfg *config.Config) (cluster, serviceUser string, loc *time.Location, err error) {
-	cluster, serviceUser, tz := llmflow.DefaultSlurmCluster, llmflow.DefaultServiceUser, "UTC"
-	if wc := cfg.Writeback; wc != nil {
-		cluster = cmp.Or(wc.Cluster, cluster)
-		serviceUser = cmp.Or(wc.ServiceUser, serviceUser)
-		tz = cmp.Or(wc.Timezone, tz)
-	}
-	cluster = cmp.Or(o.cluster, cluster)
-	serviceUser = cmp.Or(o.serviceUser, serviceUser)
-	what := "writeback timezone"
-	if o.timezone != "" {
-		tz, what = o.timezone, "--timezone"
-	}
-	if loc, err = time.LoadLocation(tz); err != nil {
-		return "", "", nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return cluster, serviceUser, loc, nil
+	return slurmSide(cfg, o.cluster, o.serviceUser, o.timezone, "--timezone", "UTC")
 }
 
-// reportOptions takes llmflow's own options out of the arguments; the rest
-// are sreport's.
+// slurmSide returns the Slurm cluster, service user and slurmdbd time zone
+// llmflow's usage is reported under, by report and by the write-back: each
+// given value ("" for not given; tzFlag names the time zone's flag in
+// errors), else the configuration's writeback block's, else llmflow's
+// defaults and defTZ (a time zone name; "Local" for this process's).
+func slurmSide(cfg *config.Config, cluster, serviceUser, tz, tzFlag, defTZ string) (string, string, *time.Location, error) {
+	defCluster, defUser := llmflow.DefaultSlurmCluster, llmflow.DefaultServiceUser
+	if wc := cfg.Writeback; wc != nil {
+		defCluster = cmp.Or(wc.Cluster, defCluster)
+		defUser = cmp.Or(wc.ServiceUser, defUser)
+		defTZ = cmp.Or(wc.Timezone, defTZ)
+	}
+	what := "writeback timezone"
+	if tz != "" {
+		what = tzFlag
+	}
+	loc, err := time.LoadLocation(cmp.Or(tz, defTZ))
+	if err != nil {
+		return "", "", nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return cmp.Or(cluster, defCluster), cmp.Or(serviceUser, defUser), loc, nil
+}
+
+// reportFlags declares report's own options, for reportOptions to parse
+// and for --help to list.
+func reportFlags() *pflag.FlagSet {
+	fl := pflag.NewFlagSet("report", pflag.ContinueOnError)
+	fl.String("as-cluster", "", "the Slurm cluster the usage is reported as (default writeback { cluster }, else llm)")
+	fl.Int("gpus", 0, "the cluster's GPUs: its capacity in Utilization and percentages (default the sum of the pools' gpus)")
+	fl.String("service-user", "", "the Slurm user of keys without an owner (default writeback { service_user }, else llmflow)")
+	fl.String("timezone", "", "sreport's time zone, which the period and the day and month rows follow (default writeback { timezone }, else UTC)")
+	return fl
+}
+
+// reportOptions takes llmflow's own options (reportFlags, and the root's
+// -c/--config and -h/--help) out of the arguments; the rest are sreport's.
 func reportOptions(args []string) (reportOpts, []string, error) {
 	o := reportOpts{gpus: -1}
+	fl := reportFlags()
 	var rest []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -173,30 +189,30 @@ func reportOptions(args []string) (reportOpts, []string, error) {
 			return args[i], nil
 		}
 		var err error
-		switch name {
-		case "-c", "--config":
+		switch f := fl.Lookup(strings.TrimPrefix(name, "--")); {
+		case name == "-c" || name == "--config":
 			o.config, err = take()
-		case "--as-cluster":
-			o.cluster, err = take()
-		case "--service-user":
-			o.serviceUser, err = take()
-		case "--timezone":
-			o.timezone, err = take()
-		case "--gpus":
-			var s string
-			if s, err = take(); err == nil {
-				if o.gpus, err = strconv.Atoi(s); err != nil || o.gpus < 0 {
-					err = fmt.Errorf("--gpus: %q is not a GPU count", s)
+		case name == "-h" || name == "--help":
+			o.help = true
+		case strings.HasPrefix(name, "--") && f != nil:
+			var v string
+			if v, err = take(); err == nil {
+				if err = fl.Set(f.Name, v); err != nil || (f.Name == "gpus" && strings.HasPrefix(v, "-")) {
+					err = fmt.Errorf("%s: %q is not a GPU count", name, v) // --gpus is the only flag Set can refuse
 				}
 			}
-		case "-h", "--help":
-			o.help = true
 		default:
 			rest = append(rest, a)
 		}
 		if err != nil {
 			return o, nil, err
 		}
+	}
+	o.cluster, _ = fl.GetString("as-cluster")
+	o.serviceUser, _ = fl.GetString("service-user")
+	o.timezone, _ = fl.GetString("timezone")
+	if fl.Changed("gpus") {
+		o.gpus, _ = fl.GetInt("gpus")
 	}
 	return o, rest, nil
 }

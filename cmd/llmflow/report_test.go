@@ -2,15 +2,20 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/store"
+	"github.com/spf13/pflag"
 )
 
 // llmflow report prints the store's rollups as sreport would: requests of a
@@ -269,5 +274,67 @@ model "m" {
 				t.Errorf("%v: exit %d, %q %q", c.args, code, out.String(), errb.String())
 			}
 		})
+	}
+}
+
+// TestReportOptions_EveryFlag: every option --help lists (reportFlags) is
+// taken out of the arguments by reportOptions, in both spellings, and
+// what is left is sreport's.
+func TestReportOptions_EveryFlag(t *testing.T) {
+	values := map[string]string{"gpus": "3"}
+	reportFlags().VisitAll(func(f *pflag.Flag) {
+		v := cmp.Or(values[f.Name], "x")
+		for _, args := range [][]string{{"--" + f.Name, v, "cluster", "Utilization"}, {"--" + f.Name + "=" + v, "cluster", "Utilization"}} {
+			o, rest, err := reportOptions(args)
+			if err != nil {
+				t.Errorf("%q: %v", args, err)
+				continue
+			}
+			if !slices.Equal(rest, []string{"cluster", "Utilization"}) {
+				t.Errorf("%q: sreport's arguments %q", args, rest)
+			}
+			got := map[string]string{"as-cluster": o.cluster, "service-user": o.serviceUser, "timezone": o.timezone, "gpus": strconv.Itoa(o.gpus)}[f.Name]
+			if got != v {
+				t.Errorf("%q: %s = %q, want %q", args, f.Name, got, v)
+			}
+		}
+	})
+	for _, bad := range [][]string{{"--gpus", "x"}, {"--gpus=-3"}, {"--gpus", "-3"}, {"--gpus=99999999999999999999"}, {"--timezone"}} {
+		if _, _, err := reportOptions(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if o, _, _ := reportOptions([]string{"cluster", "Utilization"}); o.gpus != -1 {
+		t.Errorf("--gpus not given: %d, want -1", o.gpus)
+	}
+}
+
+// TestSlurmSide: report and sync --to-slurmdbd resolve the Slurm side the
+// same way: the flags, else writeback { }, else the defaults (sync
+// --to-slurmdbd ignored writeback { cluster, service_user, timezone } and
+// wrote under llm and the local zone what serve's write-back wrote under
+// the block's).
+func TestSlurmSide(t *testing.T) {
+	paris, _ := time.LoadLocation("Europe/Paris")
+	wb := &config.Config{Writeback: &config.Writeback{Cluster: "hgx-llm", ServiceUser: "svc", Timezone: "Europe/Paris"}}
+	for _, tc := range []struct {
+		name                     string
+		cfg                      *config.Config
+		cluster, user, tz, defTZ string
+		wantCluster, wantUser    string
+		wantLoc                  *time.Location
+	}{
+		{"defaults", &config.Config{}, "", "", "", "UTC", llmflow.DefaultSlurmCluster, llmflow.DefaultServiceUser, time.UTC},
+		{"defaults, local zone", &config.Config{}, "", "", "", "Local", llmflow.DefaultSlurmCluster, llmflow.DefaultServiceUser, time.Local},
+		{"writeback block", wb, "", "", "", "Local", "hgx-llm", "svc", paris},
+		{"flags override", wb, "other", "ops", "UTC", "Local", "other", "ops", time.UTC},
+	} {
+		cluster, user, loc, err := slurmSide(tc.cfg, tc.cluster, tc.user, tc.tz, "--tz", tc.defTZ)
+		if err != nil || cluster != tc.wantCluster || user != tc.wantUser || loc.String() != tc.wantLoc.String() {
+			t.Errorf("%s: %q %q %v %v, want %q %q %v", tc.name, cluster, user, loc, err, tc.wantCluster, tc.wantUser, tc.wantLoc)
+		}
+	}
+	if _, _, _, err := slurmSide(wb, "", "", "Nowhere/Atlantis", "--tz", "UTC"); err == nil || !strings.Contains(err.Error(), "--tz") {
+		t.Errorf("bad time zone: %v, want an error naming --tz", err)
 	}
 }

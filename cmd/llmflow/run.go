@@ -217,8 +217,10 @@ func versionCmd(e *env) *cobra.Command {
 }
 
 // secretsHint follows the diagnostics of check-config when secret files
-// could not be read: on a workstation the secrets usually live elsewhere.
-const secretsHint = "llmflow: secret files named by the configuration are missing or unreadable (above); " +
+// are refused (config.CheckSecrets): on a workstation the secrets usually
+// live elsewhere.
+const secretsHint = "llmflow: secret files named by the configuration are refused (above: missing, unreadable, " +
+	"open to group or others, or a master key too short); " +
 	"on a machine without them, check-config --syntax-only checks everything else without opening them"
 
 func checkConfigCmd(e *env) *cobra.Command {

@@ -119,5 +119,17 @@ func provideSecrets(t *testing.T, cfg *config.Config) {
 			}
 		}
 	}
+	secret(&cfg.Alerts.WebhookTokenFile)
+	if cfg.Alerts.SMTP != nil {
+		secret(&cfg.Alerts.SMTP.PasswordFile)
+	}
 	cfg.Store.Kind, cfg.Store.DSNFile, cfg.Store.Path = "sqlite", "", filepath.Join(dir, "llmflow.db")
+	// Every secret the configuration names (config.Secrets, what serve
+	// reads) must now be one of ours: a secret field added to the
+	// configuration and not above fails here, by name.
+	for _, s := range cfg.Secrets() {
+		if filepath.Dir(s.Path) != dir {
+			t.Fatalf("%s (%s) not provided: teach provideSecrets about it", s.What, s.Path)
+		}
+	}
 }

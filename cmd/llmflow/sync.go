@@ -160,7 +160,7 @@ func syncCmd(e *env) *cobra.Command {
 	fl.BoolVar(&f.fromSacctmgr, "from-sacctmgr", false, "run sacctmgr (or read --file)")
 	fl.StringVar(&f.dsnFile, "dsn-file", "", "file holding slurmdbd's MySQL DSN (overrides slurm { dsn_file })")
 	fl.StringVar(&f.cluster, "cluster", "", "Slurm cluster (overrides slurm { cluster })")
-	fl.StringVar(&f.file, "file", "", "read the output of `sacctmgr show assoc withdeleted --parsable2 format=Cluster,Account,User,Partition,Share,ParentName` from this file")
+	fl.StringVar(&f.file, "file", "", "read `FILE`, the output of sacctmgr show assoc withdeleted --parsable2 format=Cluster,Account,User,Partition,Share,ParentName, instead of running sacctmgr")
 	fl.StringVar(&f.sacctmgrPath, "sacctmgr", "", "the sacctmgr command (overrides slurm { sacctmgr_path })")
 	fl.DurationVar(&f.timeout, "timeout", 0, "bound on the import (default slurm { timeout }, 2m)")
 	fl.BoolVar(&dryRun, "dry-run", false, "print the changes, apply nothing")

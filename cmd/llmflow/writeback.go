@@ -32,11 +32,11 @@ func addWritebackFlags(cmd *cobra.Command) {
 	fl.Bool("to-slurmdbd", false, "write llmflow's GPU-hours into slurmdbd's database as a Slurm cluster of their own (sreport shows them); needs --gpus")
 	fl.String("from", "", "with --to-slurmdbd: first hour written (RFC 3339 or YYYY-MM-DD, UTC; default --to minus 24h)")
 	fl.String("to", "", "with --to-slurmdbd: end of the hours written, exclusive (default, and at most, the start of the current hour)")
-	fl.String("writeback-dsn-file", "", "file holding the MySQL DSN of slurmdbd's database for the write-back, with write grants (default slurm { dsn_file }); see `go doc writeback`")
-	fl.String("writeback-cluster", llmflow.DefaultSlurmCluster, "the Slurm cluster llmflow's usage is written as")
+	fl.String("writeback-dsn-file", "", "file holding the MySQL DSN of slurmdbd's database for the write-back, with write grants (default slurm { dsn_file }); see go doc ./writeback")
+	fl.String("writeback-cluster", llmflow.DefaultSlurmCluster, "the Slurm cluster llmflow's usage is written as (default writeback { cluster }, else llm)")
 	fl.Int("gpus", 0, "GPUs of the pools written: capacity of the write-back cluster (count of its usage rows, idle = GPUs x 3600 - allocated; default the sum of the pools' gpus)")
-	fl.String("service-user", llmflow.DefaultServiceUser, "the Slurm user the requests of keys without an owner count under")
-	fl.String("writeback-tz", "", "slurmdbd's time zone, which its day and month rows follow (IANA name; default this process's local zone, $TZ)")
+	fl.String("service-user", llmflow.DefaultServiceUser, "the Slurm user the requests of keys without an owner count under (default writeback { service_user }, else llmflow)")
+	fl.String("writeback-tz", "", "slurmdbd's time zone, which its day and month rows follow (IANA name; default writeback { timezone }, else this process's local zone, $TZ)")
 }
 
 // runWriteback is `llmflow sync --to-slurmdbd`: the hours [--from, --to)
@@ -75,13 +75,20 @@ func runWriteback(cmd *cobra.Command, e *env, cfg *config.Config, db writebackSt
 	if !from.Before(to) {
 		return fmt.Errorf("--from %s, --to %s: no ended hour to write", from.Format(time.RFC3339), to.Format(time.RFC3339))
 	}
-	loc := time.Local
-	if s := str("writeback-tz"); s != "" {
-		l, err := time.LoadLocation(s)
-		if err != nil {
-			return fmt.Errorf("--writeback-tz: %w", err)
+	// As report and serve's write-back: the flags, else writeback { }.
+	given := func(n string) string {
+		if !fl.Changed(n) {
+			return ""
 		}
-		loc = l
+		return str(n)
+	}
+	wcfg := cfg
+	if wcfg == nil {
+		wcfg = &config.Config{}
+	}
+	cluster, serviceUser, loc, err := slurmSide(wcfg, given("writeback-cluster"), given("service-user"), given("writeback-tz"), "--writeback-tz", "Local")
+	if err != nil {
+		return err
 	}
 
 	s := config.Slurm{SacctmgrPath: "sacctmgr", Timeout: 2 * time.Minute}
@@ -102,8 +109,8 @@ func runWriteback(cmd *cobra.Command, e *env, cfg *config.Config, db writebackSt
 	}
 	prog := newProgress(e.stdout)
 	w, err := writeback.Open(dsn, writeback.Config{
-		Cluster:     str("writeback-cluster"),
-		ServiceUser: str("service-user"),
+		Cluster:     cluster,
+		ServiceUser: serviceUser,
 		GPUs:        gpus,
 		Location:    loc,
 		Sacctmgr:    sm,

@@ -300,9 +300,11 @@ func (g *Gateway) relayStream(w http.ResponseWriter, x *exchange, resp *http.Res
 	var we *sse.WriteError
 	reason := llmflow.EstimateNoUsage
 	switch {
-	case errors.As(err, &we) || x.r.Context().Err() != nil:
-		// The client left: closing the upstream body (deferred) aborts the
-		// request in the engine at once.
+	case errors.As(err, &we) || (x.r.Context().Err() != nil && !res.Done):
+		// A client that leaves once it has [DONE] (the OpenAI SDKs close
+		// at once) was served in full: only a failed write, or a departure
+		// before the end, is client_gone. Closing the upstream body
+		// (deferred) aborts the request in the engine at once.
 		x.rec.Outcome = llmflow.OutcomeClientGone
 		x.rec.Status = statusClientGone
 		reason = llmflow.EstimateClientGone

@@ -350,3 +350,13 @@ func TestPostgres_Accounts(t *testing.T) {
 		return MustOpenPostgres(t, pgSchema(t))
 	})
 }
+
+var _ storetest.OutboxStore = (*store.Postgres)(nil)
+
+func TestPostgres_Outbox(t *testing.T) {
+	pgDSN(t)
+	storetest.RunOutbox(t, func(t *testing.T) func() storetest.OutboxStore {
+		dsn := pgSchema(t)
+		return func() storetest.OutboxStore { return MustOpenPostgres(t, dsn) }
+	})
+}

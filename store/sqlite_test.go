@@ -346,3 +346,12 @@ func TestSQLite_Accounts(t *testing.T) {
 		return s
 	})
 }
+
+var _ storetest.OutboxStore = (*store.SQLite)(nil)
+
+func TestSQLite_Outbox(t *testing.T) {
+	storetest.RunOutbox(t, func(t *testing.T) func() storetest.OutboxStore {
+		path := filepath.Join(t.TempDir(), "llmflow.db")
+		return func() storetest.OutboxStore { return MustOpenSQLite(t, path) }
+	})
+}

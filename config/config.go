@@ -185,21 +185,43 @@ type Tags struct {
 	Allowed []string
 }
 
-// Alerts says where soft-budget alerts go. Not enforced yet: Parse
-// refuses an alerts block, so Alerts is always zero.
+// Alerts says where soft-budget alerts go: alerts { webhook_url,
+// webhook_token_file, timeout, soft_limit_percent, smtp { … } }. Without
+// the block (Enabled false) no alert is sent. Alerts go through the
+// store's durable outbox, retried until delivered (package alerts).
 type Alerts struct {
-	WebhookURL       *url.URL
-	WebhookTokenFile string
-	SMTP             *SMTP
+	WebhookURL       *url.URL // nil: no webhook
+	WebhookTokenFile string   // sent as Authorization: Bearer; "" = none
+	// Timeout bounds one delivery attempt (a webhook POST, an SMTP
+	// session). Default DefaultAlertTimeout.
+	Timeout time.Duration
+	// SoftLimitPercent is the soft limit, in percent of the limit, of the
+	// budgets that set none (those imported from Slurm's GrpTRESMins in
+	// particular). Default DefaultSoftLimitPercent; 0 = such budgets send
+	// no alert.
+	SoftLimitPercent float64
+	SMTP             *SMTP // nil: no e-mail
+	DefRange         hcl.Range
 }
+
+// Enabled reports whether alerts have somewhere to go.
+func (a Alerts) Enabled() bool { return a.WebhookURL != nil || a.SMTP != nil }
 
 // SMTP is an e-mail relay for alerts.
 type SMTP struct {
 	Server       string // host:port
 	From         string
 	To           []string
-	Username     string
+	Username     string // "" = no authentication
 	PasswordFile string
+	// TLS is how the connection is protected: "starttls" (the default:
+	// the relay must offer STARTTLS, usually on port 587), "implicit" (TLS
+	// from the first byte, port 465) or "none" (plain text: only for a
+	// relay on a loopback address; credentials are refused then).
+	TLS string
+	// CAFile names PEM certificates to trust for the relay instead of the
+	// system's ("" = the system's). Not a secret.
+	CAFile string
 }
 
 // Slurm is where the account tree and shares are imported from:

@@ -678,11 +678,20 @@ func (d *decoder) decodeTags(b *hcl.Block) {
 	}
 }
 
+// Defaults of the alerts block.
+const (
+	DefaultAlertTimeout     = 10 * time.Second
+	DefaultSoftLimitPercent = 80
+	DefaultSMTPTLS          = "starttls"
+)
+
 var (
 	alertsSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{
 			{Name: "webhook_url"},
 			{Name: "webhook_token_file"},
+			{Name: "timeout"},
+			{Name: "soft_limit_percent"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{{Type: "smtp"}},
 	}
@@ -693,33 +702,50 @@ var (
 			{Name: "to", Required: true},
 			{Name: "username"},
 			{Name: "password_file"},
+			{Name: "tls"},
+			{Name: "ca_file"},
 		},
 	}
 )
 
-// decodeAlerts decodes alerts { webhook_url, webhook_token_file, smtp }
-// and refuses the block: no alert is sent until budgets exist. Its
-// content is still checked, as for tags.
+// decodeAlerts decodes alerts { webhook_url, webhook_token_file, timeout,
+// soft_limit_percent, smtp { server, from, to, username, password_file,
+// tls, ca_file } }. A secret never crosses the network in clear: a
+// webhook token needs https (or a loopback host), SMTP credentials need
+// TLS (or a loopback relay).
 func (d *decoder) decodeAlerts(b *hcl.Block) {
 	if b == nil {
 		return
 	}
-	d.errorf(b.DefRange, "the alerts block is not enforced yet (alerts come with budgets); remove it")
 	al := &d.cfg.Alerts
+	*al = Alerts{Timeout: DefaultAlertTimeout, SoftLimitPercent: DefaultSoftLimitPercent, DefRange: b.DefRange}
 	c := d.content(b.Body, alertsSchema)
 	d.url(c.Attributes, "webhook_url", &al.WebhookURL)
-	if a := d.secretPath(c.Attributes, "webhook_token_file", "alerts webhook_token_file", &al.WebhookTokenFile); a != nil && c.Attributes["webhook_url"] == nil {
-		d.errorf(a.Expr.Range(), "webhook_token_file is set but webhook_url is not")
+	if a := d.secretPath(c.Attributes, "webhook_token_file", "alerts webhook_token_file", &al.WebhookTokenFile); a != nil {
+		switch {
+		case c.Attributes["webhook_url"] == nil:
+			d.errorf(a.Expr.Range(), "webhook_token_file is set but webhook_url is not")
+		case al.WebhookURL != nil && al.WebhookURL.Scheme != "https" && !isLoopbackHost(al.WebhookURL.Hostname()):
+			d.errorf(a.Expr.Range(), "webhook_token_file needs an https webhook_url: the token would cross the network in clear (http is only accepted for a loopback host)")
+		}
 	}
+	d.duration(c.Attributes, "timeout", &al.Timeout)
+	d.float(c.Attributes, "soft_limit_percent", 0, 100, &al.SoftLimitPercent)
 	sb := d.single(c.Blocks, "smtp")
 	if sb == nil {
+		if c.Attributes["webhook_url"] == nil {
+			d.errorf(b.DefRange, "alerts has nowhere to send: set webhook_url or an smtp block")
+		}
 		return
 	}
-	s := &SMTP{}
+	s := &SMTP{TLS: DefaultSMTPTLS}
 	sc := d.content(sb.Body, smtpSchema)
+	var host string
 	if a := d.str(sc.Attributes, "server", &s.Server); a != nil {
 		if err := checkHostPort(s.Server); err != nil {
 			d.errorf(a.Expr.Range(), "smtp server %q: %v", s.Server, err)
+		} else {
+			host = hostOf(s.Server)
 		}
 	}
 	if a := d.str(sc.Attributes, "from", &s.From); a != nil {
@@ -744,6 +770,14 @@ func (d *decoder) decodeAlerts(b *hcl.Block) {
 		d.errorf(ua.Expr.Range(), "smtp username is set but password_file is not")
 	case pa != nil && ua == nil && sc.Attributes["username"] == nil:
 		d.errorf(pa.Expr.Range(), "smtp password_file is set but username is not")
+	}
+	if ta := d.enum(sc.Attributes, "tls", &s.TLS, "starttls", "implicit", "none"); ta != nil && s.TLS == "none" {
+		if ua != nil && host != "" && !isLoopbackHost(host) {
+			d.errorf(ta.Expr.Range(), `smtp tls = "none" with a username would send the password in clear; use "starttls" or "implicit" (plain text is only accepted for a loopback relay)`)
+		}
+	}
+	if a := d.path(sc.Attributes, "ca_file", &s.CAFile); a != nil && s.TLS == "none" {
+		d.errorf(a.Expr.Range(), `smtp ca_file is for tls = "starttls" or "implicit"`)
 	}
 	al.SMTP = s
 }

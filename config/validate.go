@@ -109,3 +109,31 @@ func hasControl(s string) bool {
 	}
 	return false
 }
+
+// hostOf returns the host of a "host:port" address checked by
+// checkHostPort, without brackets.
+func hostOf(hostport string) string {
+	i := strings.LastIndex(hostport, ":")
+	return strings.TrimSuffix(strings.TrimPrefix(hostport[:i], "["), "]")
+}
+
+// isLoopbackHost reports whether host names this machine without the
+// network: "localhost", 127.0.0.0/8 written as a dotted quad, or ::1.
+// It does not resolve names (config imports no net).
+func isLoopbackHost(host string) bool {
+	host = strings.ToLower(host)
+	if host == "localhost" || host == "::1" || host == "0:0:0:0:0:0:0:1" {
+		return true
+	}
+	parts := strings.Split(host, ".")
+	if len(parts) != 4 || parts[0] != "127" {
+		return false
+	}
+	for _, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 || n > 255 || p != strconv.Itoa(n) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,5 +1,5 @@
 # The alerts block.
-alerts { # ERROR@col=1: the alerts block is not enforced yet
+alerts {
   webhook_url = "https://bot:s3cret@hooks.example.org/x" # ERROR@col=17: webhook_url: URL must not contain credentials
   smtp {
     server   = "smtp.example.org" # ERROR@col=16: smtp server "smtp.example.org": want host:port

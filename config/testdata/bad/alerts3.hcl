@@ -1,5 +1,5 @@
 # Alerts: webhook URL with a query, SMTP addresses that could inject headers.
-alerts { # ERROR@col=1: the alerts block is not enforced yet
+alerts {
   webhook_url = "https://hooks.example.org/x?token=abc" # ERROR: webhook_url: URL must not have a query
   smtp {
     server = "[::1]:25x" # ERROR: port must be between 1 and 65535

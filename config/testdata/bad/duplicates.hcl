@@ -38,7 +38,7 @@ health {}
 health {} # ERROR: duplicate health block
 tags {} # ERROR: the tags block is not enforced yet
 tags {} # ERROR: duplicate tags block
-alerts { # ERROR: the alerts block is not enforced yet
+alerts {
   smtp {
     server = "smtp.example.org:25"
     from   = "llmflow@example.org"

@@ -2,6 +2,3 @@
 tags { # ERROR@col=1: the tags block is not enforced yet (request tags come from keys only); remove it
   header = "X-LLMflow-Tags"
 }
-alerts { # ERROR@col=1: the alerts block is not enforced yet (alerts come with budgets); remove it
-  webhook_url = "https://hooks.example.org/llmflow"
-}

@@ -95,6 +95,14 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 		defer imp.close()
 		opts.Accounts = imp.accounts
 	}
+	// Soft budget limits enqueue alerts into alertOutbox (nil without an
+	// alerts block); the dispatcher delivers them.
+	alertOutbox, stopAlerts, err := startAlerts(ctx, cfg, db, reg, log)
+	if err != nil {
+		return err
+	}
+	defer stopAlerts()
+	_ = alertOutbox // wired to the budgets with them
 	gw, err := gateway.New(opts)
 	if err != nil {
 		return err

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/go-llmflow/llmflow/alerts"
+	"github.com/go-llmflow/llmflow/config"
+)
+
+// startAlerts runs the alert dispatcher inside serve when the alerts block
+// is set: it delivers the store's outbox to the webhook and the SMTP relay
+// until ctx ends. It returns the Outbox that soft budget limits enqueue
+// into (nil without an alerts block: Enqueue on it does nothing) and a
+// stop function that waits for the dispatcher to finish its pass.
+func startAlerts(ctx context.Context, cfg *config.Config, db any, reg prometheus.Registerer, log *slog.Logger) (*alerts.Outbox, func(), error) {
+	if !cfg.Alerts.Enabled() {
+		return nil, func() {}, nil
+	}
+	st, ok := db.(alerts.Store)
+	if !ok {
+		return nil, nil, fmt.Errorf("alerts: the store %T has no outbox", db)
+	}
+	senders, err := alerts.SendersFromConfig(cfg.Alerts, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	m := alerts.NewMetrics(reg)
+	d, err := alerts.NewDispatcher(alerts.Options{Store: st, Senders: senders, Metrics: m, Log: log.With("component", "alerts"),
+		Timeout: cfg.Alerts.Timeout})
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { d.Run(ctx) })
+	log.Info("alerts dispatcher started", "channels", d.Channels())
+	return alerts.NewOutbox(st, d.Channels(), m, d.Wake), func() { cancel(); wg.Wait() }, nil
+}

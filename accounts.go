@@ -52,6 +52,11 @@ type Account struct {
 
 	// Source says where the account comes from: "config" or "slurm".
 	Source string
+
+	// Limits are the account's Slurm group limits on GPUs (GrpTRESMins,
+	// GrpTRES): a budget and an in-flight cap for the budgets side (see
+	// GPULimits). Zero for accounts of the configuration.
+	Limits GPULimits
 }
 
 // Accounts is a whole organisation tree, parents before children.

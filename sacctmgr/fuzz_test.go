@@ -21,6 +21,7 @@ var fuzzOptions = []sacctmgr.Options{
 	{Partial: true},
 	{Partial: true, OnlyDefaults: true},
 	{Cluster: "hgx"},
+	{Partial: true, Limits: true},
 }
 
 func seedCaptures(f *testing.F, add func(data []byte)) {

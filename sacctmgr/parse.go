@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/go-llmflow/llmflow"
 )
 
 // Format is the parsable form of a listing.
@@ -59,6 +61,12 @@ type Options struct {
 	// OnlyDefaults says the listing is "show assoc onlydefaults": every
 	// user row is its user's default association.
 	OnlyDefaults bool
+
+	// Limits reads the GrpTRESMins and GrpTRES columns, when the listing
+	// has them, into the accounts' Limits (their gres/gpu counts; see
+	// ParseTRES). A TRES string that does not parse is an error naming
+	// the line.
+	Limits bool
 }
 
 // ParseError is the error of every parser of this package.
@@ -95,6 +103,8 @@ const (
 	colDescr
 	colOrg
 	colDefAcct
+	colGrpTRES
+	colGrpTRESMins
 	numColumns
 )
 
@@ -118,6 +128,8 @@ var columnNames = map[string]column{
 	"organization":   colOrg,
 	"def acct":       colDefAcct,
 	"defaultaccount": colDefAcct,
+	"grptres":        colGrpTRES,
+	"grptresmins":    colGrpTRESMins,
 }
 
 // layout is what the header (or Options.Columns) says about the fields.
@@ -350,6 +362,7 @@ type row struct {
 	id        uint64
 	parentID  uint64
 	lft, rgt  uint64
+	limits    llmflow.GPULimits
 }
 
 func parseShares(s string, line int) (uint32, bool, error) {
@@ -478,6 +491,11 @@ func parseAssociations(data []byte, opts Options) (*Tree, error) {
 				return nil, err
 			}
 		}
+		if x.user == "" && opts.Limits {
+			if x.limits, err = GPULimits(rd.get(f, colGrpTRESMins), rd.get(f, colGrpTRES), GPUTRES); err != nil {
+				return nil, errorf(num, "account %q: %v", x.account, err)
+			}
+		}
 		if x.user == "" {
 			switch method {
 			case byParentName:
@@ -561,6 +579,7 @@ func buildTree(t *Tree, rows []row, method int, hasPartition, hasDefAcct bool, o
 			Name: x.account, Parent: x.parent,
 			Description: x.descr, Organization: x.org,
 			Shares: x.shares, UseParent: x.useParent,
+			Limits: x.limits,
 		})
 	}
 

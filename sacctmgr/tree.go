@@ -1,5 +1,7 @@
 package sacctmgr
 
+import "github.com/go-llmflow/llmflow"
+
 // Tree is Slurm's association tree of one cluster, as sacctmgr shows it
 // or slurmdbd stores it. Both sources (package slurmsync) produce a Tree,
 // and the same Slurm state gives equal Trees.
@@ -22,6 +24,10 @@ type Account struct {
 	Shares       uint32 // raw Fairshare; meaningless when UseParent
 	UseParent    bool   // Fairshare=parent (2147483647 in the database)
 	Deleted      bool
+	// Limits are the account's own GrpTRESMins and GrpTRES gres/gpu
+	// counts, read when Options.Limits asks for them (and always from
+	// slurmdbd); Slurm stores group limits only where they are set.
+	Limits llmflow.GPULimits `json:",omitzero"`
 }
 
 // User is a user association: a user in an account, on a partition or

@@ -269,6 +269,7 @@ type SyncRun struct {
 	Disabled      int // removed in Slurm: disabled, never deleted
 	Reenabled     int
 	Members       int // accounts whose Slurm users changed
+	LimitsChanged int // accounts whose GPU limits (GrpTRESMins, GrpTRES) changed
 	Unchanged     int
 
 	Outcome string // "applied", "unchanged", "dry-run" or "failed"

@@ -77,7 +77,8 @@ func (d *DB) Close() error { return d.db.Close() }
 // whose acct is its parent_acct and a user row's parent is the account row
 // of its acct; lft/rgt are not used. Deleted rows (deleted=1) are returned
 // flagged Deleted; shares = 2147483647 is Fairshare=parent (UseParent);
-// names are lower-cased (slurmdbd stores them so); is_def=1 is Default.
+// names are lower-cased (slurmdbd stores them so); is_def=1 is Default;
+// accounts carry their GrpTRESMins and GrpTRES GPU limits (readLimits).
 // The rows come in the table's order: the caller normalises the tree.
 func (d *DB) Associations(ctx context.Context, cluster string) (*sacctmgr.Tree, error) {
 	cluster = strings.ToLower(strings.TrimSpace(cluster))
@@ -181,6 +182,9 @@ func (d *DB) associations(ctx context.Context, cluster string) (*sacctmgr.Tree, 
 		})
 	}
 	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if err := readLimits(ctx, tx, cluster, t); err != nil {
 		return nil, err
 	}
 	return t, nil

@@ -212,7 +212,7 @@ func loadCaptures(t testing.TB, dsn string) {
 	if _, err := db.Exec(strings.Join(stmts, "\n")); err != nil {
 		t.Fatalf("schema.sql: %v", err)
 	}
-	for _, table := range []string{"acct_table", "user_table", "hgx_assoc_table"} {
+	for _, table := range []string{"acct_table", "user_table", "hgx_assoc_table", "tres_table"} {
 		loadTSV(t, db, table, filepath.Join(captures, "db", table+".tsv"))
 	}
 }

@@ -37,6 +37,7 @@ func Map(t *sacctmgr.Tree) (llmflow.Accounts, error) {
 			UseParent: a.UseParent,
 			Disabled:  a.Deleted,
 			Source:    "slurm",
+			Limits:    a.Limits,
 		}
 		if d > 1 {
 			acct.Parent = a.Parent
@@ -89,6 +90,9 @@ const (
 	Disabled      ChangeKind = "disabled"
 	Reenabled     ChangeKind = "re-enabled"
 	Members       ChangeKind = "members"
+	// LimitsChanged: the account's GPU limits (GrpTRESMins, GrpTRES) were
+	// set, changed or removed in Slurm.
+	LimitsChanged ChangeKind = "limits"
 )
 
 // Change is one difference between llmflow's tree and Slurm's.
@@ -106,6 +110,9 @@ func (c Change) String() string {
 		if len(a.Members) > 0 {
 			line += ", members " + strings.Join(a.Members, ",")
 		}
+		if !a.Limits.IsZero() {
+			line += ", limits " + limitsText(a.Limits)
+		}
 		return line
 	case SharesChanged:
 		return fmt.Sprintf("shares      %-8s %s: %s → %s", a.Kind, a.Name, shares(*c.Old), shares(a))
@@ -115,6 +122,8 @@ func (c Change) String() string {
 		return fmt.Sprintf("disabled    %-8s %s", a.Kind, a.Name)
 	case Reenabled:
 		return fmt.Sprintf("re-enabled  %-8s %s", a.Kind, a.Name)
+	case LimitsChanged:
+		return fmt.Sprintf("limits      %-8s %s: %s → %s", a.Kind, a.Name, limitsText(c.Old.Limits), limitsText(a.Limits))
 	case Members:
 		added, removed := memberDiff(c.Old.Members, a.Members)
 		return fmt.Sprintf("members     %-8s %s: added %s, removed %s", a.Kind, a.Name, listOrNone(added), listOrNone(removed))
@@ -187,6 +196,9 @@ func Diff(old, cur llmflow.Accounts) (changes []Change, next llmflow.Accounts) {
 		if !slices.Equal(o.Members, a.Members) {
 			changes = append(changes, Change{Kind: Members, Account: a, Old: o})
 		}
+		if o.Limits != a.Limits {
+			changes = append(changes, Change{Kind: LimitsChanged, Account: a, Old: o})
+		}
 	}
 	for i := range old {
 		o := old[i]
@@ -250,7 +262,18 @@ func Count(run *llmflow.SyncRun, changes []Change, total int) {
 			run.Reenabled++
 		case Members:
 			run.Members++
+		case LimitsChanged:
+			run.LimitsChanged++
 		}
 	}
 	run.Unchanged = total - len(touched)
+}
+
+// limitsText shows an account's GPU limits as sacctmgr sets them, with the
+// budget GrpTRESMins gives in GPU-hours.
+func limitsText(l llmflow.GPULimits) string {
+	if h, ok := l.BudgetGPUHours(); ok {
+		return fmt.Sprintf("%s (%g GPU-hours)", l, h)
+	}
+	return l.String()
 }

@@ -24,9 +24,10 @@ import (
 type Listing int
 
 const (
-	// Assocs is the tree itself, deleted associations included:
+	// Assocs is the tree itself, deleted associations included, with the
+	// accounts' GPU limits (GrpTRESMins, GrpTRES; optional columns):
 	//   sacctmgr --parsable2 show assoc withdeleted where cluster=C
-	//     format=Cluster,Account,User,Partition,Share,ParentName
+	//     format=Cluster,Account,User,Partition,Share,ParentName,GrpTRESMins,GrpTRES
 	Assocs Listing = iota
 	// LiveAssocs is the same without withdeleted: associations of Assocs
 	// missing here are flagged Deleted.
@@ -64,7 +65,7 @@ func DefaultArgs(l Listing, cluster string) []string {
 			args = append(args, "withdeleted")
 		}
 		args = append(args, where...)
-		return append(args, "format=Cluster,Account,User,Partition,Share,ParentName")
+		return append(args, "format=Cluster,Account,User,Partition,Share,ParentName,GrpTRESMins,GrpTRES")
 	case Defaults:
 		return append(append([]string{"--parsable2", "show", "assoc", "onlydefaults"}, where...),
 			"format=Cluster,Account,User,Partition")
@@ -187,7 +188,7 @@ func (s *Sacctmgr) Tree(ctx context.Context) (*sacctmgr.Tree, error) {
 
 // combine parses the listings with package sacctmgr and merges them.
 func combine(cluster string, outs [numListings][]byte, have [numListings]bool) (*sacctmgr.Tree, error) {
-	opts := sacctmgr.Options{Cluster: cluster}
+	opts := sacctmgr.Options{Cluster: cluster, Limits: true}
 	t, err := sacctmgr.ParseAssociations(bytes.NewReader(outs[Assocs]), opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s listing: %w", Assocs, err)

@@ -12,8 +12,8 @@ import (
 // Accounts returns the stored organisation tree in tree order (nil when
 // no import ever ran).
 func (s *Postgres) Accounts(ctx context.Context) (llmflow.Accounts, error) {
-	rows, err := s.pool.Query(ctx, `SELECT name, kind, parent, shares, use_parent, disabled, members, source
-FROM accounts ORDER BY position`)
+	rows, err := s.pool.Query(ctx, `SELECT name, kind, parent, shares, use_parent, disabled, members, source,
+grp_gpu_minutes, grp_gpus FROM accounts ORDER BY position`)
 	if err != nil {
 		return nil, fmt.Errorf("read accounts: %w", err)
 	}
@@ -21,8 +21,15 @@ FROM accounts ORDER BY position`)
 	out, err := scanRows(rows, func() (llmflow.Account, error) {
 		var a llmflow.Account
 		var kind int16
-		if err := rows.Scan(&a.Name, &kind, &a.Parent, &a.Shares, &a.UseParent, &a.Disabled, &a.Members, &a.Source); err != nil {
+		var mins, gpus *int64
+		if err := rows.Scan(&a.Name, &kind, &a.Parent, &a.Shares, &a.UseParent, &a.Disabled, &a.Members, &a.Source, &mins, &gpus); err != nil {
 			return a, err
+		}
+		if mins != nil {
+			a.Limits.Minutes, a.Limits.HasMinutes = *mins, true
+		}
+		if gpus != nil {
+			a.Limits.GPUs, a.Limits.HasGPUs = *gpus, true
 		}
 		a.Kind = llmflow.Kind(kind)
 		a.Members = nilIfEmpty(a.Members)
@@ -49,19 +56,21 @@ func (s *Postgres) SaveSync(ctx context.Context, next llmflow.Accounts, run llmf
 			}
 			rows := make([][]any, len(next))
 			for i, a := range next {
-				rows[i] = []any{a.Name, int16(a.Kind), a.Parent, a.Shares, a.UseParent, a.Disabled, nonNil(a.Members), a.Source, int32(i)}
+				mins, gpus := limitColumns(a.Limits)
+				rows[i] = []any{a.Name, int16(a.Kind), a.Parent, a.Shares, a.UseParent, a.Disabled, nonNil(a.Members), a.Source, int32(i), mins, gpus}
 			}
 			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"accounts"},
-				[]string{"name", "kind", "parent", "shares", "use_parent", "disabled", "members", "source", "position"},
+				[]string{"name", "kind", "parent", "shares", "use_parent", "disabled", "members", "source", "position", "grp_gpu_minutes", "grp_gpus"},
 				pgx.CopyFromRows(rows)); err != nil {
 				return err
 			}
 		}
 		return tx.QueryRow(ctx, `INSERT INTO sync_runs
-(started, finished, source, dry_run, created, shares_changed, reparented, disabled, reenabled, members, unchanged, outcome, error)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id`,
+(started, finished, source, dry_run, created, shares_changed, reparented, disabled, reenabled, members, unchanged, outcome, error,
+limits_changed)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id`,
 			pgTime(run.Started), pgTime(run.Finished), run.Source, run.DryRun, run.Created, run.SharesChanged,
-			run.Reparented, run.Disabled, run.Reenabled, run.Members, run.Unchanged, run.Outcome, run.Error).Scan(&id)
+			run.Reparented, run.Disabled, run.Reenabled, run.Members, run.Unchanged, run.Outcome, run.Error, run.LimitsChanged).Scan(&id)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("save sync: %w", err)
@@ -72,7 +81,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id`,
 // SyncRuns returns the last limit import runs, newest first.
 func (s *Postgres) SyncRuns(ctx context.Context, limit int) ([]llmflow.SyncRun, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, started, finished, source, dry_run, created, shares_changed,
-reparented, disabled, reenabled, members, unchanged, outcome, error FROM sync_runs ORDER BY id DESC LIMIT $1`, limit)
+reparented, disabled, reenabled, members, unchanged, outcome, error, limits_changed FROM sync_runs ORDER BY id DESC LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read sync runs: %w", err)
 	}
@@ -80,7 +89,7 @@ reparented, disabled, reenabled, members, unchanged, outcome, error FROM sync_ru
 	out, err := scanRows(rows, func() (llmflow.SyncRun, error) {
 		var r llmflow.SyncRun
 		if err := rows.Scan(&r.ID, &r.Started, &r.Finished, &r.Source, &r.DryRun, &r.Created, &r.SharesChanged,
-			&r.Reparented, &r.Disabled, &r.Reenabled, &r.Members, &r.Unchanged, &r.Outcome, &r.Error); err != nil {
+			&r.Reparented, &r.Disabled, &r.Reenabled, &r.Members, &r.Unchanged, &r.Outcome, &r.Error, &r.LimitsChanged); err != nil {
 			return r, err
 		}
 		r.Started, r.Finished = r.Started.UTC(), r.Finished.UTC()

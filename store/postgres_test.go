@@ -360,3 +360,10 @@ func TestPostgres_Outbox(t *testing.T) {
 		return func() storetest.OutboxStore { return MustOpenPostgres(t, dsn) }
 	})
 }
+
+func TestPostgres_AccountLimits(t *testing.T) {
+	pgDSN(t)
+	storetest.RunAccountLimits(t, func(t *testing.T) storetest.AccountStore {
+		return MustOpenPostgres(t, pgSchema(t))
+	})
+}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 
@@ -11,8 +12,8 @@ import (
 // Accounts returns the stored organisation tree in tree order (nil when
 // no import ever ran).
 func (s *SQLite) Accounts(ctx context.Context) (llmflow.Accounts, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT name, kind, parent, shares, use_parent, disabled, members, source
-FROM accounts ORDER BY position`)
+	rows, err := s.read.QueryContext(ctx, `SELECT name, kind, parent, shares, use_parent, disabled, members, source,
+grp_gpu_minutes, grp_gpus FROM accounts ORDER BY position`)
 	if err != nil {
 		return nil, fmt.Errorf("read accounts: %w", err)
 	}
@@ -21,9 +22,11 @@ FROM accounts ORDER BY position`)
 		var a llmflow.Account
 		var kind int
 		var members string
-		if err := rows.Scan(&a.Name, &kind, &a.Parent, &a.Shares, &a.UseParent, &a.Disabled, &members, &a.Source); err != nil {
+		var mins, gpus sql.NullInt64
+		if err := rows.Scan(&a.Name, &kind, &a.Parent, &a.Shares, &a.UseParent, &a.Disabled, &members, &a.Source, &mins, &gpus); err != nil {
 			return a, err
 		}
+		a.Limits = llmflow.GPULimits{Minutes: mins.Int64, HasMinutes: mins.Valid, GPUs: gpus.Int64, HasGPUs: gpus.Valid}
 		a.Kind = llmflow.Kind(kind)
 		if err := json.Unmarshal([]byte(members), &a.Members); err != nil {
 			return a, fmt.Errorf("%s members: %w", a.Name, err)
@@ -56,7 +59,8 @@ func (s *SQLite) SaveSync(ctx context.Context, next llmflow.Accounts, run llmflo
 			return 0, err
 		}
 		st, err := tx.PrepareContext(ctx, `INSERT INTO accounts
-(name, kind, parent, shares, use_parent, disabled, members, source, position) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+(name, kind, parent, shares, use_parent, disabled, members, source, position, grp_gpu_minutes, grp_gpus)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 		if err != nil {
 			return 0, err
 		}
@@ -67,16 +71,19 @@ func (s *SQLite) SaveSync(ctx context.Context, next llmflow.Accounts, run llmflo
 				members = []string{}
 			}
 			m, _ := json.Marshal(members)
-			if _, err := st.ExecContext(ctx, a.Name, int(a.Kind), a.Parent, a.Shares, a.UseParent, a.Disabled, string(m), a.Source, i); err != nil {
+			mins, gpus := limitColumns(a.Limits)
+			if _, err := st.ExecContext(ctx, a.Name, int(a.Kind), a.Parent, a.Shares, a.UseParent, a.Disabled, string(m), a.Source, i,
+				mins, gpus); err != nil {
 				return 0, fmt.Errorf("account %s: %w", a.Name, err)
 			}
 		}
 	}
 	res, err := tx.ExecContext(ctx, `INSERT INTO sync_runs
-(started, finished, source, dry_run, created, shares_changed, reparented, disabled, reenabled, members, unchanged, outcome, error)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+(started, finished, source, dry_run, created, shares_changed, reparented, disabled, reenabled, members, unchanged, outcome, error,
+limits_changed)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		toMicros(run.Started), toMicros(run.Finished), run.Source, run.DryRun, run.Created, run.SharesChanged,
-		run.Reparented, run.Disabled, run.Reenabled, run.Members, run.Unchanged, run.Outcome, run.Error)
+		run.Reparented, run.Disabled, run.Reenabled, run.Members, run.Unchanged, run.Outcome, run.Error, run.LimitsChanged)
 	if err != nil {
 		return 0, err
 	}
@@ -89,7 +96,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 // SyncRuns returns the last limit import runs, newest first.
 func (s *SQLite) SyncRuns(ctx context.Context, limit int) ([]llmflow.SyncRun, error) {
 	rows, err := s.read.QueryContext(ctx, `SELECT id, started, finished, source, dry_run, created, shares_changed,
-reparented, disabled, reenabled, members, unchanged, outcome, error FROM sync_runs ORDER BY id DESC LIMIT ?`, limit)
+reparented, disabled, reenabled, members, unchanged, outcome, error, limits_changed FROM sync_runs ORDER BY id DESC LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read sync runs: %w", err)
 	}
@@ -98,7 +105,7 @@ reparented, disabled, reenabled, members, unchanged, outcome, error FROM sync_ru
 		var r llmflow.SyncRun
 		var started, finished int64
 		if err := rows.Scan(&r.ID, &started, &finished, &r.Source, &r.DryRun, &r.Created, &r.SharesChanged,
-			&r.Reparented, &r.Disabled, &r.Reenabled, &r.Members, &r.Unchanged, &r.Outcome, &r.Error); err != nil {
+			&r.Reparented, &r.Disabled, &r.Reenabled, &r.Members, &r.Unchanged, &r.Outcome, &r.Error, &r.LimitsChanged); err != nil {
 			return r, err
 		}
 		r.Started, r.Finished = fromMicros(started), fromMicros(finished)
@@ -108,4 +115,16 @@ reparented, disabled, reenabled, members, unchanged, outcome, error FROM sync_ru
 		return nil, fmt.Errorf("read sync runs: %w", err)
 	}
 	return out, nil
+}
+
+// limitColumns are an account's limits as the nullable columns
+// grp_gpu_minutes and grp_gpus (NULL: no limit).
+func limitColumns(l llmflow.GPULimits) (mins, gpus any) {
+	if l.HasMinutes {
+		mins = l.Minutes
+	}
+	if l.HasGPUs {
+		gpus = l.GPUs
+	}
+	return mins, gpus
 }

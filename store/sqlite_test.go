@@ -355,3 +355,9 @@ func TestSQLite_Outbox(t *testing.T) {
 		return func() storetest.OutboxStore { return MustOpenSQLite(t, path) }
 	})
 }
+
+func TestSQLite_AccountLimits(t *testing.T) {
+	storetest.RunAccountLimits(t, func(t *testing.T) storetest.AccountStore {
+		return MustOpenSQLite(t, filepath.Join(t.TempDir(), "llmflow.db"))
+	})
+}

@@ -160,7 +160,7 @@ func syncCmd(e *env) *cobra.Command {
 	fl.BoolVar(&f.fromSacctmgr, "from-sacctmgr", false, "run sacctmgr (or read --file)")
 	fl.StringVar(&f.dsnFile, "dsn-file", "", "file holding slurmdbd's MySQL DSN (overrides slurm { dsn_file })")
 	fl.StringVar(&f.cluster, "cluster", "", "Slurm cluster (overrides slurm { cluster })")
-	fl.StringVar(&f.file, "file", "", "read `FILE`, the output of sacctmgr show assoc withdeleted --parsable2 format=Cluster,Account,User,Partition,Share,ParentName, instead of running sacctmgr")
+	fl.StringVar(&f.file, "file", "", "read `FILE`, the output of sacctmgr show assoc withdeleted --parsable2 format=Cluster,Account,User,Partition,Share,ParentName[,GrpTRESMins,GrpTRES], instead of running sacctmgr")
 	fl.StringVar(&f.sacctmgrPath, "sacctmgr", "", "the sacctmgr command (overrides slurm { sacctmgr_path })")
 	fl.DurationVar(&f.timeout, "timeout", 0, "bound on the import (default slurm { timeout }, 2m)")
 	fl.BoolVar(&dryRun, "dry-run", false, "print the changes, apply nothing")
@@ -175,21 +175,21 @@ func writeChanges(w io.Writer, res slurmsync.Result) {
 		fmt.Fprintln(w, c)
 	}
 	r := res.Run
-	fmt.Fprintf(w, "%s from %s: %d created, %d shares changed, %d re-parented, %d disabled, %d re-enabled, %d members changed, %d unchanged\n",
-		r.Outcome, r.Source, r.Created, r.SharesChanged, r.Reparented, r.Disabled, r.Reenabled, r.Members, r.Unchanged)
+	fmt.Fprintf(w, "%s from %s: %d created, %d shares changed, %d re-parented, %d disabled, %d re-enabled, %d members changed, %d limits changed, %d unchanged\n",
+		r.Outcome, r.Source, r.Created, r.SharesChanged, r.Reparented, r.Disabled, r.Reenabled, r.Members, r.LimitsChanged, r.Unchanged)
 }
 
 func writeHistory(w io.Writer, runs []llmflow.SyncRun) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTARTED\tDURATION\tSOURCE\tOUTCOME\tCREATED\tSHARES\tREPARENTED\tDISABLED\tRE-ENABLED\tMEMBERS\tUNCHANGED\tERROR")
+	fmt.Fprintln(tw, "ID\tSTARTED\tDURATION\tSOURCE\tOUTCOME\tCREATED\tSHARES\tREPARENTED\tDISABLED\tRE-ENABLED\tMEMBERS\tLIMITS\tUNCHANGED\tERROR")
 	for _, r := range runs {
 		outcome := r.Outcome
 		if r.DryRun {
 			outcome += " (dry run)"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", r.ID, r.Started.Format(time.RFC3339),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", r.ID, r.Started.Format(time.RFC3339),
 			r.Finished.Sub(r.Started).Round(time.Millisecond), r.Source, outcome, r.Created, r.SharesChanged, r.Reparented,
-			r.Disabled, r.Reenabled, r.Members, r.Unchanged, strings.ReplaceAll(r.Error, "\n", " "))
+			r.Disabled, r.Reenabled, r.Members, r.LimitsChanged, r.Unchanged, strings.ReplaceAll(r.Error, "\n", " "))
 	}
 	return tw.Flush()
 }

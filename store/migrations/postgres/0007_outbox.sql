@@ -18,3 +18,10 @@ CREATE TABLE outbox (
 );
 
 CREATE INDEX outbox_due ON outbox (next_attempt_at) WHERE delivered_at IS NULL;
+
+-- The accounts' Slurm GPU limits (llmflow.GPULimits: GrpTRESMins and
+-- GrpTRES gres/gpu counts; NULL = no limit), and the count of accounts
+-- whose limits an import changed.
+ALTER TABLE accounts ADD COLUMN grp_gpu_minutes bigint CHECK (grp_gpu_minutes >= 0);
+ALTER TABLE accounts ADD COLUMN grp_gpus bigint CHECK (grp_gpus >= 0);
+ALTER TABLE sync_runs ADD COLUMN limits_changed bigint NOT NULL DEFAULT 0;

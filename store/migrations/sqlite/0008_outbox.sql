@@ -20,3 +20,10 @@ CREATE TABLE outbox (
 
 -- What a claim scans: the undelivered rows by due time.
 CREATE INDEX outbox_due ON outbox (next_attempt_at) WHERE delivered_at IS NULL;
+
+-- The accounts' Slurm GPU limits (llmflow.GPULimits: GrpTRESMins and
+-- GrpTRES gres/gpu counts; NULL = no limit), and the count of accounts
+-- whose limits an import changed.
+ALTER TABLE accounts ADD COLUMN grp_gpu_minutes INTEGER CHECK (grp_gpu_minutes >= 0);
+ALTER TABLE accounts ADD COLUMN grp_gpus INTEGER CHECK (grp_gpus >= 0);
+ALTER TABLE sync_runs ADD COLUMN limits_changed INTEGER NOT NULL DEFAULT 0;

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/store"
+)
+
+// TestSyncGPULimits: GrpTRESMins and GrpTRES set with the real sacctmgr
+// are imported by both sources alike, shown by `sync --dry-run` as limit
+// changes (with the GPU-hours of the budget), stored with the tree, and a
+// limit removed in Slurm is a change back to none.
+func TestSyncGPULimits(t *testing.T) {
+	needSlurm(t)
+	b := make([]byte, 4)
+	rand.Read(b)
+	suffix := hex.EncodeToString(b)
+	cluster := "llmt_lim" + suffix
+	org, team, proj := "limo"+suffix, "limt"+suffix, "limp"+suffix
+	sam(t, "add", "cluster", cluster)
+	t.Cleanup(func() { exec.Command("sacctmgr", "-i", "delete", "cluster", cluster).Run() })
+	sam(t, "add", "account", org, "cluster="+cluster, "fairshare=3", "GrpTRES=gres/gpu=16")
+	sam(t, "add", "account", team, "parent="+org, "cluster="+cluster, "fairshare=1", "GrpTRESMins=gres/gpu=6000,cpu=100")
+	sam(t, "add", "account", proj, "parent="+team, "cluster="+cluster, "fairshare=1")
+
+	dir := t.TempDir()
+	path := syncConfig(t, dir, "http://127.0.0.1:9")
+	run := func(args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := Run(context.Background(), append([]string{"sync", "-c", path, "--cluster", cluster}, args...), &out, &errb); code != 0 {
+			t.Fatalf("sync %v: %d\n%s%s", args, code, out.String(), errb.String())
+		}
+		return out.String()
+	}
+	dbd := []string{"--from-slurmdbd", "--dsn-file", "/etc/slurm/llmflow-slurmdbd.dsn"}
+
+	// a dry run from each source shows the same creations, limits included
+	fromCmd := run("--from-sacctmgr", "--dry-run")
+	fromDB := run(append(dbd, "--dry-run")...)
+	for _, want := range []string{
+		"created     org      " + org + ` (parent "", shares 3), limits GrpTRES=gres/gpu=16` + "\n",
+		"created     team     " + team + ` (parent "` + org + `", shares 1), limits GrpTRESMins=gres/gpu=6000 (100 GPU-hours)` + "\n",
+		"created     project  " + proj + ` (parent "` + team + `", shares 1)` + "\n",
+	} {
+		if !strings.Contains(fromCmd, want) || !strings.Contains(fromDB, want) {
+			t.Errorf("want %q in both dry runs:\nsacctmgr:\n%s\nslurmdbd:\n%s", want, fromCmd, fromDB)
+		}
+	}
+	if strings.ReplaceAll(fromCmd, "sacctmgr:", "") != strings.ReplaceAll(fromDB, "slurmdbd:", "") {
+		t.Errorf("the sources differ:\nsacctmgr:\n%s\nslurmdbd:\n%s", fromCmd, fromDB)
+	}
+
+	// applied from sacctmgr; slurmdbd then sees nothing to change
+	run("--from-sacctmgr")
+	if out := run(append(dbd, "--dry-run")...); !strings.Contains(out, " 0 limits changed, 3 unchanged") {
+		t.Errorf("slurmdbd after sacctmgr:\n%s", out)
+	}
+	db, err := store.OpenSQLite(t.Context(), filepath.Join(dir, "llmflow.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	accts, err := db.Accounts(t.Context())
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]llmflow.GPULimits{}
+	for _, a := range accts {
+		got[a.Name] = a.Limits
+	}
+	if got[org] != (llmflow.GPULimits{GPUs: 16, HasGPUs: true}) || got[team] != (llmflow.GPULimits{Minutes: 6000, HasMinutes: true}) || !got[proj].IsZero() {
+		t.Errorf("stored limits %+v", got)
+	}
+
+	// changed and removed in Slurm: both sources show it the same way
+	sam(t, "modify", "account", "where", "name="+org, "cluster="+cluster, "set", "GrpTRES=gres/gpu=-1", "GrpTRESMins=gres/gpu=120000")
+	sam(t, "modify", "account", "where", "name="+proj, "cluster="+cluster, "set", "GrpTRES=gres/gpu=2")
+	fromCmd, fromDB = run("--from-sacctmgr", "--dry-run"), run(append(dbd, "--dry-run")...)
+	for _, want := range []string{
+		"limits      org      " + org + ": GrpTRES=gres/gpu=16 → GrpTRESMins=gres/gpu=120000 (2000 GPU-hours)\n",
+		"limits      project  " + proj + ": none → GrpTRES=gres/gpu=2\n",
+		" 2 limits changed, 1 unchanged\n",
+	} {
+		if !strings.Contains(fromCmd, want) || !strings.Contains(fromDB, want) {
+			t.Errorf("want %q in both dry runs:\nsacctmgr:\n%s\nslurmdbd:\n%s", want, fromCmd, fromDB)
+		}
+	}
+	t.Logf("sync --from-slurmdbd --dry-run:\n%s", fromDB)
+	if out := run("--history", "--limit", "1"); !strings.Contains(out, "LIMITS") {
+		t.Errorf("history has no LIMITS column:\n%s", out)
+	}
+}

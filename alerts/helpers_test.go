@@ -49,8 +49,8 @@ func (c *clock) Advance(d time.Duration) {
 // backends opens handles on one fresh database of each store: every
 // call of the returned function is a new handle (a restarted or second
 // gateway). PostgreSQL needs LLMFLOW_TEST_PG_DSN (or LLMFLOW_SKIP_PG=1).
-var backends = map[string]func(t *testing.T) func() alerts.Store{
-	"SQLite": func(t *testing.T) func() alerts.Store {
+var backends = map[string]func(t testing.TB) func() alerts.Store{
+	"SQLite": func(t testing.TB) func() alerts.Store {
 		path := filepath.Join(t.TempDir(), "llmflow.db")
 		return func() alerts.Store {
 			s, err := store.OpenSQLite(context.Background(), path)
@@ -61,7 +61,7 @@ var backends = map[string]func(t *testing.T) func() alerts.Store{
 			return s
 		}
 	},
-	"PostgreSQL": func(t *testing.T) func() alerts.Store {
+	"PostgreSQL": func(t testing.TB) func() alerts.Store {
 		dsn := pgSchema(t)
 		return func() alerts.Store {
 			s, err := store.OpenPostgres(context.Background(), dsn)
@@ -76,7 +76,7 @@ var backends = map[string]func(t *testing.T) func() alerts.Store{
 
 // pgSchema creates a schema of its own, dropped at the end, and returns a
 // DSN whose search_path is that schema.
-func pgSchema(t *testing.T) string {
+func pgSchema(t testing.TB) string {
 	t.Helper()
 	dsn := os.Getenv("LLMFLOW_TEST_PG_DSN")
 	if dsn == "" {
@@ -131,7 +131,7 @@ type hookRequest struct {
 	body   map[string]any
 }
 
-func startHook(t *testing.T, fail int) *hook {
+func startHook(t testing.TB, fail int) *hook {
 	h := &hook{fail: fail}
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
@@ -155,7 +155,7 @@ func startHook(t *testing.T, fail int) *hook {
 	return h
 }
 
-func (h *hook) url(t *testing.T, path string) *url.URL {
+func (h *hook) url(t testing.TB, path string) *url.URL {
 	u, err := url.Parse(h.srv.URL + path)
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +170,7 @@ func (h *hook) snapshot() (int, []hookRequest) {
 }
 
 // secretFile writes a 0600 file holding content.
-func secretFile(t *testing.T, name, content string) string {
+func secretFile(t testing.TB, name, content string) string {
 	p := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(p, []byte(content+"\n"), 0o600); err != nil {
 		t.Fatal(err)

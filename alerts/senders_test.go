@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/pem"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -256,5 +257,46 @@ func TestSendersFromConfig(t *testing.T) {
 	}
 	if _, err := alerts.SendersFromConfig(config.Alerts{}, nil); err == nil {
 		t.Error("no channel: accepted")
+	}
+}
+
+// TestEmailRelayHangs: a relay that accepts the connection and never
+// greets fails the attempt when its context ends, nothing else.
+func TestEmailRelayHangs(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // never a byte
+		}
+	}()
+	em, _ := alerts.NewEmail(alerts.EmailOptions{Server: ln.Addr().String(), From: "a@b.org", To: []string{"c@d.org"}, TLS: "none"})
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if err := em.Send(ctx, testAlert("hang", time.Now())); err == nil || !strings.Contains(err.Error(), "deadline") {
+		t.Errorf("hanging relay: %v", err)
+	}
+}
+
+// TestEmailRefusesBadAddresses: addresses that could inject SMTP commands
+// or headers are refused when the sender is built.
+func TestEmailRefusesBadAddresses(t *testing.T) {
+	for _, o := range []alerts.EmailOptions{
+		{Server: "h:25", From: "a@b.org\r\nRCPT TO:<x@y>", To: []string{"c@d.org"}},
+		{Server: "h:25", From: "a@b.org", To: []string{"c@d.org>"}},
+		{Server: "h:25", From: "a@b.org", To: nil},
+		{Server: "h", From: "a@b.org", To: []string{"c@d.org"}},
+		{Server: "h:25", From: "a@b.org", To: []string{"c@d.org"}, TLS: "ssl"},
+	} {
+		if _, err := alerts.NewEmail(o); err == nil {
+			t.Errorf("accepted %+v", o)
+		}
 	}
 }

@@ -31,7 +31,7 @@ func TestMapCaptures(t *testing.T) {
 		{Name: "nlp-asr", Kind: llmflow.KindProject, Parent: "lab-nlp", UseParent: true, Members: []string{"bob"}, Source: "slurm"},
 		{Name: "nlp-llm", Kind: llmflow.KindProject, Parent: "lab-nlp", Shares: 70, Members: []string{"alice", "bob"}, Source: "slurm"},
 		{Name: "lab-vision", Kind: llmflow.KindTeam, Parent: "etaba", Shares: 40, Members: []string{"bob", "dave"}, Source: "slurm"},
-		{Name: "etabb", Kind: llmflow.KindOrg, Shares: 3, Source: "slurm"},
+		{Name: "etabb", Kind: llmflow.KindOrg, Shares: 3, Source: "slurm", Limits: llmflow.GPULimits{GPUs: 16, HasGPUs: true}}, // GrpTRES=gres/gpu=16
 		{Name: "lab-chem", Kind: llmflow.KindTeam, Parent: "etabb", Shares: 100, Members: []string{"carol", "dave"}, Source: "slurm"},
 		{Name: "lab-old", Kind: llmflow.KindTeam, Parent: "etabb", Shares: 1, Disabled: true, Source: "slurm"},
 	}

@@ -7,8 +7,11 @@ import (
 	"time"
 )
 
-// MaxDepth is the depth of a Path: organisation, team, project.
-const MaxDepth = 3
+// MaxDepth is the deepest chain of a tree: an account (or user
+// association) at most MaxDepth levels below the pool. Placement keeps one
+// bit per level; a Slurm tree is a handful of levels deep, and nodes deeper
+// than this are left out of a pool's tree (SetTree).
+const MaxDepth = 64
 
 // Slot names one account's counters in a Counters (see Counters.Bind).
 // PoolSlot holds the pool's own usage.
@@ -18,25 +21,29 @@ type Slot int32
 const PoolSlot Slot = 0
 
 // Chain is a request's accounts as the counters see them: the
-// organisation first, the leaf last. A Pool computes the chain of every
-// account when it installs a tree, never on the request path.
+// organisation first, the leaf (an account or a user association) last,
+// any number of levels (at most MaxDepth). A Pool computes the chain of
+// every node when it installs a tree, never on the request path: the
+// slices are built once and only read afterwards.
 type Chain struct {
-	N     int             // accounts in the chain; 0 when the organisation is unknown
-	Slots [MaxDepth]Slot  // each account's counters
-	Res   [MaxDepth]int64 // each account's reservation
-	Level [MaxDepth]bool  // the account has a level of its own (not Fairshare=parent): only those are placed
+	N     int     // nodes in the chain; 0 when the organisation is unknown
+	Slots []Slot  // each node's counters (len N)
+	Res   []int64 // each node's reservation (len N)
+	// Level is true for the accounts with a level of their own: not
+	// Fairshare=parent, not a user association. Only those are placed.
+	Level []bool
 }
 
 // Placement is where Place puts a request.
 type Placement struct {
 	// Within has bit i set when the request counts within the reservation
 	// of the chain's account i.
-	Within uint8
+	Within uint64
 	// Room has bit i set for the accounts whose room (within < reservation)
 	// the placement relies on: an implementation counts the request within
 	// there only while that still holds, and places it again otherwise.
 	// The other Within accounts count it whatever their counts.
-	Room uint8
+	Room uint64
 	// Top is true when the request is within its organisation's
 	// reservation: it does not borrow from another organisation.
 	Top bool
@@ -63,7 +70,7 @@ type Placement struct {
 //
 // Counters implementations apply it atomically with the counts they read
 // (MemCounters with compare-and-swap; a shared store in one script).
-func Place(c *Chain, within *[MaxDepth]int64) Placement {
+func Place(c *Chain, within []int64) Placement {
 	var lv [MaxDepth]int
 	m := 0
 	for i := 0; i < c.N; i++ {
@@ -207,7 +214,7 @@ func (m *MemCounters) Admit(c *Chain) Placement {
 		for i := 0; i < c.N; i++ {
 			w[i] = cells[c.Slots[i]].within.Load()
 		}
-		p := Place(c, &w)
+		p := Place(c, w[:c.N])
 		if m.take(cells, c, p) {
 			if !p.Top {
 				m.borrowing.Add(1)
@@ -222,7 +229,7 @@ func (m *MemCounters) Admit(c *Chain) Placement {
 // on has no room any more, what was taken is given back and it returns
 // false: Admit places again on fresh counts.
 func (m *MemCounters) take(cells []*cell, c *Chain, p Placement) bool {
-	var taken uint8
+	var taken uint64
 	for i := 0; i < c.N; i++ {
 		if p.Room&(1<<i) == 0 {
 			continue
@@ -265,7 +272,7 @@ func (m *MemCounters) Peek(c *Chain) Placement {
 	for i := 0; i < c.N; i++ {
 		w[i] = cells[c.Slots[i]].within.Load()
 	}
-	return Place(c, &w)
+	return Place(c, w[:c.N])
 }
 
 // Release implements Counters.

@@ -239,10 +239,10 @@ func TestReservations(t *testing.T) {
 // TestPriorities walks the priority table: within, sibling band, borrowing.
 func TestPriorities(t *testing.T) {
 	p := NewPool(16, threeLevel(), 0, t0) // A 13 (nlp 8 = asr 4 + llm 4, vision 5), B 3, C 0
-	asr := Path{"A", "nlp", "asr"}
-	llm := Path{"A", "nlp", "llm"}
-	vision := Path{"A", "vision", ""}
-	chem := Path{"B", "chem", ""}
+	asr := Path{"A", "nlp", "asr", ""}
+	llm := Path{"A", "nlp", "llm", ""}
+	vision := Path{"A", "vision", "", ""}
+	chem := Path{"B", "chem", "", ""}
 	var tickets []Ticket
 	admit := func(path Path, class, want int) Ticket {
 		t.Helper()
@@ -300,8 +300,8 @@ func TestPriorities(t *testing.T) {
 	admit(chem, 0, 0)
 	admit(chem, 0, 10)
 	// C has no share: LF 0, last in Fair Tree order (5 leaves: position 4).
-	admit(Path{"C", "guest", ""}, 1, 51)
-	admit(Path{"nobody", "x", ""}, 0, PriorityUnknown)
+	admit(Path{"C", "guest", "", ""}, 1, 51)
+	admit(Path{"nobody", "x", "", ""}, 0, PriorityUnknown)
 	// Usage makes ranks: A heavily used, B a little, C never → C rank 0, B 1, A 2.
 	for _, tk := range tickets {
 		p.Done(tk, 0, t0)
@@ -317,7 +317,7 @@ func TestPriorities(t *testing.T) {
 	// Fair Tree order: B (LF 18.9) chem; A (0.82): vision (+Inf), nlp (0.6):
 	// llm (+Inf), asr; C (S = 0): guest. So chem ranks 0, asr 3, guest 4.
 	admit(chem, 0, 10)
-	admit(Path{"C", "guest", ""}, 0, 50)
+	admit(Path{"C", "guest", "", ""}, 0, 50)
 	for range 13 {
 		tickets = append(tickets, p.Admit(vision, 0)) // 5 within, 8 band: A full
 	}
@@ -357,34 +357,34 @@ func TestBandOrder(t *testing.T) {
 	root := &Node{Children: []*Node{{Name: "A", Shares: 1, Children: []*Node{
 		{Name: "x", Shares: 0.5}, {Name: "y", Shares: 0.5}}}}}
 	p := NewPool(4, root, time.Hour, t0)
-	p.Done(p.Admit(Path{"A", "x", ""}, 0), 10, t0) // x heavily used
-	p.Done(p.Admit(Path{"A", "y", ""}, 0), 1, t0)
+	p.Done(p.Admit(Path{"A", "x", "", ""}, 0), 10, t0) // x heavily used
+	p.Done(p.Admit(Path{"A", "y", "", ""}, 0), 1, t0)
 	p.Refresh(t0)
 	for range 2 {
-		p.Admit(Path{"A", "x", ""}, 0)
-		p.Admit(Path{"A", "y", ""}, 0)
+		p.Admit(Path{"A", "x", "", ""}, 0)
+		p.Admit(Path{"A", "y", "", ""}, 0)
 	}
 	// Both teams at their 2; A at 4 = C: next ones borrow from another org,
 	// so free one slot of A first by using a fresh pool state.
 	p2 := NewPool(8, root, time.Hour, t0)
-	p2.Done(p2.Admit(Path{"A", "x", ""}, 0), 10, t0)
-	p2.Done(p2.Admit(Path{"A", "y", ""}, 0), 1, t0)
+	p2.Done(p2.Admit(Path{"A", "x", "", ""}, 0), 10, t0)
+	p2.Done(p2.Admit(Path{"A", "y", "", ""}, 0), 1, t0)
 	p2.Refresh(t0)
 	for range 4 {
-		p2.Admit(Path{"A", "x", ""}, 0)
+		p2.Admit(Path{"A", "x", "", ""}, 0)
 	}
 	// x is over its 4? no: x has 4 = its reservation. Next x borrows from y: x has lower LF → band rank 1.
-	if got := p2.Peek(Path{"A", "x", ""}, 0); got != 4 {
+	if got := p2.Peek(Path{"A", "x", "", ""}, 0); got != 4 {
 		t.Errorf("over-served sibling band = %d, want 4", got)
 	}
 	p3 := NewPool(8, root, time.Hour, t0)
-	p3.Done(p3.Admit(Path{"A", "x", ""}, 0), 10, t0)
-	p3.Done(p3.Admit(Path{"A", "y", ""}, 0), 1, t0)
+	p3.Done(p3.Admit(Path{"A", "x", "", ""}, 0), 10, t0)
+	p3.Done(p3.Admit(Path{"A", "y", "", ""}, 0), 1, t0)
 	p3.Refresh(t0)
 	for range 4 {
-		p3.Admit(Path{"A", "y", ""}, 0)
+		p3.Admit(Path{"A", "y", "", ""}, 0)
 	}
-	if got := p3.Peek(Path{"A", "y", ""}, 1); got != 3 {
+	if got := p3.Peek(Path{"A", "y", "", ""}, 1); got != 3 {
 		t.Errorf("under-served sibling band = %d, want 3 (2 + class)", got)
 	}
 }
@@ -392,8 +392,8 @@ func TestBandOrder(t *testing.T) {
 func TestUsagePersistence(t *testing.T) {
 	hl := time.Hour
 	p := NewPool(16, threeLevel(), hl, t0)
-	p.Done(p.Admit(Path{"A", "nlp", "asr"}, 0), 8, t0)
-	p.Done(p.Admit(Path{"B", "chem", ""}, 0), 2, t0)
+	p.Done(p.Admit(Path{"A", "nlp", "asr", ""}, 0), 8, t0)
+	p.Done(p.Admit(Path{"B", "chem", "", ""}, 0), 2, t0)
 	saved := p.Usage(t0.Add(hl))
 	q := NewPool(16, threeLevel(), hl, t0)
 	q.RestoreUsage(saved, t0.Add(hl), t0.Add(2*hl))
@@ -407,7 +407,7 @@ func TestUsagePersistence(t *testing.T) {
 		}
 	}
 	// SetTree keeps usage and in-flight of surviving accounts.
-	tk := q.Admit(Path{"B", "chem", ""}, 0)
+	tk := q.Admit(Path{"B", "chem", "", ""}, 0)
 	q.SetTree(twoOrgsNamed(), t0.Add(2*hl))
 	q.Done(tk, 0, t0.Add(2*hl))
 	for _, r := range q.Snapshot(t0.Add(2 * hl)).Rows {
@@ -429,7 +429,7 @@ func twoOrgsNamed() *Node {
 // of leaves never exceed their reservations and all counters return to 0.
 func TestConcurrentAdmitDone(t *testing.T) {
 	p := NewPool(16, threeLevel(), time.Hour, t0)
-	paths := []Path{{"A", "nlp", "asr"}, {"A", "nlp", "llm"}, {"A", "vision", ""}, {"B", "chem", ""}, {"C", "guest", ""}, {"A", "nlp", ""}}
+	paths := []Path{{"A", "nlp", "asr", ""}, {"A", "nlp", "llm", ""}, {"A", "vision", "", ""}, {"B", "chem", "", ""}, {"C", "guest", "", ""}, {"A", "nlp", "", ""}}
 	res := map[string]int64{"A/nlp/asr": 4, "A/nlp/llm": 4, "A/vision": 5, "B/chem": 3}
 	var mu sync.Mutex
 	within := map[string]int64{}
@@ -501,7 +501,7 @@ func TestConcurrentAdmitDone(t *testing.T) {
 
 func BenchmarkAdmitDone(b *testing.B) {
 	p := NewPool(256, threeLevel(), 0, t0)
-	path := Path{"A", "nlp", "asr"}
+	path := Path{"A", "nlp", "asr", ""}
 	b.ReportAllocs()
 	for b.Loop() {
 		p.Done(p.Admit(path, 0), 0.001, t0)
@@ -510,7 +510,7 @@ func BenchmarkAdmitDone(b *testing.B) {
 
 func BenchmarkAdmitDoneParallel(b *testing.B) {
 	p := NewPool(256, threeLevel(), 0, t0)
-	paths := []Path{{"A", "nlp", "asr"}, {"A", "vision", ""}, {"B", "chem", ""}}
+	paths := []Path{{"A", "nlp", "asr", ""}, {"A", "vision", "", ""}, {"B", "chem", "", ""}}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
@@ -523,7 +523,7 @@ func BenchmarkAdmitDoneParallel(b *testing.B) {
 
 func TestAdmitDoneNoAlloc(t *testing.T) {
 	p := NewPool(256, threeLevel(), 0, t0)
-	path := Path{"A", "nlp", "asr"}
+	path := Path{"A", "nlp", "asr", ""}
 	if n := testing.AllocsPerRun(1000, func() { p.Done(p.Admit(path, 0), 0.001, t0) }); n != 0 {
 		t.Errorf("Admit+Done allocates %v times", n)
 	}

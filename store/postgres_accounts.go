@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -12,7 +13,7 @@ import (
 // Accounts returns the stored organisation tree in tree order (nil when
 // no import ever ran).
 func (s *Postgres) Accounts(ctx context.Context) (llmflow.Accounts, error) {
-	rows, err := s.pool.Query(ctx, `SELECT name, kind, parent, shares, use_parent, disabled, members, source
+	rows, err := s.pool.Query(ctx, `SELECT name, kind, parent, shares, use_parent, disabled, members, users, source
 FROM accounts ORDER BY position`)
 	if err != nil {
 		return nil, fmt.Errorf("read accounts: %w", err)
@@ -21,11 +22,18 @@ FROM accounts ORDER BY position`)
 	out, err := scanRows(rows, func() (llmflow.Account, error) {
 		var a llmflow.Account
 		var kind int16
-		if err := rows.Scan(&a.Name, &kind, &a.Parent, &a.Shares, &a.UseParent, &a.Disabled, &a.Members, &a.Source); err != nil {
+		var users string
+		if err := rows.Scan(&a.Name, &kind, &a.Parent, &a.Shares, &a.UseParent, &a.Disabled, &a.Members, &users, &a.Source); err != nil {
 			return a, err
 		}
 		a.Kind = llmflow.Kind(kind)
 		a.Members = nilIfEmpty(a.Members)
+		if err := json.Unmarshal([]byte(users), &a.Users); err != nil {
+			return a, fmt.Errorf("%s users: %w", a.Name, err)
+		}
+		if len(a.Users) == 0 {
+			a.Users = nil
+		}
 		return a, nil
 	})
 	if err != nil {
@@ -49,10 +57,10 @@ func (s *Postgres) SaveSync(ctx context.Context, next llmflow.Accounts, run llmf
 			}
 			rows := make([][]any, len(next))
 			for i, a := range next {
-				rows[i] = []any{a.Name, int16(a.Kind), a.Parent, a.Shares, a.UseParent, a.Disabled, nonNil(a.Members), a.Source, int32(i)}
+				rows[i] = []any{a.Name, int16(a.Kind), a.Parent, a.Shares, a.UseParent, a.Disabled, nonNil(a.Members), usersJSON(a.Users), a.Source, int32(i)}
 			}
 			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"accounts"},
-				[]string{"name", "kind", "parent", "shares", "use_parent", "disabled", "members", "source", "position"},
+				[]string{"name", "kind", "parent", "shares", "use_parent", "disabled", "members", "users", "source", "position"},
 				pgx.CopyFromRows(rows)); err != nil {
 				return err
 			}
@@ -90,4 +98,14 @@ reparented, disabled, reenabled, members, unchanged, outcome, error FROM sync_ru
 		return nil, fmt.Errorf("read sync runs: %w", err)
 	}
 	return out, nil
+}
+
+// usersJSON is an account's user associations as stored (a JSON array,
+// "[]" for none), in both stores.
+func usersJSON(us []llmflow.UserAssoc) string {
+	if len(us) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(us) // plain strings, floats and bools: cannot fail
+	return string(b)
 }

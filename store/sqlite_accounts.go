@@ -11,7 +11,7 @@ import (
 // Accounts returns the stored organisation tree in tree order (nil when
 // no import ever ran).
 func (s *SQLite) Accounts(ctx context.Context) (llmflow.Accounts, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT name, kind, parent, shares, use_parent, disabled, members, source
+	rows, err := s.read.QueryContext(ctx, `SELECT name, kind, parent, shares, use_parent, disabled, members, users, source
 FROM accounts ORDER BY position`)
 	if err != nil {
 		return nil, fmt.Errorf("read accounts: %w", err)
@@ -20,8 +20,8 @@ FROM accounts ORDER BY position`)
 	out, err := scanRows(rows, func() (llmflow.Account, error) {
 		var a llmflow.Account
 		var kind int
-		var members string
-		if err := rows.Scan(&a.Name, &kind, &a.Parent, &a.Shares, &a.UseParent, &a.Disabled, &members, &a.Source); err != nil {
+		var members, users string
+		if err := rows.Scan(&a.Name, &kind, &a.Parent, &a.Shares, &a.UseParent, &a.Disabled, &members, &users, &a.Source); err != nil {
 			return a, err
 		}
 		a.Kind = llmflow.Kind(kind)
@@ -29,6 +29,12 @@ FROM accounts ORDER BY position`)
 			return a, fmt.Errorf("%s members: %w", a.Name, err)
 		}
 		a.Members = nilIfEmpty(a.Members)
+		if err := json.Unmarshal([]byte(users), &a.Users); err != nil {
+			return a, fmt.Errorf("%s users: %w", a.Name, err)
+		}
+		if len(a.Users) == 0 {
+			a.Users = nil
+		}
 		return a, nil
 	})
 	if err != nil {
@@ -56,7 +62,7 @@ func (s *SQLite) SaveSync(ctx context.Context, next llmflow.Accounts, run llmflo
 			return 0, err
 		}
 		st, err := tx.PrepareContext(ctx, `INSERT INTO accounts
-(name, kind, parent, shares, use_parent, disabled, members, source, position) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+(name, kind, parent, shares, use_parent, disabled, members, users, source, position) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 		if err != nil {
 			return 0, err
 		}
@@ -67,7 +73,7 @@ func (s *SQLite) SaveSync(ctx context.Context, next llmflow.Accounts, run llmflo
 				members = []string{}
 			}
 			m, _ := json.Marshal(members)
-			if _, err := st.ExecContext(ctx, a.Name, int(a.Kind), a.Parent, a.Shares, a.UseParent, a.Disabled, string(m), a.Source, i); err != nil {
+			if _, err := st.ExecContext(ctx, a.Name, int(a.Kind), a.Parent, a.Shares, a.UseParent, a.Disabled, string(m), usersJSON(a.Users), a.Source, i); err != nil {
 				return 0, fmt.Errorf("account %s: %w", a.Name, err)
 			}
 		}

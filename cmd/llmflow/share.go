@@ -191,7 +191,7 @@ func shareRow(pool string, a gateway.AccountShare) []string {
 		raw = ""
 	}
 	return []string{
-		pool, name, "", raw, f6(a.NormShares),
+		pool, name, a.User, raw, f6(a.NormShares),
 		strconv.FormatInt(int64(a.RawUsage*3600), 10), // GPU-seconds, truncated as sshare prints RawUsage
 		f6(a.NormUsage), f6(a.EffectvUsage), a.FairShare.String(), a.LevelFS.String(),
 		strconv.Itoa(a.Reserved), strconv.Itoa(a.InFlight), strconv.Itoa(a.Borrowing),

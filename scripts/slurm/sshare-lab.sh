@@ -7,7 +7,7 @@
 #
 #   scripts/slurm/sshare-lab.sh start     config, cluster, tree, Unix users, daemons
 #   scripts/slurm/sshare-lab.sh jobs      a fixed CPU workload (~3 min) so RawUsage is not 0
-#   scripts/slurm/sshare-lab.sh capture D writes D/{sacctmgr.assoc.P.txt,sshare.a.l.P.txt,scontrol-show-assoc.txt}
+#   scripts/slurm/sshare-lab.sh capture D writes D/: sacctmgr listings, sshare -a -l -P, scontrol show assoc_mgr
 #   scripts/slurm/sshare-lab.sh stop      stops the two daemons by their PIDs
 #
 # Everything is named after the cluster (LLMFLOW_SSHARE_CLUSTER, default
@@ -147,6 +147,14 @@ jobs() {
 	submit s8dan s8team-w 3 70
 	submit s8cat s8team-w 1 30 -p s8cpu
 	submit s8ben s8team-v 1 20
+	# Slurm charges usage per PriorityCalcPeriod: jobs shorter than that
+	# may leave none, so these run longer.
+	submit s8ann s8team-x 1 150
+	submit s8ben s8proj-p 2 150
+	submit s8ann s8sub-q 1 130
+	submit s8cat s8proj-z 1 140
+	submit s8cat s8team-w 1 150 -p s8cpu
+	submit s8ben s8team-v 3 150
 	local i
 	for i in $(seq 1 60); do
 		[[ -z $(squeue -h -o %i) ]] && break
@@ -158,7 +166,9 @@ jobs() {
 capture() {
 	local out=${1:?capture DIR}
 	install -d "$out"
-	sacctmgr -P show assoc cluster="$CLUSTER" format=Cluster,Account,User,Partition,Fairshare,ParentName,ID >"$out/sacctmgr.assoc.P.txt"
+	# the listings `llmflow sync --from-sacctmgr` runs (slurmsync.DefaultArgs)
+	sacctmgr --parsable2 show assoc withdeleted where cluster="$CLUSTER" format=Cluster,Account,User,Partition,Share,ParentName >"$out/sacctmgr.assoc.withdeleted.P.txt"
+	sacctmgr --parsable2 show assoc where cluster="$CLUSTER" format=Cluster,Account,User,Partition,Share,ParentName >"$out/sacctmgr.assoc.P.txt"
 	sshare -a -l -P >"$out/sshare.a.l.P.txt"
 	sshare -a -P -o Account,User,Partition,ID,RawShares,NormShares,RawUsage,NormUsage,EffectvUsage,FairShare,LevelFS >"$out/sshare.format.P.txt"
 	scontrol show assoc_mgr flags=assoc >"$out/scontrol-show-assoc.txt"

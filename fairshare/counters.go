@@ -71,38 +71,67 @@ type Placement struct {
 // Counters implementations apply it atomically with the counts they read
 // (MemCounters with compare-and-swap; a shared store in one script).
 func Place(c *Chain, within []int64) Placement {
-	var lv [MaxDepth]int
-	m := 0
+	p := Placement{Borrow: -1}
+	first, leaf := -1, -1
 	for i := 0; i < c.N; i++ {
 		if c.Level[i] {
-			lv[m] = i
-			m++
+			if first < 0 {
+				first = i
+			}
+			leaf = i
 		}
 	}
-	p := Placement{Borrow: -1}
-	if m == 0 {
+	if leaf < 0 {
 		return p
 	}
 	room := func(i int) bool { return within[i] < c.Res[i] }
-	if leaf := lv[m-1]; room(leaf) {
-		for _, i := range lv[:m] {
-			p.Within |= 1 << i
+	if room(leaf) {
+		for i := first; i <= leaf; i++ {
+			if c.Level[i] {
+				p.Within |= 1 << i
+			}
 		}
 		p.Room, p.Top = 1<<leaf, true
 		return p
 	}
-	if m < 2 || !room(lv[0]) {
+	if first == leaf || !room(first) {
 		return p
 	}
 	p.Top = true
-	p.Within, p.Room = 1<<lv[0], 1<<lv[0]
-	j := 1
-	for ; j < m-1 && room(lv[j]); j++ {
-		p.Within |= 1 << lv[j]
-		p.Room |= 1 << lv[j]
+	p.Within, p.Room = 1<<first, 1<<first
+	j := c.nextLevel(first)
+	for ; j != leaf && room(j); j = c.nextLevel(j) {
+		p.Within |= 1 << j
+		p.Room |= 1 << j
 	}
-	p.Borrow = int8(lv[j])
+	p.Borrow = int8(j)
 	return p
+}
+
+// nextLevel is the index of the first account with a level after i (i
+// must have one after it).
+func (c *Chain) nextLevel(i int) int {
+	for i++; !c.Level[i]; i++ {
+	}
+	return i
+}
+
+// withinBuf is the stack buffer for the within counts of a chain: trees
+// deeper than this (rare) read them into a slice of their own.
+const withinBuf = 16
+
+// readWithin reads the within counts of c's accounts into buf (or a new
+// slice when c is deeper than buf).
+func readWithin(cells []*cell, c *Chain, buf *[withinBuf]int64) []int64 {
+	w := buf[:]
+	if c.N > withinBuf {
+		w = make([]int64, c.N)
+	}
+	w = w[:c.N]
+	for i := range w {
+		w[i] = cells[c.Slots[i]].within.Load()
+	}
+	return w
 }
 
 // Counters keeps what a pool's admissions share: the requests in flight at
@@ -158,7 +187,8 @@ func PathKey(path []string) string {
 
 // MemCounters is Counters in this process's memory: atomics per account,
 // placement by compare-and-swap, usage under a per-account mutex. Admit,
-// Peek and Release take no global lock and do not allocate.
+// Peek and Release take no global lock and do not allocate (for chains up
+// to 16 nodes deep; a deeper chain reads its counts into a slice).
 type MemCounters struct {
 	halfLife time.Duration
 
@@ -210,11 +240,8 @@ func (m *MemCounters) Admit(c *Chain) Placement {
 		cells[c.Slots[i]].inflight.Add(1)
 	}
 	for {
-		var w [MaxDepth]int64
-		for i := 0; i < c.N; i++ {
-			w[i] = cells[c.Slots[i]].within.Load()
-		}
-		p := Place(c, w[:c.N])
+		var buf [withinBuf]int64
+		p := Place(c, readWithin(cells, c, &buf))
 		if m.take(cells, c, p) {
 			if !p.Top {
 				m.borrowing.Add(1)
@@ -268,11 +295,8 @@ func tryAcquire(v *atomic.Int64, res int64) bool {
 // Peek implements Counters.
 func (m *MemCounters) Peek(c *Chain) Placement {
 	cells := *m.cells.Load()
-	var w [MaxDepth]int64
-	for i := 0; i < c.N; i++ {
-		w[i] = cells[c.Slots[i]].within.Load()
-	}
-	return Place(c, w[:c.N])
+	var buf [withinBuf]int64
+	return Place(c, readWithin(cells, c, &buf))
 }
 
 // Release implements Counters.

@@ -528,3 +528,92 @@ func TestAdmitDoneNoAlloc(t *testing.T) {
 		t.Errorf("Admit+Done allocates %v times", n)
 	}
 }
+
+// deepTree is six accounts deep with user associations at several levels
+// and root's own user association, as Slurm trees may be.
+func deepTree() *Node {
+	u := func(name string, shares float64) *Node { return &Node{Name: name, User: true, Shares: shares} }
+	return &Node{Children: []*Node{
+		u("root", 5),
+		{Name: "A", Shares: 10, Children: []*Node{
+			{Name: "t", Shares: 60, Children: []*Node{
+				u("ann", 5),
+				{Name: "p1", UseParent: true, Children: []*Node{
+					u("ben", 1),
+					{Name: "p2", Shares: 30, Children: []*Node{
+						{Name: "p3", Shares: 1, Children: []*Node{
+							{Name: "p4", Shares: 1, Children: []*Node{u("cat", 2), u("ann", 4)}},
+						}},
+					}},
+				}},
+			}},
+		}},
+		{Name: "B", Shares: 5, Children: []*Node{{Name: "w", Shares: 1, Children: []*Node{u("dan", 1)}}}},
+	}}
+}
+
+func TestAdmitDoneNoAllocDeep(t *testing.T) {
+	p := NewPool(256, deepTree(), 0, t0)
+	for _, path := range []Path{{"A", "t", "p4", "cat"}, {"A", "t", "p4", ""}, {"A", "t", "", "ann"}, {"B", "w", "", "nobody"}} {
+		if n := testing.AllocsPerRun(1000, func() { p.Done(p.Admit(path, 0), 0.001, t0) }); n != 0 {
+			t.Errorf("%v: Admit+Done allocates %v times", path, n)
+		}
+	}
+}
+
+func BenchmarkAdmitDoneDeep(b *testing.B) {
+	p := NewPool(256, deepTree(), 0, t0)
+	path := Path{"A", "t", "p4", "cat"}
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Done(p.Admit(path, 0), 0.001, t0)
+	}
+}
+
+// TestDeepTree: accounts at any depth and user associations are in the
+// pool's tree; users and root's own users hold no reservation, the
+// accounts' reservations are apportioned over accounts only; a request
+// counts at the deepest account of its path and at its owner's
+// association there.
+func TestDeepTree(t *testing.T) {
+	p := NewPool(16, deepTree(), 0, t0)
+	s := p.Snapshot(t0)
+	rows := map[string]Row{}
+	for _, r := range s.Rows {
+		rows[strings.Join(r.Path, "/")] = r
+	}
+	for _, k := range []string{"\x01root", "A/t/\x01ann", "A/t/p1/p2/p3/p4", "A/t/p1/p2/p3/p4/\x01cat", "B/w/\x01dan"} {
+		if _, ok := rows[k]; !ok {
+			t.Errorf("no row %q", k)
+		}
+	}
+	if r := rows["\x01root"]; r.Reserved != 0 || r.Kind != "user" || !r.Leaf {
+		t.Errorf("root's user: %+v", r)
+	}
+	// A and B share 16 as 10:5 (root's user association takes none).
+	if a, b := rows["A"].Reserved, rows["B"].Reserved; a != 11 || b != 5 {
+		t.Errorf("reservations A %d B %d, want 11 5", a, b)
+	}
+	if r := rows["A/t/p1/p2/p3/p4"]; r.Reserved != 11 || r.Kind != "project" || r.Depth != 6 {
+		t.Errorf("p4: %+v", r)
+	}
+	if s.Leaves != 6 {
+		t.Errorf("%d leaves, want the 6 user associations", s.Leaves)
+	}
+	tk := p.Admit(Path{"A", "t", "p4", "cat"}, 0)
+	if tk.Priority != 0 {
+		t.Errorf("priority %d, want 0 (within)", tk.Priority)
+	}
+	p.Done(tk, 2, t0)
+	s = p.Snapshot(t0)
+	for _, r := range s.Rows {
+		k := strings.Join(r.Path, "/")
+		want := 0.0
+		if strings.HasPrefix("A/t/p1/p2/p3/p4/\x01cat", k) && !strings.Contains(k, "\x01ann") && !strings.HasPrefix(k, "\x01") {
+			want = 2
+		}
+		if r.RawUsage != want {
+			t.Errorf("%q usage %v, want %v", k, r.RawUsage, want)
+		}
+	}
+}

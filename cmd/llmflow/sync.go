@@ -203,6 +203,9 @@ func syncCmd(e *env) *cobra.Command {
 			}
 			defer closeSrc()
 			res, err := (&slurmsync.Syncer{Source: src, Name: name, Sink: db}).Run(ctx, dryRun)
+			if err != nil && len(f.files) > 0 && f.columns == "" && strings.Contains(err.Error(), "--noheader (-n)") {
+				err = fmt.Errorf("%w; name them with --columns, e.g. --columns Cluster,Account,User,Partition,Share,ParentName", err)
+			}
 			writeChanges(e.stdout, res)
 			if err == nil && cfg.Slurm == nil {
 				fmt.Fprintln(e.stderr, "note: the configuration has no slurm { } block: `llmflow serve` serves the tree the "+

@@ -23,8 +23,9 @@ func shareCmd(e *env) *cobra.Command {
 		Use:   "share",
 		Short: "Print a running gateway's fair-share state like sshare -l",
 		Long: "share asks a running gateway (GET /admin/fairshare, with the master key) for its fair-share\n" +
-			"state and prints it in the layout of `sshare -a -l`: one row per account of each pool, the\n" +
-			"pool as root, indented by depth, with sshare's columns where they mean the same and\n" +
+			"state and prints it in the layout of `sshare -a -l`: one row per account and per user\n" +
+			"association (User column, imported from Slurm with its shares) of each pool, the pool as\n" +
+			"root, indented by depth, with sshare's columns where they mean the same and\n" +
 			"Reserved, InFlight, Borrowing added. RawUsage is in GPU-seconds (sshare's unit when billing\n" +
 			"counts GPUs), decayed with the configured half-life.",
 		Args: cobra.NoArgs,

@@ -114,8 +114,8 @@ type Result struct {
 	AssocHours, AssocDays, AssocMonths       int
 	ClusterHours, ClusterDays, ClusterMonths int
 
-	GPUSeconds       int64                // Σ alloc_secs of the hour rows written
-	Unattributed     llmflow.Unattributed // usage with no association, not written
+	GPUSeconds   int64                // Σ alloc_secs of the hour rows written
+	Unattributed llmflow.Unattributed // usage with no association, not written
 	// NotWritten is usage of associations the write-back may not create:
 	// their account or user is deleted in slurmdbd (acct_table /
 	// user_table) and the cluster never had the association. sacctmgr
@@ -126,11 +126,11 @@ type Result struct {
 	// Skipped are accounts and users of llmflow's tree left out of the
 	// cluster's tree because they are deleted in slurmdbd (or under a
 	// deleted account).
-	Skipped []string
-	OverCapacity     int                  // hours whose allocation exceeds GPUs × 3600 (idle written as 0)
-	LastRanHourly    time.Time            // <cluster>_last_ran_table.hourly_rollup after the write
-	AssocHourRows    []llmflow.AssocHour  // what was written, sorted by hour, account, user
-	ExistingAssocIDs int                  // live user associations of the cluster
+	Skipped          []string
+	OverCapacity     int                 // hours whose allocation exceeds GPUs × 3600 (idle written as 0)
+	LastRanHourly    time.Time           // <cluster>_last_ran_table.hourly_rollup after the write
+	AssocHourRows    []llmflow.AssocHour // what was written, sorted by hour, account, user
+	ExistingAssocIDs int                 // live user associations of the cluster
 }
 
 // NotWritten is the usage of one association that was not written.
@@ -312,7 +312,7 @@ func (w *Writer) write(ctx context.Context, from, to time.Time, tree llmflow.Acc
 	}
 }
 
-// userAssocs returns the user associations (partition '') the cluster
+// userAssocs returns the user associations (partition ”) the cluster
 // ever had, deleted ones included.
 func (w *Writer) userAssocs(ctx context.Context) ([]haveAssoc, error) {
 	rows, err := w.db.QueryContext(ctx, "SELECT acct, user FROM "+w.table("assoc")+" WHERE `partition` = '' AND user <> ''")

@@ -128,6 +128,9 @@ type engine struct {
 	tres []string
 	sel  []int // selected TRES, in TRES order
 	cpu  int   // index of "cpu", -1 if none
+	// sortT is the TRES users are sorted by (sreport's sort_user_tres_id):
+	// cpu, except for TopUsage's final sort (the first selected TRES).
+	sortT int
 	nrg  int   // index of "energy", -1 if none
 
 	clusterSel bool // the cluster passes cluster=/-M
@@ -147,7 +150,7 @@ type clusterSum struct {
 }
 
 func newEngine(req Request, d *Data, loc *time.Location, per Period) (*engine, error) {
-	e := &engine{req: req, d: d, loc: loc, per: per, cpu: -1, nrg: -1}
+	e := &engine{req: req, d: d, loc: loc, per: per, cpu: -1, sortT: -1, nrg: -1}
 	base := d.TRES
 	if base == nil {
 		base = DefaultTRES
@@ -248,6 +251,7 @@ func newEngine(req Request, d *Data, loc *time.Location, per Period) (*engine, e
 	}
 	if i, ok := idx["cpu"]; ok {
 		e.cpu = i
+		e.sortT = i
 	}
 	if i, ok := idx["energy"]; ok {
 		e.nrg = i
@@ -631,22 +635,24 @@ func (r *urec) add(e *engine, assoc int) {
 	}
 }
 
-// cmpUser is sreport's sort_user_dec: cpu seconds descending (records
-// without a cpu TRES sort after, as its comparator says), then login.
+// cmpUser is sreport's sort_user_dec: seconds of the TRES e.sortT
+// (sort_user_tres_id, cpu unless TopUsage set it) descending (records
+// without that TRES sort after, as its comparator says), then login.
 func (e *engine) cmpUser(a, b *urec) int {
 	if !e.req.SortName {
 		if !a.any || !b.any {
 			return 0
 		}
-		if e.cpu < 0 || !a.seen[e.cpu] {
+		t := e.sortT
+		if t < 0 || !a.seen[t] {
 			return 1
 		}
-		if !b.seen[e.cpu] {
+		if !b.seen[t] {
 			return -1
 		}
-		if a.secs[e.cpu] > b.secs[e.cpu] {
+		if a.secs[t] > b.secs[t] {
 			return -1
-		} else if a.secs[e.cpu] < b.secs[e.cpu] {
+		} else if a.secs[t] < b.secs[t] {
 			return 1
 		}
 	}
@@ -790,12 +796,17 @@ func (e *engine) topUsage(p *printer, fs []field) {
 			r.add(e, i)
 		}
 	}
-	// sreport sorts the list once to size the Used column and once more
-	// before printing.
+	// sreport sorts the list once by cpu to size the Used column, and
+	// once more before printing by the first TRES of its list (-T, in id
+	// order): user_top sets sort_user_tres_id to it.
 	e.sortUsers(recs)
 	e.userWidths(fs, recs)
 	e.columns(p, fs)
+	if len(e.sel) > 0 {
+		e.sortT = e.sel[0]
+	}
 	e.sortUsers(recs)
+	e.sortT = e.cpu
 	for n, r := range recs {
 		e.printUser(p, fs, r, strings.Join(r.accts, ", "))
 		if n+1 >= top {

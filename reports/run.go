@@ -131,7 +131,7 @@ type engine struct {
 	// sortT is the TRES users are sorted by (sreport's sort_user_tres_id):
 	// cpu, except for TopUsage's final sort (the first selected TRES).
 	sortT int
-	nrg  int   // index of "energy", -1 if none
+	nrg   int // index of "energy", -1 if none
 
 	clusterSel bool // the cluster passes cluster=/-M
 	clusterOK  bool // and has cluster usage rows in the period

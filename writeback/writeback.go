@@ -42,6 +42,12 @@ type Config struct {
 	// Now is the clock (default time.Now): only hours that have ended are
 	// written.
 	Now func() time.Time
+	// Since is the first hour the gateway served (its first accounting
+	// record, the hour of its oldest rollup): the cluster rows (capacity) are
+	// written for the hours from Since on only, the hours before it are
+	// cleared. Zero: every hour written has its cluster row. `llmflow
+	// report` counts the same hours, so both agree on Utilization.
+	Since time.Time
 }
 
 // Writer writes llmflow's GPU-hours into slurmdbd's database.
@@ -92,6 +98,11 @@ func New(db *sql.DB, cfg Config) (*Writer, error) {
 	}
 	return &Writer{db: db, cfg: cfg}, nil
 }
+
+// SetSince sets Config.Since for the next writes (the first hour served
+// moves only when the store's oldest rollups are pruned). Not safe
+// concurrently with Write.
+func (w *Writer) SetSince(t time.Time) { w.cfg.Since = t }
 
 // Close releases the database handle.
 func (w *Writer) Close() error { return w.db.Close() }
@@ -677,6 +688,9 @@ func (w *Writer) writeTRES(ctx context.Context, tx *sql.Tx, res *Result, usage [
 	capacity := int64(w.cfg.GPUs) * 3600
 	vals = vals[:0]
 	for h := from; h.Before(to); h = h.Add(time.Hour) {
+		if h.Before(w.cfg.Since.Truncate(time.Hour)) {
+			continue // the gateway did not serve yet: no capacity
+		}
 		a := alloc[h.Unix()]
 		idle := capacity - a
 		if idle < 0 {

@@ -107,8 +107,13 @@ func runWriteback(cmd *cobra.Command, e *env, cfg *config.Config, db writebackSt
 	if d, _ := fl.GetDuration("timeout"); d > 0 {
 		sm.Timeout = d
 	}
+	since, err := servedSince(cmd.Context(), db, to)
+	if err != nil {
+		return err
+	}
 	prog := newProgress(e.stdout)
 	w, err := writeback.Open(dsn, writeback.Config{
+		Since:       since,
 		Cluster:     cluster,
 		ServiceUser: serviceUser,
 		GPUs:        gpus,

@@ -166,7 +166,9 @@ func syncCmd(e *env) *cobra.Command {
 		Long: "sync reads Slurm's association tree (slurmdbd's MySQL database, or sacctmgr) and brings\n" +
 			"llmflow's organisation tree in line: accounts under root become organisations, their\n" +
 			"children teams, deeper accounts projects; Slurm's Fairshare values are the shares; users with\n" +
-			"an association are the members. Accounts removed in Slurm are disabled, never deleted. The\n" +
+			"an association are the members, and each user association (root's own too) with its shares is\n" +
+			"a leaf of the fair-share tree, as in sshare -a. Accounts removed in Slurm are disabled, never\n" +
+			"deleted; one deleted before llmflow saw it is not imported. The\n" +
 			"changes are printed and applied in one transaction (--dry-run only prints them). Every run is\n" +
 			"recorded: --history lists them. A running gateway picks the tree up at its next scheduled\n" +
 			"import (slurm { schedule }).",

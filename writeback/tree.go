@@ -58,6 +58,7 @@ func (c TreeChange) String() string { return "sacctmgr -i " + strings.Join(c.Arg
 // tree: fairshare 1), every member's association, and every association
 // the usage is written to.
 func desiredTree(tree llmflow.Accounts, chains [][]string, used [][2]string) (map[string]*wantAccount, map[[2]string]bool, error) {
+	tree = accountsOnly(tree)
 	byName := map[string]llmflow.Account{}
 	for _, a := range tree {
 		a.Name = strings.ToLower(a.Name)
@@ -147,6 +148,18 @@ func desiredTree(tree llmflow.Accounts, chains [][]string, used [][2]string) (ma
 		return nil, nil, fmt.Errorf("names Slurm cannot take (want %s): %s", nameRE, strings.Join(bad, ", "))
 	}
 	return accts, users, nil
+}
+
+// accountsOnly is tree without Slurm's root itself (KindRoot, present to
+// carry root's own user shares): the cluster's root exists already.
+func accountsOnly(tree llmflow.Accounts) llmflow.Accounts {
+	out := make(llmflow.Accounts, 0, len(tree))
+	for _, a := range tree {
+		if a.Kind != llmflow.KindRoot {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // fairshares turns llmflow's shares into sacctmgr Fairshare values per

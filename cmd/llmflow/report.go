@@ -264,6 +264,9 @@ func reportData(tree llmflow.Accounts, rows []llmflow.AssocHour, gpus int, clust
 	d.Accounts = append(d.Accounts, reports.Account{Name: "root"})
 	known := map[string]bool{"root": true}
 	for _, a := range tree {
+		if a.Kind == llmflow.KindRoot {
+			continue // Slurm's root itself (it carries root's user shares): d's root
+		}
 		parent := strings.ToLower(a.Parent)
 		if parent == "" {
 			parent = "root"
@@ -272,7 +275,11 @@ func reportData(tree llmflow.Accounts, rows []llmflow.AssocHour, gpus int, clust
 		d.Accounts = append(d.Accounts, reports.Account{Name: name, Parent: parent, Deleted: a.Disabled})
 		known[name] = true
 	}
+	// User associations in the tree's order (an account's before its
+	// descendants', as slurmdbd's lft orders them; sreport's TopUsage
+	// group joins a user's accounts in that order), then by user.
 	assoc := map[[2]string]int{}
+	var keys [][2]string
 	for _, r := range rows {
 		k := [2]string{r.Account, r.User}
 		if _, ok := assoc[k]; !ok {
@@ -280,9 +287,22 @@ func reportData(tree llmflow.Accounts, rows []llmflow.AssocHour, gpus int, clust
 				d.Accounts = append(d.Accounts, reports.Account{Name: r.Account, Parent: "root", Deleted: true})
 				known[r.Account] = true
 			}
-			assoc[k] = len(d.Assocs)
-			d.Assocs = append(d.Assocs, reports.Assoc{Account: r.Account, User: r.User})
+			assoc[k] = -1
+			keys = append(keys, k)
 		}
+	}
+	pos := make(map[string]int, len(d.Accounts))
+	for i, a := range d.Accounts {
+		if _, dup := pos[a.Name]; !dup {
+			pos[a.Name] = i
+		}
+	}
+	slices.SortFunc(keys, func(x, y [2]string) int {
+		return cmp.Or(cmp.Compare(pos[x[0]], pos[y[0]]), strings.Compare(x[1], y[1]))
+	})
+	for _, k := range keys {
+		assoc[k] = len(d.Assocs)
+		d.Assocs = append(d.Assocs, reports.Assoc{Account: k[0], User: k[1]})
 	}
 	day := func(t time.Time) time.Time { y, m, dd := t.In(loc).Date(); return time.Date(y, m, dd, 0, 0, 0, 0, loc) }
 	month := func(t time.Time) time.Time { y, m, _ := t.In(loc).Date(); return time.Date(y, m, 1, 0, 0, 0, 0, loc) }

@@ -43,6 +43,7 @@ store { path = "llmflow.db" }
 		t.Fatal(err)
 	}
 	tree := llmflow.Accounts{
+		{Name: "root", Kind: llmflow.KindRoot, Users: []llmflow.UserAssoc{{User: "root", Shares: 5}}, Source: "slurm"}, // root's own user share: no account row
 		{Name: "etaba", Kind: llmflow.KindOrg, Shares: 13, Source: "slurm"},
 		{Name: "lab-nlp", Kind: llmflow.KindTeam, Parent: "etaba", Shares: 60, Source: "slurm"},
 		{Name: "nlp-llm", Kind: llmflow.KindProject, Parent: "lab-nlp", Shares: 70, Source: "slurm"},

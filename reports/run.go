@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -126,7 +127,7 @@ type engine struct {
 	loc  *time.Location
 	per  Period
 	tres []string
-	sel  []int // selected TRES, in TRES order
+	sel  []int // selected TRES, in -T order (id order for the default and "all")
 	cpu  int   // index of "cpu", -1 if none
 	// sortT is the TRES users are sorted by (sreport's sort_user_tres_id):
 	// cpu, except for TopUsage's final sort (the first selected TRES).
@@ -260,10 +261,16 @@ func newEngine(req Request, d *Data, loc *time.Location, per Period) (*engine, e
 		if e.cpu >= 0 {
 			e.sel = []int{e.cpu}
 		}
+	} else if slices.ContainsFunc(req.TRES, func(s string) bool { return strings.EqualFold(s, "all") }) {
+		for i := range e.tres { // every TRES, in id order
+			e.sel = append(e.sel, i)
+		}
 	} else {
-		for i, t := range e.tres {
-			for _, want := range req.TRES {
-				if strings.EqualFold(want, t) || strings.EqualFold(want, "all") {
+		// In -T's order, as sreport's tres_list (a real capture with
+		// -T node,cpu prints node first, and TopUsage sorts by node).
+		for _, want := range req.TRES {
+			for i, t := range e.tres {
+				if strings.EqualFold(want, t) && !slices.Contains(e.sel, i) {
 					e.sel = append(e.sel, i)
 					break
 				}

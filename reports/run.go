@@ -804,8 +804,8 @@ func (e *engine) topUsage(p *printer, fs []field) {
 		}
 	}
 	// sreport sorts the list once by cpu to size the Used column, and
-	// once more before printing by the first TRES of its list (-T, in id
-	// order): user_top sets sort_user_tres_id to it.
+	// once more before printing by the first TRES of its list (the first
+	// of -T): user_top sets sort_user_tres_id to it.
 	e.sortUsers(recs)
 	e.userWidths(fs, recs)
 	e.columns(p, fs)

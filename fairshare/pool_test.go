@@ -2,6 +2,7 @@ package fairshare
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -615,5 +616,27 @@ func TestDeepTree(t *testing.T) {
 		if r.RawUsage != want {
 			t.Errorf("%q usage %v, want %v", k, r.RawUsage, want)
 		}
+	}
+}
+
+// A tree deeper than MaxDepth keeps its first MaxDepth levels; requests
+// still resolve and count without allocating beyond the stack buffer's
+// depth only for the deep ones.
+func TestTooDeepTree(t *testing.T) {
+	root := &Node{}
+	n := root
+	for i := 0; i < MaxDepth+6; i++ {
+		c := &Node{Name: fmt.Sprintf("a%d", i), Shares: 1}
+		n.Children = []*Node{c}
+		n = c
+	}
+	p := NewPool(4, root, 0, t0)
+	if rows := p.Snapshot(t0).Rows; len(rows) != MaxDepth {
+		t.Fatalf("%d rows, want %d", len(rows), MaxDepth)
+	}
+	tk := p.Admit(Path{"a0", "a1", fmt.Sprintf("a%d", MaxDepth-1), ""}, 0)
+	p.Done(tk, 1, t0)
+	if tk.Priority != 0 {
+		t.Errorf("priority %d", tk.Priority)
 	}
 }

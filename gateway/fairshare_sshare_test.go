@@ -3,7 +3,9 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -261,5 +263,60 @@ func TestKeyCountsAtItsOwner(t *testing.T) {
 	}
 	if len(got) != len(want) {
 		t.Errorf("rows %v, want %v", got, want)
+	}
+}
+
+// TestRequestCountsAtOwner: through the HTTP path, a request of a key
+// owned by alice is in flight (and then charged) at alice's user
+// association under the key's team; a key without owner at the team.
+func TestRequestCountsAtOwner(t *testing.T) {
+	up := newHeldUpstream(t)
+	e := newEnv(t, []string{up.srv.URL}, "")
+	accts := e.cfg.Accounts()
+	for i := range accts {
+		if accts[i].Name == "lab-nlp" {
+			accts[i].Users = []llmflow.UserAssoc{{User: "alice", Shares: 5}, {User: "bob", Shares: 5}}
+		}
+	}
+	e.gw.SetAccounts(accts)
+	_, alice, err := e.gw.CreateKey(t.Context(), KeyRequest{Team: "lab-nlp", Name: "a", Owner: "alice"}, Principal{Name: "t", Role: RoleProxyAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	for _, key := range []string{alice, e.key} {
+		go func() {
+			req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[]}`))
+			req.Header.Set("Authorization", "Bearer "+key)
+			if resp, err := e.srv.Client().Do(req); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			done <- struct{}{}
+		}()
+	}
+	up.waitArrived(t, 2)
+	inflight := map[string]int{}
+	for _, a := range e.gw.FairshareReport().Pools[0].Accounts {
+		inflight[a.Account+"|"+a.User] = a.InFlight
+	}
+	if inflight["lab-nlp|alice"] != 1 || inflight["lab-nlp|bob"] != 0 || inflight["lab-nlp|"] != 2 {
+		t.Errorf("in flight %v: want alice's request at lab-nlp|alice, both at lab-nlp", inflight)
+	}
+	close(up.release)
+	<-done
+	<-done
+	e.recs.wait(t, 2)
+	var aliceUsage, teamUsage float64
+	for _, a := range e.gw.FairshareReport().Pools[0].Accounts {
+		switch a.Account + "|" + a.User {
+		case "lab-nlp|alice":
+			aliceUsage = a.RawUsage
+		case "lab-nlp|":
+			teamUsage = a.RawUsage
+		}
+	}
+	if aliceUsage <= 0 || teamUsage <= aliceUsage {
+		t.Errorf("usage alice %v, team %v: want alice's charged to her association and both to the team", aliceUsage, teamUsage)
 	}
 }

@@ -482,7 +482,8 @@ func (p *Pool) publish(t *tree, now time.Time) {
 	root, tn := input(showLeaf)
 	st.fair = FairTree(root)
 	rank, rankTN := st.fair, tn
-	if t.hasUsr && childless {
+	separate := t.hasUsr && childless // the ranking tree differs from the one shown
+	if separate {
 		root, rankTN = input(rankLeaf)
 		rank = FairTree(root)
 	}
@@ -504,7 +505,7 @@ func (p *Pool) publish(t *tree, now time.Time) {
 		}
 	}
 	rankRow := st.rowOf
-	if &rank[0] != &st.fair[0] {
+	if separate {
 		rankRow = rowOf(rank, rankTN)
 	}
 	N := 0

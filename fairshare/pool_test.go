@@ -640,3 +640,35 @@ func TestTooDeepTree(t *testing.T) {
 		t.Errorf("priority %d", tk.Priority)
 	}
 }
+
+// In a tree with users, an account without children (no users, no
+// sub-accounts) shows no FairShare, as in sshare, but its requests (keys
+// without owner) are still ranked among the leaves.
+func TestChildlessAccountRankedNotShown(t *testing.T) {
+	root := &Node{Children: []*Node{
+		{Name: "A", Shares: 1, Children: []*Node{{Name: "ann", User: true, Shares: 1}}},
+		{Name: "B", Shares: 1, Children: []*Node{{Name: "empty", Shares: 1}}},
+	}}
+	p := NewPool(2, root, 0, t0)
+	p.Done(p.Admit(Path{"A", "", "", "ann"}, 0), 5, t0)
+	p.Refresh(t0)
+	s := p.Snapshot(t0)
+	for _, r := range s.Rows {
+		switch r.Name {
+		case "empty":
+			if r.Leaf || !math.IsNaN(float64(r.FairShare)) {
+				t.Errorf("childless account shown as a leaf: %+v", r)
+			}
+			if r.Rank != 0 {
+				t.Errorf("unused childless account rank %d, want 0 (first)", r.Rank)
+			}
+		case "ann":
+			if !r.Leaf || r.Rank != 1 {
+				t.Errorf("ann: %+v, want a leaf ranked after the unused account", r)
+			}
+		}
+	}
+	if s.Leaves != 1 {
+		t.Errorf("%d leaves shown, want 1 (ann)", s.Leaves)
+	}
+}

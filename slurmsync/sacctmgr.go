@@ -184,7 +184,14 @@ func (s *Sacctmgr) Tree(ctx context.Context) (*sacctmgr.Tree, error) {
 	if !have[Assocs] {
 		return nil, errors.New("sacctmgr: no Assocs listing configured")
 	}
-	t, err := combine(cluster, outs, have, s.Columns)
+	var names [numListings]string
+	for l := range numListings {
+		names[l] = l.String() + " listing"
+		if f, ok := s.Files[l]; ok {
+			names[l] = f // the admin's file, not our listing's name
+		}
+	}
+	t, err := combine(cluster, outs, have, s.Columns, names)
 	if err != nil {
 		return nil, fmt.Errorf("sacctmgr: cluster %s: %w", cluster, err)
 	}
@@ -192,7 +199,7 @@ func (s *Sacctmgr) Tree(ctx context.Context) (*sacctmgr.Tree, error) {
 }
 
 // combine parses the listings with package sacctmgr and merges them.
-func combine(cluster string, outs [numListings][]byte, have [numListings]bool, columns []string) (*sacctmgr.Tree, error) {
+func combine(cluster string, outs [numListings][]byte, have [numListings]bool, columns []string, names [numListings]string) (*sacctmgr.Tree, error) {
 	opts := sacctmgr.Options{Cluster: cluster, Columns: columns}
 	var t *sacctmgr.Tree
 	var err error
@@ -204,12 +211,12 @@ func combine(cluster string, outs [numListings][]byte, have [numListings]bool, c
 			return nil, fmt.Errorf("sacctmgr dump file is of cluster %q, not %q", t.Cluster, cluster)
 		}
 	} else if t, err = sacctmgr.ParseAssociations(bytes.NewReader(outs[Assocs]), opts); err != nil {
-		return nil, fmt.Errorf("%s listing: %w", Assocs, err)
+		return nil, fmt.Errorf("%s: %w", names[Assocs], err)
 	}
 	if have[LiveAssocs] {
 		live, err := sacctmgr.ParseAssociations(bytes.NewReader(outs[LiveAssocs]), opts)
 		if err != nil {
-			return nil, fmt.Errorf("%s listing: %w", LiveAssocs, err)
+			return nil, fmt.Errorf("%s: %w", names[LiveAssocs], err)
 		}
 		t = sacctmgr.MergeDeleted(live, t)
 	}
@@ -221,7 +228,7 @@ func combine(cluster string, outs [numListings][]byte, have [numListings]bool, c
 		o.OnlyDefaults, o.Partial = true, true
 		defs, err := sacctmgr.ParseAssociations(bytes.NewReader(outs[Defaults]), o)
 		if err != nil {
-			return nil, fmt.Errorf("%s listing: %w", Defaults, err)
+			return nil, fmt.Errorf("%s: %w", names[Defaults], err)
 		}
 		t.Annotate(nil, defs.Users)
 	}
@@ -237,7 +244,7 @@ func combine(cluster string, outs [numListings][]byte, have [numListings]bool, c
 		}
 		accts, err := sacctmgr.ParseAccounts(bytes.NewReader(outs[l]), o)
 		if err != nil {
-			return nil, fmt.Errorf("%s listing: %w", l, err)
+			return nil, fmt.Errorf("%s: %w", names[l], err)
 		}
 		if l == Descriptions {
 			for i := range accts {

@@ -138,7 +138,7 @@ func (s *Sacctmgr) Tree(ctx context.Context) (*sacctmgr.Tree, error) {
 			}
 			b, err := os.ReadFile(f)
 			if err != nil {
-				return nil, fmt.Errorf("sacctmgr: %s listing: %w", l, err)
+				return nil, fmt.Errorf("sacctmgr: %w", err) // names the file
 			}
 			outs[l], have[l] = b, true
 		}

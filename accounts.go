@@ -13,6 +13,11 @@ const (
 	KindOrg     Kind = iota + 1 // an institution: an account directly under Slurm's root
 	KindTeam                    // a lab: a child of an organisation
 	KindProject                 // anything deeper: a project of a team (or of a project)
+	// KindRoot is Slurm's root account itself, named "root", in an
+	// imported tree only when root has user associations of its own
+	// (root/root with a share): Fair Tree counts them as siblings of the
+	// organisations. It carries only Users: no keys, members or reports.
+	KindRoot
 )
 
 func (k Kind) String() string {
@@ -23,6 +28,8 @@ func (k Kind) String() string {
 		return "team"
 	case KindProject:
 		return "project"
+	case KindRoot:
+		return "root"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -50,6 +57,12 @@ type Account struct {
 	// Members are the Slurm users with an association in this account.
 	Members []string
 
+	// Users are the live Slurm user associations of this account with
+	// their shares, in Slurm's order (by user, then partition): the
+	// leaves of Fair Tree, normalised as siblings of the sub-accounts.
+	// Empty for accounts from the configuration.
+	Users []UserAssoc
+
 	// Source says where the account comes from: "config" or "slurm".
 	Source string
 
@@ -57,6 +70,15 @@ type Account struct {
 	// GrpTRES): a budget and an in-flight cap for the budgets side (see
 	// GPULimits). Zero for accounts of the configuration.
 	Limits GPULimits
+}
+
+// UserAssoc is one Slurm user association of an account: a leaf of the
+// fair-share tree.
+type UserAssoc struct {
+	User      string  `json:"user"`
+	Partition string  `json:"partition,omitempty"` // "" for all partitions
+	Shares    float64 `json:"shares"`              // raw Fairshare; 0 when UseParent
+	UseParent bool    `json:"use_parent,omitempty"`
 }
 
 // Accounts is a whole organisation tree, parents before children.
@@ -70,6 +92,7 @@ func (as Accounts) SlurmNames() Accounts {
 	for i, a := range as {
 		a.Name, a.Parent = strings.ToLower(a.Name), strings.ToLower(a.Parent)
 		a.Members = slices.Clone(a.Members)
+		a.Users = slices.Clone(a.Users)
 		out[i] = a
 	}
 	return out

@@ -7,8 +7,11 @@ import (
 	"time"
 )
 
-// MaxDepth is the depth of a Path: organisation, team, project.
-const MaxDepth = 3
+// MaxDepth is the deepest chain of a tree: an account (or user
+// association) at most MaxDepth levels below the pool. Placement keeps one
+// bit per level; a Slurm tree is a handful of levels deep, and nodes deeper
+// than this are left out of a pool's tree (SetTree).
+const MaxDepth = 64
 
 // Slot names one account's counters in a Counters (see Counters.Bind).
 // PoolSlot holds the pool's own usage.
@@ -18,25 +21,29 @@ type Slot int32
 const PoolSlot Slot = 0
 
 // Chain is a request's accounts as the counters see them: the
-// organisation first, the leaf last. A Pool computes the chain of every
-// account when it installs a tree, never on the request path.
+// organisation first, the leaf (an account or a user association) last,
+// any number of levels (at most MaxDepth). A Pool computes the chain of
+// every node when it installs a tree, never on the request path: the
+// slices are built once and only read afterwards.
 type Chain struct {
-	N     int             // accounts in the chain; 0 when the organisation is unknown
-	Slots [MaxDepth]Slot  // each account's counters
-	Res   [MaxDepth]int64 // each account's reservation
-	Level [MaxDepth]bool  // the account has a level of its own (not Fairshare=parent): only those are placed
+	N     int     // nodes in the chain; 0 when the organisation is unknown
+	Slots []Slot  // each node's counters (len N)
+	Res   []int64 // each node's reservation (len N)
+	// Level is true for the accounts with a level of their own: not
+	// Fairshare=parent, not a user association. Only those are placed.
+	Level []bool
 }
 
 // Placement is where Place puts a request.
 type Placement struct {
 	// Within has bit i set when the request counts within the reservation
 	// of the chain's account i.
-	Within uint8
+	Within uint64
 	// Room has bit i set for the accounts whose room (within < reservation)
 	// the placement relies on: an implementation counts the request within
 	// there only while that still holds, and places it again otherwise.
 	// The other Within accounts count it whatever their counts.
-	Room uint8
+	Room uint64
 	// Top is true when the request is within its organisation's
 	// reservation: it does not borrow from another organisation.
 	Top bool
@@ -63,39 +70,68 @@ type Placement struct {
 //
 // Counters implementations apply it atomically with the counts they read
 // (MemCounters with compare-and-swap; a shared store in one script).
-func Place(c *Chain, within *[MaxDepth]int64) Placement {
-	var lv [MaxDepth]int
-	m := 0
+func Place(c *Chain, within []int64) Placement {
+	p := Placement{Borrow: -1}
+	first, leaf := -1, -1
 	for i := 0; i < c.N; i++ {
 		if c.Level[i] {
-			lv[m] = i
-			m++
+			if first < 0 {
+				first = i
+			}
+			leaf = i
 		}
 	}
-	p := Placement{Borrow: -1}
-	if m == 0 {
+	if leaf < 0 {
 		return p
 	}
 	room := func(i int) bool { return within[i] < c.Res[i] }
-	if leaf := lv[m-1]; room(leaf) {
-		for _, i := range lv[:m] {
-			p.Within |= 1 << i
+	if room(leaf) {
+		for i := first; i <= leaf; i++ {
+			if c.Level[i] {
+				p.Within |= 1 << i
+			}
 		}
 		p.Room, p.Top = 1<<leaf, true
 		return p
 	}
-	if m < 2 || !room(lv[0]) {
+	if first == leaf || !room(first) {
 		return p
 	}
 	p.Top = true
-	p.Within, p.Room = 1<<lv[0], 1<<lv[0]
-	j := 1
-	for ; j < m-1 && room(lv[j]); j++ {
-		p.Within |= 1 << lv[j]
-		p.Room |= 1 << lv[j]
+	p.Within, p.Room = 1<<first, 1<<first
+	j := c.nextLevel(first)
+	for ; j != leaf && room(j); j = c.nextLevel(j) {
+		p.Within |= 1 << j
+		p.Room |= 1 << j
 	}
-	p.Borrow = int8(lv[j])
+	p.Borrow = int8(j)
 	return p
+}
+
+// nextLevel is the index of the first account with a level after i (i
+// must have one after it).
+func (c *Chain) nextLevel(i int) int {
+	for i++; !c.Level[i]; i++ {
+	}
+	return i
+}
+
+// withinBuf is the stack buffer for the within counts of a chain: trees
+// deeper than this (rare) read them into a slice of their own.
+const withinBuf = 16
+
+// readWithin reads the within counts of c's accounts into buf (or a new
+// slice when c is deeper than buf).
+func readWithin(cells []*cell, c *Chain, buf *[withinBuf]int64) []int64 {
+	w := buf[:]
+	if c.N > withinBuf {
+		w = make([]int64, c.N)
+	}
+	w = w[:c.N]
+	for i := range w {
+		w[i] = cells[c.Slots[i]].within.Load()
+	}
+	return w
 }
 
 // Counters keeps what a pool's admissions share: the requests in flight at
@@ -151,7 +187,8 @@ func PathKey(path []string) string {
 
 // MemCounters is Counters in this process's memory: atomics per account,
 // placement by compare-and-swap, usage under a per-account mutex. Admit,
-// Peek and Release take no global lock and do not allocate.
+// Peek and Release take no global lock and do not allocate (for chains up
+// to 16 nodes deep; a deeper chain reads its counts into a slice).
 type MemCounters struct {
 	halfLife time.Duration
 
@@ -203,11 +240,8 @@ func (m *MemCounters) Admit(c *Chain) Placement {
 		cells[c.Slots[i]].inflight.Add(1)
 	}
 	for {
-		var w [MaxDepth]int64
-		for i := 0; i < c.N; i++ {
-			w[i] = cells[c.Slots[i]].within.Load()
-		}
-		p := Place(c, &w)
+		var buf [withinBuf]int64
+		p := Place(c, readWithin(cells, c, &buf))
 		if m.take(cells, c, p) {
 			if !p.Top {
 				m.borrowing.Add(1)
@@ -222,7 +256,7 @@ func (m *MemCounters) Admit(c *Chain) Placement {
 // on has no room any more, what was taken is given back and it returns
 // false: Admit places again on fresh counts.
 func (m *MemCounters) take(cells []*cell, c *Chain, p Placement) bool {
-	var taken uint8
+	var taken uint64
 	for i := 0; i < c.N; i++ {
 		if p.Room&(1<<i) == 0 {
 			continue
@@ -261,11 +295,8 @@ func tryAcquire(v *atomic.Int64, res int64) bool {
 // Peek implements Counters.
 func (m *MemCounters) Peek(c *Chain) Placement {
 	cells := *m.cells.Load()
-	var w [MaxDepth]int64
-	for i := 0; i < c.N; i++ {
-		w[i] = cells[c.Slots[i]].within.Load()
-	}
-	return Place(c, &w)
+	var buf [withinBuf]int64
+	return Place(c, readWithin(cells, c, &buf))
 }
 
 // Release implements Counters.

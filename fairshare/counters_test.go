@@ -8,9 +8,9 @@ import (
 )
 
 func chainOf(res []int64, level []bool) *Chain {
-	c := &Chain{N: len(res)}
+	c := &Chain{N: len(res), Slots: make([]Slot, len(res)), Res: append([]int64(nil), res...), Level: append([]bool(nil), level...)}
 	for i := range res {
-		c.Slots[i], c.Res[i], c.Level[i] = Slot(i+1), res[i], level[i]
+		c.Slots[i] = Slot(i + 1)
 	}
 	return c
 }
@@ -41,9 +41,7 @@ func TestPlace(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := chainOf(tc.res, tc.level)
-			var w [MaxDepth]int64
-			copy(w[:], tc.within)
-			if got := Place(c, &w); got != tc.want {
+			if got := Place(c, tc.within); got != tc.want {
 				t.Errorf("Place = %+v, want %+v", got, tc.want)
 			}
 		})
@@ -56,9 +54,9 @@ func TestPlace(t *testing.T) {
 func TestMemCounters_Concurrent(t *testing.T) {
 	m := NewMemCounters(time.Hour)
 	org, teamA, teamB := m.Bind("o"), m.Bind("o\x00a"), m.Bind("o\x00b")
-	a := &Chain{N: 2, Slots: [MaxDepth]Slot{org, teamA}, Res: [MaxDepth]int64{6, 3}, Level: [MaxDepth]bool{true, true}}
-	b := &Chain{N: 2, Slots: [MaxDepth]Slot{org, teamB}, Res: [MaxDepth]int64{6, 3}, Level: [MaxDepth]bool{true, true}}
-	orgOnly := &Chain{N: 1, Slots: [MaxDepth]Slot{org}, Res: [MaxDepth]int64{6}, Level: [MaxDepth]bool{true}}
+	a := &Chain{N: 2, Slots: []Slot{org, teamA}, Res: []int64{6, 3}, Level: []bool{true, true}}
+	b := &Chain{N: 2, Slots: []Slot{org, teamB}, Res: []int64{6, 3}, Level: []bool{true, true}}
+	orgOnly := &Chain{N: 1, Slots: []Slot{org}, Res: []int64{6}, Level: []bool{true}}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var bad []string

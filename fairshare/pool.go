@@ -57,19 +57,43 @@ const (
 	PriorityUnknown          = 100 // + class: organisation not in the tree
 )
 
-// Node is one account of a pool's fair-share tree. The root is the pool
-// itself (Name "", not a real account).
+// Node is one account of a pool's fair-share tree, or one user
+// association (User true: a leaf). The root is the pool itself (Name "",
+// not a real account); user associations directly under it are Slurm
+// root's own (root/root), siblings of the organisations.
+//
+// Accounts nest to any depth (up to MaxDepth). User associations are
+// normalised as siblings of their account's sub-accounts and ranked by Fair
+// Tree exactly as sshare shows them, but hold no reservation of their own:
+// reservations are apportioned over accounts only (see the package doc).
 type Node struct {
 	Name      string
 	Shares    float64 // raw shares among siblings (normalised among them, see the package doc); 0 = no share (only borrows)
 	UseParent bool    // Slurm Fairshare=parent: no level of its own, children lifted to the first ancestor with a level
+	// User marks a user association (Name is the user): a leaf, ranked by
+	// Fair Tree; its Children are ignored.
+	User bool
+	// Partition is a user association's partition ("" for all): Slurm
+	// may have several associations of one user in one account.
+	Partition string
 	Children  []*Node
 }
 
 // Path names a request's place in the tree: organisation, team, project
 // ("" when the key has no project or the project is not in the tree; then
-// the team is the leaf).
-type Path struct{ Org, Team, Project string }
+// the team is the account), and the key's owner, a Slurm user. The
+// request counts at the owner's user association (partition "") in that
+// account when the tree has one, else at the account itself.
+type Path struct{ Org, Team, Project, User string }
+
+// UserElem is the Path element (in UsageEntry.Path and PathKey) of a user
+// association: a leading 0x01 keeps it apart from any account name.
+func UserElem(user, partition string) string {
+	if partition == "" {
+		return "\x01" + user
+	}
+	return "\x01" + user + "\x01" + partition
+}
 
 // UsageEntry is the decayed usage of one account (Path from the
 // organisation down; empty for the pool total), for persistence.
@@ -97,26 +121,32 @@ type pnode struct {
 	id        int
 	name      string
 	path      []string
-	depth     int // 1 organisation, 2 team, 3 project
+	depth     int // 1 organisation, 2 team, 3 and deeper project (a user association: its account's depth + 1)
+	user      bool
+	partition string
 	parent    *pnode
 	effParent *pnode // first ancestor that is not UseParent; nil: the pool
 	rawShares float64
 	useParent bool
-	fraction  float64 // share of the effective parent's reservation (≤1 rule)
-	res       int64   // reservation
-	children  map[string]*pnode
-	ordered   []*pnode
-	slot      Slot             // the account's counters
-	chain     Chain            // organisation … this account, for the counters
-	anc       [MaxDepth]*pnode // the same accounts
+	fraction  float64           // share of the effective parent's reservation (≤1 rule)
+	res       int64             // reservation
+	children  map[string]*pnode // sub-accounts by name
+	users     map[string]*pnode // user associations by user (partition "", else the first listed)
+	ordered   []*pnode          // children in input order, users included
+	slot      Slot              // the node's counters
+	chain     Chain             // organisation … this node, for the counters
+	anc       []*pnode          // the same nodes
 }
 
 // tree is an immutable account tree with its reservations.
 type tree struct {
-	byKey map[string]*pnode // by PathKey
-	orgs  map[string]*pnode
-	nodes []*pnode // pre-order
-	top   []*pnode // effective children of the pool
+	byKey  map[string]*pnode // by PathKey
+	orgs   map[string]*pnode
+	accts  map[string]*pnode // every account by name (Slurm account names are unique)
+	nodes  []*pnode          // pre-order
+	top    []*pnode          // effective children of the pool (accounts)
+	tops   []*pnode          // the pool's children in input order (organisations and root's users)
+	hasUsr bool              // the tree has user associations
 }
 
 // state is what Admit reads: published atomically, never modified.
@@ -168,31 +198,52 @@ func (p *Pool) Capacity() int { return p.capacity }
 func (p *Pool) SetTree(root *Node, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	t := &tree{orgs: map[string]*pnode{}, byKey: map[string]*pnode{}}
-	var build func(n *Node, parent *pnode, depth int) *pnode
-	build = func(n *Node, parent *pnode, depth int) *pnode {
-		pn := &pnode{id: len(t.nodes), name: n.Name, depth: depth, parent: parent,
-			rawShares: n.Shares, useParent: n.UseParent, children: map[string]*pnode{}}
-		if parent != nil {
-			pn.path = append(append([]string(nil), parent.path...), n.Name)
-		} else {
-			pn.path = []string{n.Name}
+	t := &tree{orgs: map[string]*pnode{}, byKey: map[string]*pnode{}, accts: map[string]*pnode{}}
+	// add builds n under parent (nil: the pool) unless it is unnamed, a
+	// duplicate or too deep, and returns it.
+	var add func(n *Node, parent *pnode, depth int) *pnode
+	add = func(n *Node, parent *pnode, depth int) *pnode {
+		if n == nil || n.Name == "" || depth > MaxDepth {
+			return nil
 		}
-		key := PathKey(pn.path)
+		elem := n.Name
+		if n.User {
+			elem = UserElem(n.Name, n.Partition)
+		} else if _, dup := t.accts[n.Name]; dup {
+			return nil // account names are unique across the tree
+		}
+		var path []string
+		if parent != nil {
+			path = append(append(make([]string, 0, len(parent.path)+1), parent.path...), elem)
+		} else {
+			path = []string{elem}
+		}
+		key := PathKey(path)
+		if _, dup := t.byKey[key]; dup {
+			return nil
+		}
+		pn := &pnode{id: len(t.nodes), name: n.Name, path: path, depth: depth, parent: parent,
+			user: n.User, partition: n.Partition, rawShares: n.Shares, useParent: n.UseParent}
 		pn.slot = p.ctr.Bind(key)
 		t.byKey[key] = pn
 		t.nodes = append(t.nodes, pn)
-		if depth < MaxDepth {
-			for _, c := range n.Children {
-				if c == nil || c.Name == "" {
-					continue
-				}
-				if _, dup := pn.children[c.Name]; dup {
-					continue
-				}
-				cn := build(c, pn, depth+1)
-				pn.children[c.Name] = cn
-				pn.ordered = append(pn.ordered, cn)
+		if n.User {
+			t.hasUsr = true
+			return pn
+		}
+		t.accts[n.Name] = pn
+		pn.children, pn.users = map[string]*pnode{}, map[string]*pnode{}
+		for _, c := range n.Children {
+			cn := add(c, pn, depth+1)
+			if cn == nil {
+				continue
+			}
+			pn.ordered = append(pn.ordered, cn)
+			switch {
+			case !cn.user:
+				pn.children[cn.name] = cn
+			case pn.users[cn.name] == nil || cn.partition == "" && pn.users[cn.name].partition != "":
+				pn.users[cn.name] = cn
 			}
 		}
 		return pn
@@ -200,46 +251,70 @@ func (p *Pool) SetTree(root *Node, now time.Time) {
 	var orgs []*pnode
 	if root != nil {
 		for _, c := range root.Children {
-			if c == nil || c.Name == "" {
+			n := add(c, nil, 1)
+			if n == nil {
 				continue
 			}
-			if _, dup := t.orgs[c.Name]; dup {
-				continue
+			t.tops = append(t.tops, n)
+			if !n.user {
+				t.orgs[n.name] = n
+				orgs = append(orgs, n)
 			}
-			o := build(c, nil, 1)
-			t.orgs[c.Name] = o
-			orgs = append(orgs, o)
 		}
 	}
-	// Effective parents and reservations, top-down.
+	// Effective parents and reservations, top-down, over accounts only.
 	t.top = lift(orgs)
 	apportionLevel(t.top, int64(p.capacity), nil)
 	for _, n := range t.nodes {
-		if !n.useParent {
+		if !n.useParent && !n.user {
 			apportionLevel(lift(n.ordered), n.res, n)
+		} else if n.user {
+			n.effParent = effParent(n)
 		}
 	}
-	// Each account's chain, for the counters (parents come first).
+	// Each node's chain, for the counters (parents come first): built once
+	// here so that Admit only reads it.
 	for _, n := range t.nodes {
+		k := 1
 		if n.parent != nil {
-			n.chain, n.anc = n.parent.chain, n.parent.anc
+			k = n.parent.chain.N + 1
 		}
-		i := n.chain.N
-		n.chain.Slots[i], n.chain.Res[i], n.chain.Level[i] = n.slot, n.res, !n.useParent
-		n.anc[i] = n
-		n.chain.N++
+		c := Chain{N: k, Slots: make([]Slot, k), Res: make([]int64, k), Level: make([]bool, k)}
+		n.anc = make([]*pnode, k)
+		if n.parent != nil {
+			copy(c.Slots, n.parent.chain.Slots)
+			copy(c.Res, n.parent.chain.Res)
+			copy(c.Level, n.parent.chain.Level)
+			copy(n.anc, n.parent.anc)
+		}
+		c.Slots[k-1], c.Res[k-1], c.Level[k-1] = n.slot, n.res, !n.useParent && !n.user
+		n.anc[k-1] = n
+		n.chain = c
 	}
 	p.publish(t, now)
 }
 
-// lift returns the nodes with every UseParent node replaced by its own
-// lifted children (a level's effective members).
+// effParent is the first ancestor of n that is not UseParent (nil: the
+// pool).
+func effParent(n *pnode) *pnode {
+	a := n.parent
+	for a != nil && a.useParent {
+		a = a.parent
+	}
+	return a
+}
+
+// lift returns the accounts with every UseParent account replaced by its
+// own lifted children (a level's effective members); user associations
+// are left out: they hold no reservation.
 func lift(nodes []*pnode) []*pnode {
 	var out []*pnode
 	for _, n := range nodes {
-		if n.useParent {
+		switch {
+		case n.user:
+		case n.useParent:
 			out = append(out, lift(n.ordered)...)
-		} else {
+		default:
 			out = append(out, n)
 		}
 	}
@@ -260,24 +335,36 @@ func apportionLevel(level []*pnode, total int64, parent *pnode) {
 	}
 }
 
-// resolve finds the deepest account of a path in the tree: the project if
-// in the tree, else the team if in the tree, else the organisation; nil
-// when the organisation is unknown.
+// resolve finds where a path counts: the account (the project if in the
+// tree below the team, else the team if in the tree below the
+// organisation, else the organisation), then the owner's user association
+// in that account if it has one; nil when the organisation is unknown. It
+// does not allocate.
 func (t *tree) resolve(path Path) *pnode {
 	o := t.orgs[path.Org]
 	if o == nil {
 		return nil
 	}
-	tm := o.children[path.Team]
-	if tm == nil {
-		return o
-	}
-	if path.Project != "" {
-		if pr := tm.children[path.Project]; pr != nil {
-			return pr
+	a := o
+	if tm := t.accts[path.Team]; tm != nil && tm != o && below(tm, o) {
+		a = tm
+		if path.Project != "" {
+			if pr := t.accts[path.Project]; pr != nil && pr != tm && below(pr, tm) {
+				a = pr
+			}
 		}
 	}
-	return tm
+	if path.User != "" {
+		if u := a.users[path.User]; u != nil {
+			return u
+		}
+	}
+	return a
+}
+
+// below reports whether anc is an ancestor of n.
+func below(n, anc *pnode) bool {
+	return n.depth > anc.depth && n.anc[anc.depth-1] == anc
 }
 
 // noChain is the chain of a path whose organisation is unknown.
@@ -352,41 +439,87 @@ func (p *Pool) Refresh(now time.Time) {
 
 // publish computes Fair Tree over t with usage decayed to now and publishes
 // the new state. p.mu must be held.
+//
+// The rows shown (Snapshot) are sshare's: only user associations get a
+// FairShare; in a tree without any user association (a configuration
+// tree) the accounts without children stand for them. The ranks Admit
+// uses come from a Fair Tree where every node a request can count at is
+// a leaf: the user associations and the accounts without children (a
+// request of a key without owner in an account without users).
 func (p *Pool) publish(t *tree, now time.Time) {
 	st := &state{tree: t, at: now,
 		leafRank: make([]uint8, len(t.nodes)), bandRank: make([]uint8, len(t.nodes)),
 		rowOf: make([]int, len(t.nodes))}
-	// Fair Tree input: the pool is the root; leaves are users.
-	root := &TreeNode{Name: "", Usage: p.ctr.Usage(PoolSlot, now)}
-	tn := make([]*TreeNode, len(t.nodes))
+	usage := make([]float64, len(t.nodes))
+	childless := false
 	for _, n := range t.nodes {
-		x := &TreeNode{Name: n.name, Shares: n.rawShares, UseParent: n.useParent,
-			User: len(n.ordered) == 0, Usage: p.ctr.Usage(n.slot, now)}
-		tn[n.id] = x
-		if n.parent == nil {
-			root.Children = append(root.Children, x)
-		} else {
-			tn[n.parent.id].Children = append(tn[n.parent.id].Children, x)
-		}
+		usage[n.id] = p.ctr.Usage(n.slot, now)
+		childless = childless || (!n.user && len(n.ordered) == 0)
 	}
+	poolUsage := p.ctr.Usage(PoolSlot, now)
+	// input builds the Fair Tree input: the pool is the root; leaf(n) says
+	// which nodes are ranked.
+	input := func(leaf func(n *pnode) bool) (*TreeNode, []*TreeNode) {
+		root := &TreeNode{Name: "", Usage: poolUsage}
+		tn := make([]*TreeNode, len(t.nodes))
+		for _, n := range t.nodes {
+			x := &TreeNode{Name: n.name, Shares: n.rawShares, UseParent: n.useParent,
+				User: leaf(n), Usage: usage[n.id]}
+			tn[n.id] = x
+			if n.parent == nil {
+				root.Children = append(root.Children, x)
+			} else {
+				tn[n.parent.id].Children = append(tn[n.parent.id].Children, x)
+			}
+		}
+		return root, tn
+	}
+	rankLeaf := func(n *pnode) bool { return n.user || len(n.ordered) == 0 }
+	showLeaf := rankLeaf
+	if t.hasUsr {
+		showLeaf = func(n *pnode) bool { return n.user }
+	}
+	root, tn := input(showLeaf)
 	st.fair = FairTree(root)
-	byNode := map[*TreeNode]int{}
+	rank, rankTN := st.fair, tn
+	separate := t.hasUsr && childless // the ranking tree differs from the one shown
+	if separate {
+		root, rankTN = input(rankLeaf)
+		rank = FairTree(root)
+	}
+	rowOf := func(rows []Result, tn []*TreeNode) []int {
+		byNode := make(map[*TreeNode]int, len(rows))
+		for i, r := range rows {
+			byNode[r.Node] = i
+		}
+		out := make([]int, len(t.nodes))
+		for _, n := range t.nodes {
+			out[n.id] = byNode[tn[n.id]]
+		}
+		return out
+	}
+	st.rowOf = rowOf(st.fair, tn)
 	for i, r := range st.fair {
-		byNode[r.Node] = i
 		if r.Node.User && i > 0 {
 			st.users++
 		}
 	}
-	for _, n := range t.nodes {
-		st.rowOf[n.id] = byNode[tn[n.id]]
+	rankRow := st.rowOf
+	if separate {
+		rankRow = rowOf(rank, rankTN)
 	}
-	// Leaf ranks: competition position among all leaves, bucketed; an inner
-	// node (a team with projects, for requests without a project) takes the
-	// best rank under it.
-	N := st.users
+	N := 0
+	for i, r := range rank {
+		if r.Node.User && i > 0 {
+			N++
+		}
+	}
+	// Leaf ranks: competition position among all leaves, bucketed; an
+	// account with children (a team with projects or users, for requests
+	// without a project or owner) takes the best rank under it.
 	for i := len(t.nodes) - 1; i >= 0; i-- {
 		n := t.nodes[i]
-		r := st.fair[st.rowOf[n.id]]
+		r := rank[rankRow[n.id]]
 		if r.Node.User {
 			st.leafRank[n.id] = bucket(N-r.Rank, N, RankBuckets)
 			continue
@@ -397,10 +530,10 @@ func (p *Pool) publish(t *tree, now time.Time) {
 		}
 		st.leafRank[n.id] = best
 	}
-	// Band ranks among effective siblings, by LF descending.
+	// Band ranks among effective sibling accounts, by LF descending.
 	groups := map[*pnode][]*pnode{}
 	for _, n := range t.nodes {
-		if !n.useParent {
+		if !n.useParent && !n.user {
 			groups[n.effParent] = append(groups[n.effParent], n)
 		}
 	}

@@ -2,6 +2,7 @@ package fairshare
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -239,10 +240,10 @@ func TestReservations(t *testing.T) {
 // TestPriorities walks the priority table: within, sibling band, borrowing.
 func TestPriorities(t *testing.T) {
 	p := NewPool(16, threeLevel(), 0, t0) // A 13 (nlp 8 = asr 4 + llm 4, vision 5), B 3, C 0
-	asr := Path{"A", "nlp", "asr"}
-	llm := Path{"A", "nlp", "llm"}
-	vision := Path{"A", "vision", ""}
-	chem := Path{"B", "chem", ""}
+	asr := Path{"A", "nlp", "asr", ""}
+	llm := Path{"A", "nlp", "llm", ""}
+	vision := Path{"A", "vision", "", ""}
+	chem := Path{"B", "chem", "", ""}
 	var tickets []Ticket
 	admit := func(path Path, class, want int) Ticket {
 		t.Helper()
@@ -300,8 +301,8 @@ func TestPriorities(t *testing.T) {
 	admit(chem, 0, 0)
 	admit(chem, 0, 10)
 	// C has no share: LF 0, last in Fair Tree order (5 leaves: position 4).
-	admit(Path{"C", "guest", ""}, 1, 51)
-	admit(Path{"nobody", "x", ""}, 0, PriorityUnknown)
+	admit(Path{"C", "guest", "", ""}, 1, 51)
+	admit(Path{"nobody", "x", "", ""}, 0, PriorityUnknown)
 	// Usage makes ranks: A heavily used, B a little, C never → C rank 0, B 1, A 2.
 	for _, tk := range tickets {
 		p.Done(tk, 0, t0)
@@ -317,7 +318,7 @@ func TestPriorities(t *testing.T) {
 	// Fair Tree order: B (LF 18.9) chem; A (0.82): vision (+Inf), nlp (0.6):
 	// llm (+Inf), asr; C (S = 0): guest. So chem ranks 0, asr 3, guest 4.
 	admit(chem, 0, 10)
-	admit(Path{"C", "guest", ""}, 0, 50)
+	admit(Path{"C", "guest", "", ""}, 0, 50)
 	for range 13 {
 		tickets = append(tickets, p.Admit(vision, 0)) // 5 within, 8 band: A full
 	}
@@ -357,34 +358,34 @@ func TestBandOrder(t *testing.T) {
 	root := &Node{Children: []*Node{{Name: "A", Shares: 1, Children: []*Node{
 		{Name: "x", Shares: 0.5}, {Name: "y", Shares: 0.5}}}}}
 	p := NewPool(4, root, time.Hour, t0)
-	p.Done(p.Admit(Path{"A", "x", ""}, 0), 10, t0) // x heavily used
-	p.Done(p.Admit(Path{"A", "y", ""}, 0), 1, t0)
+	p.Done(p.Admit(Path{"A", "x", "", ""}, 0), 10, t0) // x heavily used
+	p.Done(p.Admit(Path{"A", "y", "", ""}, 0), 1, t0)
 	p.Refresh(t0)
 	for range 2 {
-		p.Admit(Path{"A", "x", ""}, 0)
-		p.Admit(Path{"A", "y", ""}, 0)
+		p.Admit(Path{"A", "x", "", ""}, 0)
+		p.Admit(Path{"A", "y", "", ""}, 0)
 	}
 	// Both teams at their 2; A at 4 = C: next ones borrow from another org,
 	// so free one slot of A first by using a fresh pool state.
 	p2 := NewPool(8, root, time.Hour, t0)
-	p2.Done(p2.Admit(Path{"A", "x", ""}, 0), 10, t0)
-	p2.Done(p2.Admit(Path{"A", "y", ""}, 0), 1, t0)
+	p2.Done(p2.Admit(Path{"A", "x", "", ""}, 0), 10, t0)
+	p2.Done(p2.Admit(Path{"A", "y", "", ""}, 0), 1, t0)
 	p2.Refresh(t0)
 	for range 4 {
-		p2.Admit(Path{"A", "x", ""}, 0)
+		p2.Admit(Path{"A", "x", "", ""}, 0)
 	}
 	// x is over its 4? no: x has 4 = its reservation. Next x borrows from y: x has lower LF → band rank 1.
-	if got := p2.Peek(Path{"A", "x", ""}, 0); got != 4 {
+	if got := p2.Peek(Path{"A", "x", "", ""}, 0); got != 4 {
 		t.Errorf("over-served sibling band = %d, want 4", got)
 	}
 	p3 := NewPool(8, root, time.Hour, t0)
-	p3.Done(p3.Admit(Path{"A", "x", ""}, 0), 10, t0)
-	p3.Done(p3.Admit(Path{"A", "y", ""}, 0), 1, t0)
+	p3.Done(p3.Admit(Path{"A", "x", "", ""}, 0), 10, t0)
+	p3.Done(p3.Admit(Path{"A", "y", "", ""}, 0), 1, t0)
 	p3.Refresh(t0)
 	for range 4 {
-		p3.Admit(Path{"A", "y", ""}, 0)
+		p3.Admit(Path{"A", "y", "", ""}, 0)
 	}
-	if got := p3.Peek(Path{"A", "y", ""}, 1); got != 3 {
+	if got := p3.Peek(Path{"A", "y", "", ""}, 1); got != 3 {
 		t.Errorf("under-served sibling band = %d, want 3 (2 + class)", got)
 	}
 }
@@ -392,8 +393,8 @@ func TestBandOrder(t *testing.T) {
 func TestUsagePersistence(t *testing.T) {
 	hl := time.Hour
 	p := NewPool(16, threeLevel(), hl, t0)
-	p.Done(p.Admit(Path{"A", "nlp", "asr"}, 0), 8, t0)
-	p.Done(p.Admit(Path{"B", "chem", ""}, 0), 2, t0)
+	p.Done(p.Admit(Path{"A", "nlp", "asr", ""}, 0), 8, t0)
+	p.Done(p.Admit(Path{"B", "chem", "", ""}, 0), 2, t0)
 	saved := p.Usage(t0.Add(hl))
 	q := NewPool(16, threeLevel(), hl, t0)
 	q.RestoreUsage(saved, t0.Add(hl), t0.Add(2*hl))
@@ -407,7 +408,7 @@ func TestUsagePersistence(t *testing.T) {
 		}
 	}
 	// SetTree keeps usage and in-flight of surviving accounts.
-	tk := q.Admit(Path{"B", "chem", ""}, 0)
+	tk := q.Admit(Path{"B", "chem", "", ""}, 0)
 	q.SetTree(twoOrgsNamed(), t0.Add(2*hl))
 	q.Done(tk, 0, t0.Add(2*hl))
 	for _, r := range q.Snapshot(t0.Add(2 * hl)).Rows {
@@ -429,7 +430,7 @@ func twoOrgsNamed() *Node {
 // of leaves never exceed their reservations and all counters return to 0.
 func TestConcurrentAdmitDone(t *testing.T) {
 	p := NewPool(16, threeLevel(), time.Hour, t0)
-	paths := []Path{{"A", "nlp", "asr"}, {"A", "nlp", "llm"}, {"A", "vision", ""}, {"B", "chem", ""}, {"C", "guest", ""}, {"A", "nlp", ""}}
+	paths := []Path{{"A", "nlp", "asr", ""}, {"A", "nlp", "llm", ""}, {"A", "vision", "", ""}, {"B", "chem", "", ""}, {"C", "guest", "", ""}, {"A", "nlp", "", ""}}
 	res := map[string]int64{"A/nlp/asr": 4, "A/nlp/llm": 4, "A/vision": 5, "B/chem": 3}
 	var mu sync.Mutex
 	within := map[string]int64{}
@@ -501,7 +502,7 @@ func TestConcurrentAdmitDone(t *testing.T) {
 
 func BenchmarkAdmitDone(b *testing.B) {
 	p := NewPool(256, threeLevel(), 0, t0)
-	path := Path{"A", "nlp", "asr"}
+	path := Path{"A", "nlp", "asr", ""}
 	b.ReportAllocs()
 	for b.Loop() {
 		p.Done(p.Admit(path, 0), 0.001, t0)
@@ -510,7 +511,7 @@ func BenchmarkAdmitDone(b *testing.B) {
 
 func BenchmarkAdmitDoneParallel(b *testing.B) {
 	p := NewPool(256, threeLevel(), 0, t0)
-	paths := []Path{{"A", "nlp", "asr"}, {"A", "vision", ""}, {"B", "chem", ""}}
+	paths := []Path{{"A", "nlp", "asr", ""}, {"A", "vision", "", ""}, {"B", "chem", "", ""}}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
@@ -523,8 +524,151 @@ func BenchmarkAdmitDoneParallel(b *testing.B) {
 
 func TestAdmitDoneNoAlloc(t *testing.T) {
 	p := NewPool(256, threeLevel(), 0, t0)
-	path := Path{"A", "nlp", "asr"}
+	path := Path{"A", "nlp", "asr", ""}
 	if n := testing.AllocsPerRun(1000, func() { p.Done(p.Admit(path, 0), 0.001, t0) }); n != 0 {
 		t.Errorf("Admit+Done allocates %v times", n)
+	}
+}
+
+// deepTree is six accounts deep with user associations at several levels
+// and root's own user association, as Slurm trees may be.
+func deepTree() *Node {
+	u := func(name string, shares float64) *Node { return &Node{Name: name, User: true, Shares: shares} }
+	return &Node{Children: []*Node{
+		u("root", 5),
+		{Name: "A", Shares: 10, Children: []*Node{
+			{Name: "t", Shares: 60, Children: []*Node{
+				u("ann", 5),
+				{Name: "p1", UseParent: true, Children: []*Node{
+					u("ben", 1),
+					{Name: "p2", Shares: 30, Children: []*Node{
+						{Name: "p3", Shares: 1, Children: []*Node{
+							{Name: "p4", Shares: 1, Children: []*Node{u("cat", 2), u("ann", 4)}},
+						}},
+					}},
+				}},
+			}},
+		}},
+		{Name: "B", Shares: 5, Children: []*Node{{Name: "w", Shares: 1, Children: []*Node{u("dan", 1)}}}},
+	}}
+}
+
+func TestAdmitDoneNoAllocDeep(t *testing.T) {
+	p := NewPool(256, deepTree(), 0, t0)
+	for _, path := range []Path{{"A", "t", "p4", "cat"}, {"A", "t", "p4", ""}, {"A", "t", "", "ann"}, {"B", "w", "", "nobody"}} {
+		if n := testing.AllocsPerRun(1000, func() { p.Done(p.Admit(path, 0), 0.001, t0) }); n != 0 {
+			t.Errorf("%v: Admit+Done allocates %v times", path, n)
+		}
+	}
+}
+
+func BenchmarkAdmitDoneDeep(b *testing.B) {
+	p := NewPool(256, deepTree(), 0, t0)
+	path := Path{"A", "t", "p4", "cat"}
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Done(p.Admit(path, 0), 0.001, t0)
+	}
+}
+
+// TestDeepTree: accounts at any depth and user associations are in the
+// pool's tree; users and root's own users hold no reservation, the
+// accounts' reservations are apportioned over accounts only; a request
+// counts at the deepest account of its path and at its owner's
+// association there.
+func TestDeepTree(t *testing.T) {
+	p := NewPool(16, deepTree(), 0, t0)
+	s := p.Snapshot(t0)
+	rows := map[string]Row{}
+	for _, r := range s.Rows {
+		rows[strings.Join(r.Path, "/")] = r
+	}
+	for _, k := range []string{"\x01root", "A/t/\x01ann", "A/t/p1/p2/p3/p4", "A/t/p1/p2/p3/p4/\x01cat", "B/w/\x01dan"} {
+		if _, ok := rows[k]; !ok {
+			t.Errorf("no row %q", k)
+		}
+	}
+	if r := rows["\x01root"]; r.Reserved != 0 || r.Kind != "user" || !r.Leaf {
+		t.Errorf("root's user: %+v", r)
+	}
+	// A and B share 16 as 10:5 (root's user association takes none).
+	if a, b := rows["A"].Reserved, rows["B"].Reserved; a != 11 || b != 5 {
+		t.Errorf("reservations A %d B %d, want 11 5", a, b)
+	}
+	if r := rows["A/t/p1/p2/p3/p4"]; r.Reserved != 11 || r.Kind != "project" || r.Depth != 6 {
+		t.Errorf("p4: %+v", r)
+	}
+	if s.Leaves != 6 {
+		t.Errorf("%d leaves, want the 6 user associations", s.Leaves)
+	}
+	tk := p.Admit(Path{"A", "t", "p4", "cat"}, 0)
+	if tk.Priority != 0 {
+		t.Errorf("priority %d, want 0 (within)", tk.Priority)
+	}
+	p.Done(tk, 2, t0)
+	s = p.Snapshot(t0)
+	for _, r := range s.Rows {
+		k := strings.Join(r.Path, "/")
+		want := 0.0
+		if strings.HasPrefix("A/t/p1/p2/p3/p4/\x01cat", k) && !strings.Contains(k, "\x01ann") && !strings.HasPrefix(k, "\x01") {
+			want = 2
+		}
+		if r.RawUsage != want {
+			t.Errorf("%q usage %v, want %v", k, r.RawUsage, want)
+		}
+	}
+}
+
+// A tree deeper than MaxDepth keeps its first MaxDepth levels; requests
+// still resolve and count without allocating beyond the stack buffer's
+// depth only for the deep ones.
+func TestTooDeepTree(t *testing.T) {
+	root := &Node{}
+	n := root
+	for i := 0; i < MaxDepth+6; i++ {
+		c := &Node{Name: fmt.Sprintf("a%d", i), Shares: 1}
+		n.Children = []*Node{c}
+		n = c
+	}
+	p := NewPool(4, root, 0, t0)
+	if rows := p.Snapshot(t0).Rows; len(rows) != MaxDepth {
+		t.Fatalf("%d rows, want %d", len(rows), MaxDepth)
+	}
+	tk := p.Admit(Path{"a0", "a1", fmt.Sprintf("a%d", MaxDepth-1), ""}, 0)
+	p.Done(tk, 1, t0)
+	if tk.Priority != 0 {
+		t.Errorf("priority %d", tk.Priority)
+	}
+}
+
+// In a tree with users, an account without children (no users, no
+// sub-accounts) shows no FairShare, as in sshare, but its requests (keys
+// without owner) are still ranked among the leaves.
+func TestChildlessAccountRankedNotShown(t *testing.T) {
+	root := &Node{Children: []*Node{
+		{Name: "A", Shares: 1, Children: []*Node{{Name: "ann", User: true, Shares: 1}}},
+		{Name: "B", Shares: 1, Children: []*Node{{Name: "empty", Shares: 1}}},
+	}}
+	p := NewPool(2, root, 0, t0)
+	p.Done(p.Admit(Path{"A", "", "", "ann"}, 0), 5, t0)
+	p.Refresh(t0)
+	s := p.Snapshot(t0)
+	for _, r := range s.Rows {
+		switch r.Name {
+		case "empty":
+			if r.Leaf || !math.IsNaN(float64(r.FairShare)) {
+				t.Errorf("childless account shown as a leaf: %+v", r)
+			}
+			if r.Rank != 0 {
+				t.Errorf("unused childless account rank %d, want 0 (first)", r.Rank)
+			}
+		case "ann":
+			if !r.Leaf || r.Rank != 1 {
+				t.Errorf("ann: %+v, want a leaf ranked after the unused account", r)
+			}
+		}
+	}
+	if s.Leaves != 1 {
+		t.Errorf("%d leaves shown, want 1 (ann)", s.Leaves)
 	}
 }

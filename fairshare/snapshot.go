@@ -66,21 +66,24 @@ type Snapshot struct {
 	InFlight  int64     `json:"inflight"`  // requests in flight in the pool
 	Borrowing int64     `json:"borrowing"` // of which admitted over their organisation's reservation (priority ≥ 10)
 	RawUsage  float64   `json:"raw_usage"` // pool usage, decayed GPU-hours (sshare's root RawUsage)
-	Leaves    int       `json:"leaves"`    // N: leaf accounts ranked by Fair Tree (FairShare = Rank/N)
-	Rows      []Row     `json:"rows"`      // organisations, teams, projects in tree order (pre-order)
+	Leaves    int       `json:"leaves"`    // N: rows ranked by Fair Tree (FairShare = Rank/N): user associations, or leaf accounts in a tree without users
+	Rows      []Row     `json:"rows"`      // accounts and user associations in tree order (pre-order, as given to SetTree)
 }
 
-// Row is one account of a Snapshot. With Account = Path[len(Path)-1] and an
-// empty User, the sshare -l -P columns are
+// Row is one account or user association of a Snapshot. With Account the
+// account's name (a user association's: its parent's) and User the user
+// ("" for an account), the sshare -l -P columns are
 // Account|User|RawShares|NormShares|RawUsage|NormUsage|EffectvUsage|FairShare|LevelFS,
 // plus Reserved|InFlight|Borrowing.
 type Row struct {
-	Name      string   `json:"name"`       // account name
-	Path      []string `json:"path"`       // organisation … account
-	Depth     int      `json:"depth"`      // 1 organisation, 2 team, 3 project (sshare indents Depth spaces)
-	Kind      string   `json:"kind"`       // "org", "team" or "project"
-	Leaf      bool     `json:"leaf"`       // no children: ranked by Fair Tree (sshare: a user row)
-	UseParent bool     `json:"use_parent"` // Fairshare=parent (sshare RawShares "parent")
+	Name      string   `json:"name"`                // account name, or the user of a user association
+	Path      []string `json:"path"`                // organisation … account (a user association: … account, UserElem)
+	Depth     int      `json:"depth"`               // 1 organisation, 2 team, 3+ project; a user association its account's + 1 (sshare indents Depth spaces)
+	Kind      string   `json:"kind"`                // "org", "team", "project" or "user"
+	User      bool     `json:"user,omitempty"`      // a user association (sshare's User column is Name)
+	Partition string   `json:"partition,omitempty"` // a user association's partition
+	Leaf      bool     `json:"leaf"`                // ranked by Fair Tree: has a FairShare (sshare: a user row)
+	UseParent bool     `json:"use_parent"`          // Fairshare=parent (sshare RawShares "parent")
 
 	RawShares  float64 `json:"raw_shares"`  // shares as configured or from Slurm
 	NormShares Value   `json:"norm_shares"` // Fair Tree S: RawShares / Σ RawShares of the level's siblings
@@ -113,13 +116,22 @@ func (p *Pool) Snapshot(now time.Time) Snapshot {
 	for _, n := range st.tree.top {
 		s.Reserved += n.res
 	}
-	kinds := [...]string{"", "org", "team", "project"}
 	for _, n := range st.tree.nodes {
 		fr := st.fair[st.rowOf[n.id]]
 		u := p.ctr.Usage(n.slot, now)
 		nIn, nWithin := p.ctr.Counts(n.slot)
-		r := Row{Name: n.name, Path: append([]string(nil), n.path...), Depth: n.depth, Kind: kinds[n.depth],
-			Leaf: len(n.ordered) == 0, UseParent: n.useParent, RawShares: n.rawShares,
+		kind := "project"
+		switch {
+		case n.user:
+			kind = "user"
+		case n.depth == 1:
+			kind = "org"
+		case n.depth == 2:
+			kind = "team"
+		}
+		r := Row{Name: n.name, Path: append([]string(nil), n.path...), Depth: n.depth, Kind: kind,
+			User: n.user, Partition: n.partition,
+			Leaf: fr.Node.User, UseParent: n.useParent, RawShares: n.rawShares,
 			NormShares: Value(fr.NormShares), Fraction: n.fraction, Reserved: n.res,
 			InFlight: nIn, WithinShare: nWithin,
 			RawUsage: u, NormUsage: Value(0), EffectvUsage: Value(0),

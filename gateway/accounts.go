@@ -90,22 +90,40 @@ func (v *accountView) projectChain(project, team string) (under, disabled bool) 
 	return false, disabled
 }
 
-// tree is the fair-share tree of the enabled accounts: organisations,
-// their teams, their projects (deeper accounts keep their nesting).
+// tree is the fair-share tree of the enabled accounts as Slurm's Fair
+// Tree sees it: organisations, their teams, their projects at any depth,
+// and under each account first its user associations (leaves, like
+// sshare's user rows), then its sub-accounts; root's own user associations
+// (a KindRoot account) are children of the root, before the organisations.
 func (v *accountView) tree() *fairshare.Node {
 	root := &fairshare.Node{}
 	nodes := map[string]*fairshare.Node{"": root}
 	for i := range v.accts {
 		a := &v.accts[i]
+		if a.Kind == llmflow.KindRoot {
+			if !a.Disabled {
+				root.Children = append(root.Children, userNodes(a.Users)...)
+			}
+			continue
+		}
 		parent, ok := nodes[a.Parent]
 		if a.Disabled || !ok {
 			continue // a disabled account takes its subtree out
 		}
-		n := &fairshare.Node{Name: a.Name, Shares: a.Shares, UseParent: a.UseParent}
+		n := &fairshare.Node{Name: a.Name, Shares: a.Shares, UseParent: a.UseParent, Children: userNodes(a.Users)}
 		parent.Children = append(parent.Children, n)
 		nodes[a.Name] = n
 	}
 	return root
+}
+
+// userNodes are an account's user associations as fair-share leaves.
+func userNodes(us []llmflow.UserAssoc) []*fairshare.Node {
+	out := make([]*fairshare.Node, 0, len(us))
+	for _, u := range us {
+		out = append(out, &fairshare.Node{Name: u.User, User: true, Partition: u.Partition, Shares: u.Shares, UseParent: u.UseParent})
+	}
+	return out
 }
 
 // CacheSalt is the cache_salt the gateway sends for an organisation's

@@ -178,7 +178,7 @@ func (g *Gateway) admitQueue(ctx context.Context, x *exchange) error {
 	if q == nil {
 		return nil
 	}
-	if err := q.acquire(ctx, queueKey{org: x.org, team: x.key.Team, project: x.key.Project, class: x.rt.class}, g.now); err != nil {
+	if err := q.acquire(ctx, queueKey{org: x.org, team: x.key.Team, project: x.key.Project, owner: x.key.Owner, class: x.rt.class}, g.now); err != nil {
 		return err
 	}
 	x.queued = true
@@ -193,9 +193,11 @@ func (g *Gateway) releaseQueue(x *exchange) {
 }
 
 // admitFairShare takes the request's fair-share priority (and its place
-// within or over the reservations).
+// within or over the reservations). The request counts at its key's
+// owner's user association in the key's account (project, else team) when
+// the tree has one, else at the account itself.
 func (g *Gateway) admitFairShare(_ context.Context, x *exchange) error {
-	x.ticket = x.rt.pool.fs.Admit(fairshare.Path{Org: x.org, Team: x.key.Team, Project: x.key.Project}, x.rt.class)
+	x.ticket = x.rt.pool.fs.Admit(fairshare.Path{Org: x.org, Team: x.key.Team, Project: x.key.Project, User: x.key.Owner}, x.rt.class)
 	return nil
 }
 

@@ -48,7 +48,7 @@ func (c *shareCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.capacity, float64(p.Capacity), p.Pool)
 		gauge(c.poolBorrowing, float64(p.Borrowing), p.Pool)
 		for _, a := range p.Accounts {
-			if a.Depth != 1 {
+			if a.Depth != 1 || a.User != "" { // organisations only, not root's own user associations
 				continue
 			}
 			gauge(c.inflight, float64(a.InFlight), p.Pool, a.Account)

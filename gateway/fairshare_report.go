@@ -24,10 +24,13 @@ type PoolShare struct {
 	Accounts  []AccountShare `json:"accounts"`  // tree order: the pool's root, then depth first
 }
 
-// AccountShare is one account of a pool's tree (sshare's row).
+// AccountShare is one account or user association of a pool's tree
+// (sshare's row).
 type AccountShare struct {
-	Account      string          `json:"account"` // "root" for the pool itself
-	Depth        int             `json:"depth"`   // 0 root, 1 organisation, 2 team, 3+ project
+	Account      string          `json:"account"`             // "root" for the pool itself; a user association's account
+	User         string          `json:"user,omitempty"`      // the user of a user association ("" for an account)
+	Partition    string          `json:"partition,omitempty"` // a user association's partition
+	Depth        int             `json:"depth"`               // 0 root, 1 organisation, 2 team, 3+ project; a user association its account's + 1
 	RawShares    float64         `json:"raw_shares"`
 	UseParent    bool            `json:"use_parent,omitempty"` // Fairshare=parent: no level of its own
 	NormShares   float64         `json:"norm_shares"`
@@ -67,8 +70,15 @@ func (g *Gateway) FairshareReport() FairshareReport {
 			Reserved: int(s.Reserved), InFlight: int(s.InFlight), Within: int(s.InFlight - s.Borrowing), Borrowing: int(s.Borrowing),
 		})
 		for _, r := range s.Rows {
+			acct, user := r.Name, ""
+			if r.User {
+				acct, user = "root", r.Name
+				if len(r.Path) > 1 {
+					acct = r.Path[len(r.Path)-2]
+				}
+			}
 			ps.Accounts = append(ps.Accounts, AccountShare{
-				Account: r.Name, Depth: r.Depth, RawShares: r.RawShares, UseParent: r.UseParent,
+				Account: acct, User: user, Partition: r.Partition, Depth: r.Depth, RawShares: r.RawShares, UseParent: r.UseParent,
 				NormShares: float64(r.NormShares), RawUsage: r.RawUsage, NormUsage: float64(r.NormUsage),
 				EffectvUsage: float64(r.EffectvUsage), LevelFS: r.LevelFS, FairShare: r.FairShare,
 				Rank: r.Rank, Reserved: int(r.Reserved), InFlight: int(r.InFlight), Within: int(r.WithinShare),

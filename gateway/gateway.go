@@ -318,7 +318,7 @@ func (g *Gateway) newPools(o Options, view *accountView) error {
 		if p.Engine.Scheduling == engine.GatewayQueue {
 			fs := pl.fs
 			pl.queue = newQueue(p.Capacity, p.QueueSize, p.QueueTimeout, func(k queueKey) int {
-				return fs.Peek(fairshare.Path{Org: k.org, Team: k.team, Project: k.project}, k.class)
+				return fs.Peek(fairshare.Path{Org: k.org, Team: k.team, Project: k.project, User: k.owner}, k.class)
 			})
 			wait := g.m.queueWait.WithLabelValues(p.Name)
 			pl.queue.waitSeconds = func(d time.Duration) { wait.Observe(d.Seconds()) }

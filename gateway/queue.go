@@ -12,8 +12,8 @@ import (
 // queueKey groups waiting requests that always have the same priority:
 // the same leaf of the account tree and the same class.
 type queueKey struct {
-	org, team, project string
-	class              int
+	org, team, project, owner string
+	class                     int
 }
 
 // waiter is one request waiting for a slot.

@@ -32,7 +32,7 @@ type Data struct {
 
 	// TRES is the list of TRES names in slurmdbd's id order (cpu, mem,
 	// energy, node, billing, fs/disk, vmem, pages, then gres/gpu, …):
-	// reports print the selected TRES in this order. Nil means that
+	// "-T all" prints every TRES in this order (a -T list prints in its own order). Nil means that
 	// default list; names found in rows and missing here are appended.
 	TRES []string
 

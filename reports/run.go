@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -126,9 +127,12 @@ type engine struct {
 	loc  *time.Location
 	per  Period
 	tres []string
-	sel  []int // selected TRES, in TRES order
+	sel  []int // selected TRES, in -T order (id order for the default and "all")
 	cpu  int   // index of "cpu", -1 if none
-	nrg  int   // index of "energy", -1 if none
+	// sortT is the TRES users are sorted by (sreport's sort_user_tres_id):
+	// cpu, except for TopUsage's final sort (the first selected TRES).
+	sortT int
+	nrg   int // index of "energy", -1 if none
 
 	clusterSel bool // the cluster passes cluster=/-M
 	clusterOK  bool // and has cluster usage rows in the period
@@ -147,7 +151,7 @@ type clusterSum struct {
 }
 
 func newEngine(req Request, d *Data, loc *time.Location, per Period) (*engine, error) {
-	e := &engine{req: req, d: d, loc: loc, per: per, cpu: -1, nrg: -1}
+	e := &engine{req: req, d: d, loc: loc, per: per, cpu: -1, sortT: -1, nrg: -1}
 	base := d.TRES
 	if base == nil {
 		base = DefaultTRES
@@ -248,6 +252,7 @@ func newEngine(req Request, d *Data, loc *time.Location, per Period) (*engine, e
 	}
 	if i, ok := idx["cpu"]; ok {
 		e.cpu = i
+		e.sortT = i
 	}
 	if i, ok := idx["energy"]; ok {
 		e.nrg = i
@@ -256,10 +261,16 @@ func newEngine(req Request, d *Data, loc *time.Location, per Period) (*engine, e
 		if e.cpu >= 0 {
 			e.sel = []int{e.cpu}
 		}
+	} else if slices.ContainsFunc(req.TRES, func(s string) bool { return strings.EqualFold(s, "all") }) {
+		for i := range e.tres { // every TRES, in id order
+			e.sel = append(e.sel, i)
+		}
 	} else {
-		for i, t := range e.tres {
-			for _, want := range req.TRES {
-				if strings.EqualFold(want, t) || strings.EqualFold(want, "all") {
+		// In -T's order, as sreport's tres_list (a real capture with
+		// -T node,cpu prints node first, and TopUsage sorts by node).
+		for _, want := range req.TRES {
+			for i, t := range e.tres {
+				if strings.EqualFold(want, t) && !slices.Contains(e.sel, i) {
 					e.sel = append(e.sel, i)
 					break
 				}
@@ -631,22 +642,24 @@ func (r *urec) add(e *engine, assoc int) {
 	}
 }
 
-// cmpUser is sreport's sort_user_dec: cpu seconds descending (records
-// without a cpu TRES sort after, as its comparator says), then login.
+// cmpUser is sreport's sort_user_dec: seconds of the TRES e.sortT
+// (sort_user_tres_id, cpu unless TopUsage set it) descending (records
+// without that TRES sort after, as its comparator says), then login.
 func (e *engine) cmpUser(a, b *urec) int {
 	if !e.req.SortName {
 		if !a.any || !b.any {
 			return 0
 		}
-		if e.cpu < 0 || !a.seen[e.cpu] {
+		t := e.sortT
+		if t < 0 || !a.seen[t] {
 			return 1
 		}
-		if !b.seen[e.cpu] {
+		if !b.seen[t] {
 			return -1
 		}
-		if a.secs[e.cpu] > b.secs[e.cpu] {
+		if a.secs[t] > b.secs[t] {
 			return -1
-		} else if a.secs[e.cpu] < b.secs[e.cpu] {
+		} else if a.secs[t] < b.secs[t] {
 			return 1
 		}
 	}
@@ -790,12 +803,17 @@ func (e *engine) topUsage(p *printer, fs []field) {
 			r.add(e, i)
 		}
 	}
-	// sreport sorts the list once to size the Used column and once more
-	// before printing.
+	// sreport sorts the list once by cpu to size the Used column, and
+	// once more before printing by the first TRES of its list (the first
+	// of -T): user_top sets sort_user_tres_id to it.
 	e.sortUsers(recs)
 	e.userWidths(fs, recs)
 	e.columns(p, fs)
+	if len(e.sel) > 0 {
+		e.sortT = e.sel[0]
+	}
 	e.sortUsers(recs)
+	e.sortT = e.cpu
 	for n, r := range recs {
 		e.printUser(p, fs, r, strings.Join(r.accts, ", "))
 		if n+1 >= top {

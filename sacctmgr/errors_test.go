@@ -48,7 +48,7 @@ func TestParseAssociations_Errors(t *testing.T) {
 		{"TwoClusters", fmtHead + "hgx|root|||1|\nother|root|||1|\n", sacctmgr.Options{}, 3, `second cluster "other"`},
 		{"ClusterAbsent", fmtHead + "hgx|root|||1|\n", sacctmgr.Options{Cluster: "other"}, 0, `no rows of cluster "other"`},
 		{"HeaderWithColumns", string(mustRead(t, "assoc.format.psv")), sacctmgr.Options{Columns: formatColumns}, 1, "looks like a header"},
-		{"ColumnsEmpty", "x\n", sacctmgr.Options{Columns: []string{}}, 0, "Options.Columns is empty"},
+		{"ColumnsEmpty", "x\n", sacctmgr.Options{Columns: []string{}}, 0, "no columns named"},
 		{"DuplicateColumn", "Account|User|Share|Fairshare\n", sacctmgr.Options{}, 1, `column "Fairshare" given twice`},
 		{"PipeColumnNotFreeText", fmtHead, sacctmgr.Options{PipeColumn: "User"}, 1, "not a free-text column"},
 		{"PipeColumnAbsent", fmtHead, sacctmgr.Options{PipeColumn: "Descr"}, 1, "not a column of the listing"},

@@ -153,7 +153,7 @@ func newLayout(names []string, opts Options, line int) (*layout, error) {
 	for i, name := range names {
 		key := strings.ToLower(strings.TrimSpace(name))
 		if key == "" {
-			return nil, errorf(line, "column %d has no name", i+1)
+			return nil, errorf(line, "column %d of the header line has no name (a --noheader (-n) listing has no header line: name its columns, the format= it was listed with)", i+1)
 		}
 		c := columnNames[key]
 		if c == colOther {
@@ -239,7 +239,7 @@ func newReader(data []byte, opts Options) (*reader, error) {
 	}
 	if opts.Columns != nil {
 		if len(opts.Columns) == 0 {
-			return nil, errorf(0, "Options.Columns is empty")
+			return nil, errorf(0, "no columns named for a --noheader (-n) listing")
 		}
 		l, err := newLayout(opts.Columns, opts, 0)
 		if err != nil {
@@ -308,7 +308,7 @@ func (r *reader) next() ([]string, int, bool, error) {
 	if r.first {
 		r.first = false
 		if a := l.pos[colAccount]; a >= 0 && len(f) > a && strings.EqualFold(strings.TrimSpace(f[a]), "account") {
-			return nil, num, false, errorf(num, "looks like a header line, but Options.Columns says the listing has none (-n)")
+			return nil, num, false, errorf(num, "looks like a header line, but columns were named for a --noheader (-n) listing: name none for a listing with its header")
 		}
 	}
 	switch {
@@ -320,7 +320,7 @@ func (r *reader) next() ([]string, int, bool, error) {
 			if len(l.free) == 0 {
 				return nil, num, false, errorf(num, "%d fields for %d columns, and no free-text column to hold an unescaped '|'", len(f), l.n)
 			}
-			return nil, num, false, errorf(num, "%d fields for %d columns: an unescaped '|' in %s, cannot tell which (set Options.PipeColumn, or list one free-text column)",
+			return nil, num, false, errorf(num, "%d fields for %d columns: an unescaped '|' in %s, cannot tell which (list each free-text column in a sacctmgr command of its own: format=Account,Descr and format=Account,Org)",
 				len(f), l.n, strings.Join(l.free, " or "))
 		}
 		start := 0
@@ -427,7 +427,7 @@ func parseAssociations(data []byte, opts Options) (*Tree, error) {
 		return nil, errorf(l.line, "no Account column")
 	}
 	if !l.has(colUser) {
-		return nil, errorf(l.line, "no User column (for \"show account\" without withassoc use ParseAccounts)")
+		return nil, errorf(l.line, "no User column: \"sacctmgr show account\" lists no associations; use \"sacctmgr show assoc\" (or show account withassoc)")
 	}
 	if !l.has(colShare) && !opts.Partial {
 		return nil, errorf(l.line, "no Share column (format=…,Fairshare)")
@@ -464,7 +464,7 @@ func parseAssociations(data []byte, opts Options) (*Tree, error) {
 			case clusterLine == 0:
 				t.Cluster, clusterLine = c, num
 			case c != t.Cluster:
-				return nil, errorf(num, "second cluster %q (cluster %q on line %d): set Options.Cluster", c, t.Cluster, clusterLine)
+				return nil, errorf(num, "second cluster %q (cluster %q on line %d): list one cluster (where cluster=NAME) or name the cluster to read", c, t.Cluster, clusterLine)
 			}
 		}
 		acct := rd.get(f, colAccount)
@@ -637,7 +637,7 @@ func buildTree(t *Tree, rows []row, method int, hasPartition, hasDefAcct bool, o
 			for i := range rows {
 				if rows[i].user == "" {
 					if second++; second == 2 {
-						return nil, errorf(rows[i].line, "cannot place account %q: the listing has no parent information (no ParentName, ID+ParentID or LFT+RGT column, not a tree listing); add ParentName to format= (or set Options.Partial)", rows[i].account)
+						return nil, errorf(rows[i].line, "cannot place account %q: the listing has no parent information (no ParentName, ID+ParentID or LFT+RGT column, not a tree listing); add ParentName to format=", rows[i].account)
 					}
 				}
 			}

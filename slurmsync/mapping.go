@@ -14,12 +14,24 @@ import (
 // deeper accounts projects (keeping their nesting). Shares are Slurm's raw
 // Fairshare values (siblings are normalised against each other);
 // Fairshare=parent is UseParent. Deleted accounts are kept, disabled. Users
-// with a live association in an account are its Members. root's own user
-// associations (root/root) have no place in llmflow and are left out.
+// with a live association in an account are its Members, and every live
+// user association, with its shares, is one of its Users (the leaves of
+// Fair Tree). root's own user associations (root/root with a share) count
+// in Fair Tree as siblings of the organisations: when root has live ones,
+// the tree starts with a KindRoot account "root" that carries them.
 func Map(t *sacctmgr.Tree) (llmflow.Accounts, error) {
 	depth := map[string]int{"root": 0}
 	var out llmflow.Accounts
 	index := map[string]int{}
+	var rootUsers []llmflow.UserAssoc
+	for _, u := range t.Users {
+		if u.Account == "root" && !u.Deleted {
+			rootUsers = append(rootUsers, userAssoc(u))
+		}
+	}
+	if len(rootUsers) > 0 {
+		out = append(out, llmflow.Account{Name: "root", Kind: llmflow.KindRoot, Users: rootUsers, Source: "slurm"})
+	}
 	for _, a := range t.Accounts {
 		if a.Name == "root" {
 			continue
@@ -62,11 +74,21 @@ func Map(t *sacctmgr.Tree) (llmflow.Accounts, error) {
 		if !slices.Contains(out[i].Members, u.Name) {
 			out[i].Members = append(out[i].Members, u.Name)
 		}
+		out[i].Users = append(out[i].Users, userAssoc(u))
 	}
 	for i := range out {
 		slices.Sort(out[i].Members)
 	}
 	return out, nil
+}
+
+// userAssoc is u as a leaf of llmflow's tree.
+func userAssoc(u sacctmgr.User) llmflow.UserAssoc {
+	ua := llmflow.UserAssoc{User: u.Name, Partition: u.Partition, Shares: float64(u.Shares), UseParent: u.UseParent}
+	if u.UseParent {
+		ua.Shares = 0
+	}
+	return ua
 }
 
 func kindAt(depth int) llmflow.Kind {
@@ -93,6 +115,10 @@ const (
 	// LimitsChanged: the account's GPU limits (GrpTRESMins, GrpTRES) were
 	// set, changed or removed in Slurm.
 	LimitsChanged ChangeKind = "limits"
+	// UserShares: the shares (or partitions) of the account's user
+	// associations changed, its members did not; for Slurm's root, any
+	// change of root's own user associations.
+	UserShares ChangeKind = "user-shares"
 )
 
 // Change is one difference between llmflow's tree and Slurm's.
@@ -127,6 +153,12 @@ func (c Change) String() string {
 	case Members:
 		added, removed := memberDiff(c.Old.Members, a.Members)
 		return fmt.Sprintf("members     %-8s %s: added %s, removed %s", a.Kind, a.Name, listOrNone(added), listOrNone(removed))
+	case UserShares:
+		var old []llmflow.UserAssoc
+		if c.Old != nil {
+			old = c.Old.Users
+		}
+		return fmt.Sprintf("user-shares %-8s %s: %s → %s", a.Kind, a.Name, userList(old), userList(a.Users))
 	}
 	return string(c.Kind) + " " + a.Name
 }
@@ -147,6 +179,26 @@ func memberDiff(old, cur []string) (added, removed []string) {
 	return added, removed
 }
 
+// userList shows user associations as user[@partition]=shares.
+func userList(us []llmflow.UserAssoc) string {
+	if len(us) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(us))
+	for i, u := range us {
+		s := fmt.Sprint(u.Shares)
+		if u.UseParent {
+			s = "parent"
+		}
+		name := u.User
+		if u.Partition != "" {
+			name += "@" + u.Partition
+		}
+		parts[i] = name + "=" + s
+	}
+	return strings.Join(parts, ",")
+}
+
 func listOrNone(s []string) string {
 	if len(s) == 0 {
 		return "none"
@@ -163,10 +215,12 @@ func shares(a llmflow.Account) string {
 
 // Diff compares the Slurm accounts of llmflow's tree (old) with a fresh
 // import (cur) and returns the changes and the tree to store: every
-// account of cur; accounts of old that Slurm no longer has, disabled (never
-// deleted: their records and reports stay). Accounts of other sources are
-// left as they are. An account can change in several ways at once; each
-// is one Change.
+// account of cur that is live or that llmflow knew; accounts of old that
+// Slurm no longer has, disabled (never deleted: their records and reports
+// stay). An account deleted in Slurm that llmflow never knew is left out:
+// it is never announced as created. Accounts of other sources are left as
+// they are. An account can change in several ways at once; each is one
+// Change. Slurm's root (KindRoot) only ever changes its users (UserShares).
 func Diff(old, cur llmflow.Accounts) (changes []Change, next llmflow.Accounts) {
 	before := map[string]*llmflow.Account{}
 	for i := range old {
@@ -174,9 +228,18 @@ func Diff(old, cur llmflow.Accounts) (changes []Change, next llmflow.Accounts) {
 	}
 	seen := map[string]bool{}
 	for _, a := range cur {
-		seen[a.Name] = true
 		o, ok := before[a.Name]
+		if !ok && a.Disabled {
+			continue // deleted in Slurm before llmflow ever saw it
+		}
+		seen[a.Name] = true
 		next = append(next, a)
+		if a.Kind == llmflow.KindRoot {
+			if !ok || !slices.Equal(o.Users, a.Users) {
+				changes = append(changes, Change{Kind: UserShares, Account: a, Old: o})
+			}
+			continue
+		}
 		if !ok {
 			changes = append(changes, Change{Kind: Created, Account: a})
 			continue
@@ -195,6 +258,8 @@ func Diff(old, cur llmflow.Accounts) (changes []Change, next llmflow.Accounts) {
 		}
 		if !slices.Equal(o.Members, a.Members) {
 			changes = append(changes, Change{Kind: Members, Account: a, Old: o})
+		} else if !slices.Equal(o.Users, a.Users) {
+			changes = append(changes, Change{Kind: UserShares, Account: a, Old: o})
 		}
 		if o.Limits != a.Limits {
 			changes = append(changes, Change{Kind: LimitsChanged, Account: a, Old: o})
@@ -204,6 +269,11 @@ func Diff(old, cur llmflow.Accounts) (changes []Change, next llmflow.Accounts) {
 		o := old[i]
 		if seen[o.Name] {
 			continue
+		}
+		if o.Kind == llmflow.KindRoot {
+			gone := llmflow.Account{Name: o.Name, Kind: o.Kind, Source: o.Source}
+			changes = append(changes, Change{Kind: UserShares, Account: gone, Old: &old[i]})
+			continue // root without users of its own is not kept
 		}
 		if o.Source == "slurm" && !o.Disabled {
 			gone := o
@@ -241,6 +311,15 @@ func order(accts llmflow.Accounts) llmflow.Accounts {
 		}
 	}
 	walk("")
+	// Slurm's root, when present, comes first (its Parent "" made it an
+	// organisation for the walk).
+	for i, a := range out {
+		if a.Kind == llmflow.KindRoot && i > 0 {
+			copy(out[1:i+1], out[:i])
+			out[0] = a
+			break
+		}
+	}
 	return out
 }
 
@@ -264,6 +343,8 @@ func Count(run *llmflow.SyncRun, changes []Change, total int) {
 			run.Members++
 		case LimitsChanged:
 			run.LimitsChanged++
+		case UserShares:
+			run.SharesChanged++
 		}
 	}
 	run.Unchanged = total - len(touched)

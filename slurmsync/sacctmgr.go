@@ -91,7 +91,13 @@ type Sacctmgr struct {
 	// Files, when non-nil, reads the listings from these files instead of
 	// running sacctmgr (Assocs is required; a missing LiveAssocs means
 	// nothing is flagged Deleted, a missing Defaults nothing Default).
+	// An Assocs file may also be the file `sacctmgr dump CLUSTER file=…`
+	// writes (recognised by its content; it has no deleted associations).
 	Files map[Listing]string
+	// Columns names the columns of Assocs and LiveAssocs listings printed
+	// with --noheader (-n), in order, as format= keys or header names;
+	// nil: the listings have their header line.
+	Columns []string
 	// Timeout bounds one Tree call; default 2 minutes.
 	Timeout time.Duration
 }
@@ -133,7 +139,7 @@ func (s *Sacctmgr) Tree(ctx context.Context) (*sacctmgr.Tree, error) {
 			}
 			b, err := os.ReadFile(f)
 			if err != nil {
-				return nil, fmt.Errorf("sacctmgr: %s listing: %w", l, err)
+				return nil, fmt.Errorf("sacctmgr: %w", err) // names the file
 			}
 			outs[l], have[l] = b, true
 		}
@@ -179,7 +185,14 @@ func (s *Sacctmgr) Tree(ctx context.Context) (*sacctmgr.Tree, error) {
 	if !have[Assocs] {
 		return nil, errors.New("sacctmgr: no Assocs listing configured")
 	}
-	t, err := combine(cluster, outs, have)
+	var names [numListings]string
+	for l := range numListings {
+		names[l] = l.String() + " listing"
+		if f, ok := s.Files[l]; ok {
+			names[l] = f // the admin's file, not our listing's name
+		}
+	}
+	t, err := combine(cluster, outs, have, s.Columns, names)
 	if err != nil {
 		return nil, fmt.Errorf("sacctmgr: cluster %s: %w", cluster, err)
 	}
@@ -187,16 +200,24 @@ func (s *Sacctmgr) Tree(ctx context.Context) (*sacctmgr.Tree, error) {
 }
 
 // combine parses the listings with package sacctmgr and merges them.
-func combine(cluster string, outs [numListings][]byte, have [numListings]bool) (*sacctmgr.Tree, error) {
-	opts := sacctmgr.Options{Cluster: cluster, Limits: true}
-	t, err := sacctmgr.ParseAssociations(bytes.NewReader(outs[Assocs]), opts)
-	if err != nil {
-		return nil, fmt.Errorf("%s listing: %w", Assocs, err)
+func combine(cluster string, outs [numListings][]byte, have [numListings]bool, columns []string, names [numListings]string) (*sacctmgr.Tree, error) {
+	opts := sacctmgr.Options{Cluster: cluster, Columns: columns, Limits: true}
+	var t *sacctmgr.Tree
+	var err error
+	if IsDump(outs[Assocs]) {
+		if t, err = sacctmgr.ParseDump(outs[Assocs]); err != nil {
+			return nil, fmt.Errorf("sacctmgr dump file: %w", err)
+		}
+		if t.Cluster != "" && t.Cluster != cluster {
+			return nil, fmt.Errorf("sacctmgr dump file is of cluster %q, not %q", t.Cluster, cluster)
+		}
+	} else if t, err = sacctmgr.ParseAssociations(bytes.NewReader(outs[Assocs]), opts); err != nil {
+		return nil, fmt.Errorf("%s: %w", names[Assocs], err)
 	}
 	if have[LiveAssocs] {
 		live, err := sacctmgr.ParseAssociations(bytes.NewReader(outs[LiveAssocs]), opts)
 		if err != nil {
-			return nil, fmt.Errorf("%s listing: %w", LiveAssocs, err)
+			return nil, fmt.Errorf("%s: %w", names[LiveAssocs], err)
 		}
 		t = sacctmgr.MergeDeleted(live, t)
 	}
@@ -208,7 +229,7 @@ func combine(cluster string, outs [numListings][]byte, have [numListings]bool) (
 		o.OnlyDefaults, o.Partial = true, true
 		defs, err := sacctmgr.ParseAssociations(bytes.NewReader(outs[Defaults]), o)
 		if err != nil {
-			return nil, fmt.Errorf("%s listing: %w", Defaults, err)
+			return nil, fmt.Errorf("%s: %w", names[Defaults], err)
 		}
 		t.Annotate(nil, defs.Users)
 	}
@@ -224,7 +245,7 @@ func combine(cluster string, outs [numListings][]byte, have [numListings]bool) (
 		}
 		accts, err := sacctmgr.ParseAccounts(bytes.NewReader(outs[l]), o)
 		if err != nil {
-			return nil, fmt.Errorf("%s listing: %w", l, err)
+			return nil, fmt.Errorf("%s: %w", names[l], err)
 		}
 		if l == Descriptions {
 			for i := range accts {
@@ -241,6 +262,65 @@ func combine(cluster string, outs [numListings][]byte, have [numListings]bool) (
 		return nil, err
 	}
 	return t, nil
+}
+
+// IsDump reports whether data is the file `sacctmgr dump` writes (its first
+// line that is neither empty nor a '#' comment is a "Cluster - '…'" line)
+// rather than a listing.
+func IsDump(data []byte) bool {
+	for len(data) > 0 {
+		var line []byte
+		line, data, _ = bytes.Cut(data, []byte{'\n'})
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 || line[0] == '#' {
+			continue
+		}
+		rest, ok := bytes.CutPrefix(line, []byte("Cluster"))
+		if !ok {
+			return false
+		}
+		rest = bytes.TrimLeft(rest, " \t")
+		return bytes.HasPrefix(rest, []byte("-"))
+	}
+	return false
+}
+
+// ErrNotListingPair is returned by WithDeletedFirst for two listings
+// neither of which holds every line of the other.
+var ErrNotListingPair = errors.New("neither listing holds every row of the other: " +
+	"want the output of one `sacctmgr show assoc` command, with and without withdeleted")
+
+// WithDeletedFirst tells the two listings of one cluster apart, the plain
+// `sacctmgr show assoc` and the same with withdeleted (printed with the
+// same format=): the withdeleted listing holds every line of the plain one
+// and the deleted associations. It reports whether a is the withdeleted
+// one (for equal listings, a).
+func WithDeletedFirst(a, b []byte) (bool, error) {
+	lines := func(d []byte) map[string]bool {
+		m := map[string]bool{}
+		for _, l := range bytes.Split(d, []byte{'\n'}) {
+			if l = bytes.TrimRight(l, "\r"); len(l) > 0 {
+				m[string(l)] = true
+			}
+		}
+		return m
+	}
+	la, lb := lines(a), lines(b)
+	within := func(x, y map[string]bool) bool {
+		for l := range x {
+			if !y[l] {
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case within(lb, la):
+		return true, nil
+	case within(la, lb):
+		return false, nil
+	}
+	return false, ErrNotListingPair
 }
 
 // hasColumns reports whether the header line of a listing has every column.

@@ -226,3 +226,37 @@ func TestNormalize(t *testing.T) {
 		t.Error("empty tree accepted")
 	}
 }
+
+// FuzzListingPair: telling the two listings apart never panics, and a
+// listing with more lines than another that it contains is the
+// withdeleted one.
+func FuzzListingPair(f *testing.F) {
+	f.Add([]byte("Cluster|Account\nhgx|root\n"), []byte("Cluster|Account\nhgx|root\nhgx|old\n"))
+	f.Add([]byte("Cluster - 'hgx'\n"), []byte(""))
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		IsDump(a)
+		first, err := WithDeletedFirst(a, b)
+		if err != nil {
+			return
+		}
+		both := append(append(append([]byte(nil), a...), '\n'), b...)
+		if again, err := WithDeletedFirst(both, a); err != nil || !again {
+			t.Errorf("a listing holding every line of another is not taken as the withdeleted one")
+		}
+		_ = first
+	})
+}
+
+func TestIsDump(t *testing.T) {
+	for in, want := range map[string]bool{
+		"# comment\n\nCluster - 'hgx':Fairshare=1\n": true,
+		"Cluster-'hgx'\n":        true,
+		"Cluster|Account|User\n": false,
+		"hgx|root|||1\n":         false,
+		"":                       false,
+	} {
+		if got := IsDump([]byte(in)); got != want {
+			t.Errorf("IsDump(%q) = %v", in, got)
+		}
+	}
+}

@@ -25,14 +25,21 @@ func TestMapCaptures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	type u = llmflow.UserAssoc
 	want := llmflow.Accounts{
+		{Name: "root", Kind: llmflow.KindRoot, Users: []u{{User: "root"}}, Source: "slurm"},
 		{Name: "etaba", Kind: llmflow.KindOrg, Shares: 13, Source: "slurm"},
-		{Name: "lab-nlp", Kind: llmflow.KindTeam, Parent: "etaba", Shares: 60, Members: []string{"alice"}, Source: "slurm"},
-		{Name: "nlp-asr", Kind: llmflow.KindProject, Parent: "lab-nlp", UseParent: true, Members: []string{"bob"}, Source: "slurm"},
-		{Name: "nlp-llm", Kind: llmflow.KindProject, Parent: "lab-nlp", Shares: 70, Members: []string{"alice", "bob"}, Source: "slurm"},
-		{Name: "lab-vision", Kind: llmflow.KindTeam, Parent: "etaba", Shares: 40, Members: []string{"bob", "dave"}, Source: "slurm"},
+		{Name: "lab-nlp", Kind: llmflow.KindTeam, Parent: "etaba", Shares: 60, Members: []string{"alice"},
+			Users: []u{{User: "alice", Shares: 5}}, Source: "slurm"},
+		{Name: "nlp-asr", Kind: llmflow.KindProject, Parent: "lab-nlp", UseParent: true, Members: []string{"bob"},
+			Users: []u{{User: "bob", Shares: 1}}, Source: "slurm"},
+		{Name: "nlp-llm", Kind: llmflow.KindProject, Parent: "lab-nlp", Shares: 70, Members: []string{"alice", "bob"},
+			Users: []u{{User: "alice", Shares: 10}, {User: "bob", Shares: 10}}, Source: "slurm"},
+		{Name: "lab-vision", Kind: llmflow.KindTeam, Parent: "etaba", Shares: 40, Members: []string{"bob", "dave"},
+			Users: []u{{User: "bob", Shares: 20}, {User: "dave", Shares: 10}}, Source: "slurm"},
 		{Name: "etabb", Kind: llmflow.KindOrg, Shares: 3, Source: "slurm", Limits: llmflow.GPULimits{GPUs: 16, HasGPUs: true}}, // GrpTRES=gres/gpu=16
-		{Name: "lab-chem", Kind: llmflow.KindTeam, Parent: "etabb", Shares: 100, Members: []string{"carol", "dave"}, Source: "slurm"},
+		{Name: "lab-chem", Kind: llmflow.KindTeam, Parent: "etabb", Shares: 100, Members: []string{"carol", "dave"},
+			Users: []u{{User: "carol", Shares: 50}, {User: "carol", Partition: "gpu", Shares: 50}, {User: "dave", UseParent: true}}, Source: "slurm"},
 		{Name: "lab-old", Kind: llmflow.KindTeam, Parent: "etabb", Shares: 1, Disabled: true, Source: "slurm"},
 	}
 	if diff := cmp.Diff(want, order(got)); diff != "" {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -12,7 +13,7 @@ import (
 // Accounts returns the stored organisation tree in tree order (nil when
 // no import ever ran).
 func (s *Postgres) Accounts(ctx context.Context) (llmflow.Accounts, error) {
-	rows, err := s.pool.Query(ctx, `SELECT name, kind, parent, shares, use_parent, disabled, members, source,
+	rows, err := s.pool.Query(ctx, `SELECT name, kind, parent, shares, use_parent, disabled, members, users, source,
 grp_gpu_minutes, grp_gpus FROM accounts ORDER BY position`)
 	if err != nil {
 		return nil, fmt.Errorf("read accounts: %w", err)
@@ -22,7 +23,8 @@ grp_gpu_minutes, grp_gpus FROM accounts ORDER BY position`)
 		var a llmflow.Account
 		var kind int16
 		var mins, gpus *int64
-		if err := rows.Scan(&a.Name, &kind, &a.Parent, &a.Shares, &a.UseParent, &a.Disabled, &a.Members, &a.Source, &mins, &gpus); err != nil {
+		var users string
+		if err := rows.Scan(&a.Name, &kind, &a.Parent, &a.Shares, &a.UseParent, &a.Disabled, &a.Members, &users, &a.Source, &mins, &gpus); err != nil {
 			return a, err
 		}
 		if mins != nil {
@@ -33,6 +35,12 @@ grp_gpu_minutes, grp_gpus FROM accounts ORDER BY position`)
 		}
 		a.Kind = llmflow.Kind(kind)
 		a.Members = nilIfEmpty(a.Members)
+		if err := json.Unmarshal([]byte(users), &a.Users); err != nil {
+			return a, fmt.Errorf("%s users: %w", a.Name, err)
+		}
+		if len(a.Users) == 0 {
+			a.Users = nil
+		}
 		return a, nil
 	})
 	if err != nil {
@@ -57,10 +65,10 @@ func (s *Postgres) SaveSync(ctx context.Context, next llmflow.Accounts, run llmf
 			rows := make([][]any, len(next))
 			for i, a := range next {
 				mins, gpus := limitColumns(a.Limits)
-				rows[i] = []any{a.Name, int16(a.Kind), a.Parent, a.Shares, a.UseParent, a.Disabled, nonNil(a.Members), a.Source, int32(i), mins, gpus}
+				rows[i] = []any{a.Name, int16(a.Kind), a.Parent, a.Shares, a.UseParent, a.Disabled, nonNil(a.Members), usersJSON(a.Users), a.Source, int32(i), mins, gpus}
 			}
 			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"accounts"},
-				[]string{"name", "kind", "parent", "shares", "use_parent", "disabled", "members", "source", "position", "grp_gpu_minutes", "grp_gpus"},
+				[]string{"name", "kind", "parent", "shares", "use_parent", "disabled", "members", "users", "source", "position", "grp_gpu_minutes", "grp_gpus"},
 				pgx.CopyFromRows(rows)); err != nil {
 				return err
 			}
@@ -99,4 +107,14 @@ reparented, disabled, reenabled, members, unchanged, outcome, error, limits_chan
 		return nil, fmt.Errorf("read sync runs: %w", err)
 	}
 	return out, nil
+}
+
+// usersJSON is an account's user associations as stored (a JSON array,
+// "[]" for none), in both stores.
+func usersJSON(us []llmflow.UserAssoc) string {
+	if len(us) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(us) // plain strings, floats and bools: cannot fail
+	return string(b)
 }

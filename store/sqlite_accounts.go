@@ -12,7 +12,7 @@ import (
 // Accounts returns the stored organisation tree in tree order (nil when
 // no import ever ran).
 func (s *SQLite) Accounts(ctx context.Context) (llmflow.Accounts, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT name, kind, parent, shares, use_parent, disabled, members, source,
+	rows, err := s.read.QueryContext(ctx, `SELECT name, kind, parent, shares, use_parent, disabled, members, users, source,
 grp_gpu_minutes, grp_gpus FROM accounts ORDER BY position`)
 	if err != nil {
 		return nil, fmt.Errorf("read accounts: %w", err)
@@ -21,9 +21,9 @@ grp_gpu_minutes, grp_gpus FROM accounts ORDER BY position`)
 	out, err := scanRows(rows, func() (llmflow.Account, error) {
 		var a llmflow.Account
 		var kind int
-		var members string
+		var members, users string
 		var mins, gpus sql.NullInt64
-		if err := rows.Scan(&a.Name, &kind, &a.Parent, &a.Shares, &a.UseParent, &a.Disabled, &members, &a.Source, &mins, &gpus); err != nil {
+		if err := rows.Scan(&a.Name, &kind, &a.Parent, &a.Shares, &a.UseParent, &a.Disabled, &members, &users, &a.Source, &mins, &gpus); err != nil {
 			return a, err
 		}
 		a.Limits = llmflow.GPULimits{Minutes: mins.Int64, HasMinutes: mins.Valid, GPUs: gpus.Int64, HasGPUs: gpus.Valid}
@@ -32,6 +32,12 @@ grp_gpu_minutes, grp_gpus FROM accounts ORDER BY position`)
 			return a, fmt.Errorf("%s members: %w", a.Name, err)
 		}
 		a.Members = nilIfEmpty(a.Members)
+		if err := json.Unmarshal([]byte(users), &a.Users); err != nil {
+			return a, fmt.Errorf("%s users: %w", a.Name, err)
+		}
+		if len(a.Users) == 0 {
+			a.Users = nil
+		}
 		return a, nil
 	})
 	if err != nil {
@@ -59,8 +65,8 @@ func (s *SQLite) SaveSync(ctx context.Context, next llmflow.Accounts, run llmflo
 			return 0, err
 		}
 		st, err := tx.PrepareContext(ctx, `INSERT INTO accounts
-(name, kind, parent, shares, use_parent, disabled, members, source, position, grp_gpu_minutes, grp_gpus)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+(name, kind, parent, shares, use_parent, disabled, members, users, source, position, grp_gpu_minutes, grp_gpus)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 		if err != nil {
 			return 0, err
 		}
@@ -72,7 +78,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 			}
 			m, _ := json.Marshal(members)
 			mins, gpus := limitColumns(a.Limits)
-			if _, err := st.ExecContext(ctx, a.Name, int(a.Kind), a.Parent, a.Shares, a.UseParent, a.Disabled, string(m), a.Source, i,
+			if _, err := st.ExecContext(ctx, a.Name, int(a.Kind), a.Parent, a.Shares, a.UseParent, a.Disabled, string(m), usersJSON(a.Users), a.Source, i,
 				mins, gpus); err != nil {
 				return 0, fmt.Errorf("account %s: %w", a.Name, err)
 			}

@@ -58,6 +58,7 @@ func (c TreeChange) String() string { return "sacctmgr -i " + strings.Join(c.Arg
 // tree: fairshare 1), every member's association, and every association
 // the usage is written to.
 func desiredTree(tree llmflow.Accounts, chains [][]string, used [][2]string) (map[string]*wantAccount, map[[2]string]bool, error) {
+	tree = accountsOnly(tree)
 	byName := map[string]llmflow.Account{}
 	for _, a := range tree {
 		a.Name = strings.ToLower(a.Name)
@@ -147,6 +148,18 @@ func desiredTree(tree llmflow.Accounts, chains [][]string, used [][2]string) (ma
 		return nil, nil, fmt.Errorf("names Slurm cannot take (want %s): %s", nameRE, strings.Join(bad, ", "))
 	}
 	return accts, users, nil
+}
+
+// accountsOnly is tree without Slurm's root itself (KindRoot, present to
+// carry root's own user shares): the cluster's root exists already.
+func accountsOnly(tree llmflow.Accounts) llmflow.Accounts {
+	out := make(llmflow.Accounts, 0, len(tree))
+	for _, a := range tree {
+		if a.Kind != llmflow.KindRoot {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // fairshares turns llmflow's shares into sacctmgr Fairshare values per
@@ -276,4 +289,78 @@ func chunks(s []string, n int) [][]string {
 		s = s[k:]
 	}
 	return out
+}
+
+// deletedSet holds the accounts and users deleted in slurmdbd.
+type deletedSet struct{ accts, users map[string]bool }
+
+// prune removes from the desired tree every account that is deleted in
+// slurmdbd or lies under one (sacctmgr add account would revive it, or
+// fail for want of its parent), and every user association of a deleted
+// user or of a removed account. It returns what it removed, sorted.
+func (d deletedSet) prune(accts map[string]*wantAccount, users map[[2]string]bool) []string {
+	gone := map[string]bool{}
+	var under func(name string, depth int) bool
+	under = func(name string, depth int) bool {
+		if d.accts[name] {
+			return true
+		}
+		w := accts[name]
+		if w == nil || w.parent == "root" || depth > 64 {
+			return false
+		}
+		return under(w.parent, depth+1)
+	}
+	var out []string
+	for n := range accts {
+		if under(n, 0) {
+			gone[n] = true
+			out = append(out, "account "+n)
+		}
+	}
+	for n := range gone {
+		delete(accts, n)
+	}
+	for u := range users {
+		if gone[u[0]] || d.users[u[1]] {
+			delete(users, u)
+			out = append(out, "user "+u[1]+" in account "+u[0])
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// unwritable splits usage into what can be written (its association is
+// in the desired tree, or the cluster has it, deleted or not) and what
+// cannot: an association whose account or user is deleted in slurmdbd and
+// that the cluster never had.
+func (d deletedSet) unwritable(usage []llmflow.AssocHour, users map[[2]string]bool, existing []haveAssoc) ([]llmflow.AssocHour, []NotWritten) {
+	had := map[[2]string]bool{}
+	for _, h := range existing {
+		had[[2]string{h.acct, h.user}] = true
+	}
+	var keep []llmflow.AssocHour
+	lost := map[[2]string]int64{}
+	for _, u := range usage {
+		k := [2]string{u.Account, u.User}
+		if users[k] || had[k] {
+			keep = append(keep, u)
+			continue
+		}
+		lost[k] += u.AllocSecs
+	}
+	var out []NotWritten
+	for _, k := range slices.SortedFunc(maps.Keys(lost), func(a, b [2]string) int {
+		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+	}) {
+		reason := "account " + k[0] + " is deleted in slurmdbd"
+		if !d.accts[k[0]] && d.users[k[1]] {
+			reason = "user " + k[1] + " is deleted in slurmdbd"
+		} else if !d.accts[k[0]] {
+			reason = "account " + k[0] + " lies under an account deleted in slurmdbd"
+		}
+		out = append(out, NotWritten{Account: k[0], User: k[1], GPUSeconds: lost[k], Reason: reason + ", and cluster never had the association"})
+	}
+	return keep, out
 }

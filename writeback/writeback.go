@@ -42,6 +42,12 @@ type Config struct {
 	// Now is the clock (default time.Now): only hours that have ended are
 	// written.
 	Now func() time.Time
+	// Since is the first hour the gateway served (its first accounting
+	// record, the hour of its oldest rollup): the cluster rows (capacity) are
+	// written for the hours from Since on only, the hours before it are
+	// cleared. Zero: every hour written has its cluster row. `llmflow
+	// report` counts the same hours, so both agree on Utilization.
+	Since time.Time
 }
 
 // Writer writes llmflow's GPU-hours into slurmdbd's database.
@@ -93,6 +99,11 @@ func New(db *sql.DB, cfg Config) (*Writer, error) {
 	return &Writer{db: db, cfg: cfg}, nil
 }
 
+// SetSince sets Config.Since for the next writes (the first hour served
+// moves only when the store's oldest rollups are pruned). Not safe
+// concurrently with Write.
+func (w *Writer) SetSince(t time.Time) { w.cfg.Since = t }
+
 // Close releases the database handle.
 func (w *Writer) Close() error { return w.db.Close() }
 
@@ -114,12 +125,30 @@ type Result struct {
 	AssocHours, AssocDays, AssocMonths       int
 	ClusterHours, ClusterDays, ClusterMonths int
 
-	GPUSeconds       int64                // Σ alloc_secs of the hour rows written
-	Unattributed     llmflow.Unattributed // usage with no association, not written
-	OverCapacity     int                  // hours whose allocation exceeds GPUs × 3600 (idle written as 0)
-	LastRanHourly    time.Time            // <cluster>_last_ran_table.hourly_rollup after the write
-	AssocHourRows    []llmflow.AssocHour  // what was written, sorted by hour, account, user
-	ExistingAssocIDs int                  // live user associations of the cluster
+	GPUSeconds   int64                // Σ alloc_secs of the hour rows written
+	Unattributed llmflow.Unattributed // usage with no association, not written
+	// NotWritten is usage of associations the write-back may not create:
+	// their account or user is deleted in slurmdbd (acct_table /
+	// user_table) and the cluster never had the association. sacctmgr
+	// add would revive the account or user on every cluster (and reset
+	// its description): the write-back never changes an existing account
+	// or user.
+	NotWritten []NotWritten
+	// Skipped are accounts and users of llmflow's tree left out of the
+	// cluster's tree because they are deleted in slurmdbd (or under a
+	// deleted account).
+	Skipped          []string
+	OverCapacity     int                 // hours whose allocation exceeds GPUs × 3600 (idle written as 0)
+	LastRanHourly    time.Time           // <cluster>_last_ran_table.hourly_rollup after the write
+	AssocHourRows    []llmflow.AssocHour // what was written, sorted by hour, account, user
+	ExistingAssocIDs int                 // live user associations of the cluster
+}
+
+// NotWritten is the usage of one association that was not written.
+type NotWritten struct {
+	Account, User string
+	GPUSeconds    int64
+	Reason        string
 }
 
 // GPUHours returns the written usage in GPU-hours.
@@ -220,23 +249,37 @@ func (w *Writer) write(ctx context.Context, from, to time.Time, tree llmflow.Acc
 		}
 		res.GPUSeconds += u.AllocSecs
 	}
-	wantAccts, wantUsers, err := desiredTree(tree, chains, used)
-	if err != nil {
-		return res, fmt.Errorf("write-back: %w", err)
-	}
-
 	// 1. cluster and association tree (sacctmgr).
 	var exists bool
-	err = w.db.QueryRowContext(ctx, "SELECT COUNT(*) > 0 FROM cluster_table WHERE name = ? AND deleted = 0", w.cfg.Cluster).Scan(&exists)
+	err := w.db.QueryRowContext(ctx, "SELECT COUNT(*) > 0 FROM cluster_table WHERE name = ? AND deleted = 0", w.cfg.Cluster).Scan(&exists)
 	if err != nil {
 		return res, fmt.Errorf("write-back: reading cluster_table: %w", err)
 	}
-	var have []haveAssoc
+	var have, ever []haveAssoc
 	if exists {
 		if have, err = w.liveAssocs(ctx); err != nil {
 			return res, err
 		}
-	} else {
+		if ever, err = w.userAssocs(ctx); err != nil {
+			return res, err
+		}
+	}
+	gone, err := w.deletedNames(ctx)
+	if err != nil {
+		return res, err
+	}
+	wantAccts, wantUsers, err := desiredTree(tree, chains, used)
+	if err != nil {
+		return res, fmt.Errorf("write-back: %w", err)
+	}
+	res.Skipped = gone.prune(wantAccts, wantUsers)
+	usage, res.NotWritten = gone.unwritable(usage, wantUsers, ever)
+	res.AssocHourRows = usage
+	res.GPUSeconds = 0
+	for _, u := range usage {
+		res.GPUSeconds += u.AllocSecs
+	}
+	if !exists {
 		if !dryRun {
 			if err := w.cfg.Sacctmgr.Modify(ctx, "add", "cluster", w.cfg.Cluster); err != nil {
 				return res, fmt.Errorf("write-back: %w", err)
@@ -278,6 +321,54 @@ func (w *Writer) write(ctx context.Context, from, to time.Time, tree llmflow.Acc
 		}
 		return res, err
 	}
+}
+
+// userAssocs returns the user associations (partition ”) the cluster
+// ever had, deleted ones included.
+func (w *Writer) userAssocs(ctx context.Context) ([]haveAssoc, error) {
+	rows, err := w.db.QueryContext(ctx, "SELECT acct, user FROM "+w.table("assoc")+" WHERE `partition` = '' AND user <> ''")
+	if err != nil {
+		return nil, fmt.Errorf("write-back: reading the associations of cluster %s: %w", w.cfg.Cluster, err)
+	}
+	defer rows.Close()
+	var out []haveAssoc
+	for rows.Next() {
+		var h haveAssoc
+		if err := rows.Scan(&h.acct, &h.user); err != nil {
+			return nil, err
+		}
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
+// deletedNames reads the accounts and users slurmdbd has deleted (rows
+// of acct_table / user_table with deleted = 1): sacctmgr add would revive
+// them, on every cluster.
+func (w *Writer) deletedNames(ctx context.Context) (deletedSet, error) {
+	d := deletedSet{accts: map[string]bool{}, users: map[string]bool{}}
+	for _, q := range []struct {
+		table string
+		into  map[string]bool
+	}{{"acct_table", d.accts}, {"user_table", d.users}} {
+		rows, err := w.db.QueryContext(ctx, "SELECT name FROM "+q.table+" WHERE deleted <> 0")
+		if err != nil {
+			return d, fmt.Errorf("write-back: reading %s: %w", q.table, err)
+		}
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				rows.Close()
+				return d, err
+			}
+			q.into[n] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return d, err
+		}
+	}
+	return d, nil
 }
 
 func (w *Writer) liveAssocs(ctx context.Context) ([]haveAssoc, error) {
@@ -359,27 +450,34 @@ func (w *Writer) writeUsage(ctx context.Context, res *Result, usage []llmflow.As
 	*res = resetCounts(*res)
 	to := res.To
 
-	// association ids
+	// association ids: the live association, else (its account or user
+	// deleted in slurmdbd) the last deleted one, whose usage sreport
+	// still counts
 	ids := map[[2]string]int64{}
-	rows, err := tx.QueryContext(ctx, "SELECT id_assoc, acct, user FROM "+w.table("assoc")+
-		" WHERE deleted = 0 AND `partition` = '' AND user <> ''")
+	live := map[[2]string]bool{}
+	rows, err := tx.QueryContext(ctx, "SELECT id_assoc, acct, user, deleted FROM "+w.table("assoc")+
+		" WHERE `partition` = '' AND user <> '' ORDER BY deleted DESC, id_assoc")
 	if err != nil {
 		return fmt.Errorf("write-back: reading associations: %w", err)
 	}
 	for rows.Next() {
 		var id int64
 		var a, u string
-		if err := rows.Scan(&id, &a, &u); err != nil {
+		var deleted bool
+		if err := rows.Scan(&id, &a, &u, &deleted); err != nil {
 			rows.Close()
 			return err
 		}
 		ids[[2]string{a, u}] = id
+		if !deleted {
+			live[[2]string{a, u}] = true
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	res.ExistingAssocIDs = len(ids)
+	res.ExistingAssocIDs = len(live)
 
 	// The gres/gpu rows, then the same seconds as cpu rows: sreport sorts
 	// user lists (UserUtilizationByAccount, TopUsage) by cpu seconds only,
@@ -590,6 +688,9 @@ func (w *Writer) writeTRES(ctx context.Context, tx *sql.Tx, res *Result, usage [
 	capacity := int64(w.cfg.GPUs) * 3600
 	vals = vals[:0]
 	for h := from; h.Before(to); h = h.Add(time.Hour) {
+		if h.Before(w.cfg.Since.Truncate(time.Hour)) {
+			continue // the gateway did not serve yet: no capacity
+		}
 		a := alloc[h.Unix()]
 		idle := capacity - a
 		if idle < 0 {

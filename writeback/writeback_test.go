@@ -109,3 +109,19 @@ func TestOpenNeverShowsTheDSN(t *testing.T) {
 		t.Error("a cluster name with a space is accepted")
 	}
 }
+
+// Slurm's root in llmflow's tree (it carries root's own user shares) is
+// not an account to add: the cluster has its root.
+func TestDesiredTreeSkipsRoot(t *testing.T) {
+	tree := llmflow.Accounts{
+		{Name: "root", Kind: llmflow.KindRoot, Users: []llmflow.UserAssoc{{User: "root", Shares: 5}}, Source: "slurm"},
+		{Name: "uni", Kind: llmflow.KindOrg, Shares: 2, Source: "slurm"},
+	}
+	accts, _, err := desiredTree(tree, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := accts["root"]; ok || accts["uni"] == nil || accts["uni"].parent != "root" {
+		t.Errorf("desired accounts %v", accts)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"cmp"
+	"context"
 	"fmt"
 	"os/user"
 	"slices"
@@ -26,7 +27,11 @@ func reportCmd(e *env) *cobra.Command {
 			"(the key's project or team account, the key's owner or --service-user), the same mapping the\n" +
 			"write-back to slurmdbd uses (llmflow sync --to-slurmdbd): after a write-back, `sreport ...\n" +
 			"cluster=llm` and `llmflow report ...` give the same rows. The cluster totals count --gpus (default:\n" +
-			"the sum of the pools' gpus). The cluster, the service user and the time zone (sreport's TZ, which\n" +
+			"the sum of the pools' gpus) for the hours served: from the hour of the store's oldest record to\n" +
+			"the last ended hour. Against sreport on the write-back cluster the two agree exactly when the\n" +
+			"period lies within hours the write-back has written (llmflow sync --to-slurmdbd, or writeback {}\n" +
+			"in serve, which re-writes its lookback every run): slurmdbd holds no hour after the last\n" +
+			"write-back's end, so a period reaching past it shows less there. The cluster, the service user and the time zone (sreport's TZ, which\n" +
 			"the period and the day and month rows follow) are the configuration's writeback { cluster,\n" +
 			"service_user, timezone } when it has that block (else llm, llmflow and UTC); the flags override\n" +
 			"them. Reports read hourly rollups, never raw records.",
@@ -91,7 +96,14 @@ func reportCmd(e *env) *cobra.Command {
 				tree = cfg.Accounts().SlurmNames()
 			}
 			rows, _ := llmflow.AssocHours(rollups, serviceUser)
-			data := reportData(tree, rows, o.gpus, cluster, period, now, loc)
+			since, err := servedSince(cmd.Context(), db, period.End)
+			if err != nil {
+				return err
+			}
+			if since.IsZero() {
+				since = period.End // nothing served: no capacity either
+			}
+			data := reportData(tree, rows, o.gpus, cluster, period, now, loc, since)
 			w := bufio.NewWriter(e.stdout)
 			if err := reports.Run(w, req, data); err != nil {
 				return err
@@ -110,6 +122,28 @@ func reportCmd(e *env) *cobra.Command {
 	// declared here too so that --help lists them: one list, reportFlags.
 	cmd.Flags().AddFlagSet(reportFlags())
 	return cmd
+}
+
+// rollupReader is what servedSince reads.
+type rollupReader interface {
+	Rollups(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)
+}
+
+// servedSince is the first hour the gateway served: the hour of the
+// store's oldest rollup before end (zero when there is none). Reports and
+// the write-back count the pools' GPUs from that hour on only.
+func servedSince(ctx context.Context, db rollupReader, end time.Time) (time.Time, error) {
+	rs, err := db.Rollups(ctx, time.Unix(0, 0).UTC(), end, llmflow.RollupFilter{GroupBy: []string{llmflow.DimPool}})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("reading the first hour served: %w", err)
+	}
+	var first time.Time
+	for _, r := range rs {
+		if !r.Hour.IsZero() && (first.IsZero() || r.Hour.Before(first)) {
+			first = r.Hour
+		}
+	}
+	return first, nil
 }
 
 // needsCapacity reports whether req shows the cluster's capacity (GPUs ×
@@ -223,13 +257,16 @@ func reportOptions(args []string) (reportOpts, []string, error) {
 // as gres/gpu rows and the same seconds as cpu rows (sreport sorts user
 // lists by cpu), days and months of loc (slurmdbd's time zone) summed from
 // them as slurmdbd does, and cluster rows of gpus GPUs for every hour of
-// the period that has ended.
-func reportData(tree llmflow.Accounts, rows []llmflow.AssocHour, gpus int, cluster string, p reports.Period, now time.Time, loc *time.Location) reports.Data {
+// the period that has ended, from since (the first hour served) on.
+func reportData(tree llmflow.Accounts, rows []llmflow.AssocHour, gpus int, cluster string, p reports.Period, now time.Time, loc *time.Location, since time.Time) reports.Data {
 	tresNames := []string{"gres/gpu", "cpu"}
 	d := reports.Data{Cluster: cluster, Now: now, Location: loc, ProperName: properName}
 	d.Accounts = append(d.Accounts, reports.Account{Name: "root"})
 	known := map[string]bool{"root": true}
 	for _, a := range tree {
+		if a.Kind == llmflow.KindRoot {
+			continue // Slurm's root itself (it carries root's user shares): d's root
+		}
 		parent := strings.ToLower(a.Parent)
 		if parent == "" {
 			parent = "root"
@@ -238,7 +275,11 @@ func reportData(tree llmflow.Accounts, rows []llmflow.AssocHour, gpus int, clust
 		d.Accounts = append(d.Accounts, reports.Account{Name: name, Parent: parent, Deleted: a.Disabled})
 		known[name] = true
 	}
+	// User associations in the tree's order (an account's before its
+	// descendants', as slurmdbd's lft orders them; sreport's TopUsage
+	// group joins a user's accounts in that order), then by user.
 	assoc := map[[2]string]int{}
+	var keys [][2]string
 	for _, r := range rows {
 		k := [2]string{r.Account, r.User}
 		if _, ok := assoc[k]; !ok {
@@ -246,9 +287,22 @@ func reportData(tree llmflow.Accounts, rows []llmflow.AssocHour, gpus int, clust
 				d.Accounts = append(d.Accounts, reports.Account{Name: r.Account, Parent: "root", Deleted: true})
 				known[r.Account] = true
 			}
-			assoc[k] = len(d.Assocs)
-			d.Assocs = append(d.Assocs, reports.Assoc{Account: r.Account, User: r.User})
+			assoc[k] = -1
+			keys = append(keys, k)
 		}
+	}
+	pos := make(map[string]int, len(d.Accounts))
+	for i, a := range d.Accounts {
+		if _, dup := pos[a.Name]; !dup {
+			pos[a.Name] = i
+		}
+	}
+	slices.SortFunc(keys, func(x, y [2]string) int {
+		return cmp.Or(cmp.Compare(pos[x[0]], pos[y[0]]), strings.Compare(x[1], y[1]))
+	})
+	for _, k := range keys {
+		assoc[k] = len(d.Assocs)
+		d.Assocs = append(d.Assocs, reports.Assoc{Account: k[0], User: k[1]})
 	}
 	day := func(t time.Time) time.Time { y, m, dd := t.In(loc).Date(); return time.Date(y, m, dd, 0, 0, 0, 0, loc) }
 	month := func(t time.Time) time.Time { y, m, _ := t.In(loc).Date(); return time.Date(y, m, 1, 0, 0, 0, 0, loc) }
@@ -291,6 +345,9 @@ func reportData(tree llmflow.Accounts, rows []llmflow.AssocHour, gpus int, clust
 		end = now.Truncate(time.Hour)
 	}
 	for h := p.Start.Truncate(time.Hour); h.Before(end); h = h.Add(time.Hour) {
+		if h.Before(since.Truncate(time.Hour)) {
+			continue // the gateway did not serve yet
+		}
 		a := alloc[h.Unix()]
 		idle := uint64(0)
 		if a < capacity {

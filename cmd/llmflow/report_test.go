@@ -43,6 +43,7 @@ store { path = "llmflow.db" }
 		t.Fatal(err)
 	}
 	tree := llmflow.Accounts{
+		{Name: "root", Kind: llmflow.KindRoot, Users: []llmflow.UserAssoc{{User: "root", Shares: 5}}, Source: "slurm"}, // root's own user share: no account row
 		{Name: "etaba", Kind: llmflow.KindOrg, Shares: 13, Source: "slurm"},
 		{Name: "lab-nlp", Kind: llmflow.KindTeam, Parent: "etaba", Shares: 60, Source: "slurm"},
 		{Name: "nlp-llm", Kind: llmflow.KindProject, Parent: "lab-nlp", Shares: 70, Source: "slurm"},
@@ -102,8 +103,18 @@ llm|lab-chem|llmflow||gres/gpu|3600
 		t.Errorf("hours:\n%s", hours)
 	}
 	util := run("cluster", "Utilization", "start=2026-11-02", "end=2026-11-03", "-T", "gres/gpu", "-t", "seconds", "-P", "-n")
-	if want := "llm|gres/gpu|12600|0|0|333000|0|345600\n"; util != want { // 4 GPUs × 86400 s
+	// The gateway served from its first record (10:15, the 10:00 hour) on:
+	// 4 GPUs × 14 hours, not the whole day (slurmdbd holds only the hours
+	// the write-back wrote, and it writes capacity from that hour on too).
+	if want := "llm|gres/gpu|12600|0|0|189000|0|201600\n"; util != want {
 		t.Errorf("Utilization %q, want %q", util, want)
+	}
+	// The next day counts every hour; the day before none.
+	if util := run("cluster", "Utilization", "start=2026-11-03", "end=2026-11-04", "-T", "gres/gpu", "-t", "seconds", "-P", "-n"); util != "llm|gres/gpu|0|0|0|345600|0|345600\n" {
+		t.Errorf("Utilization of the next day %q", util)
+	}
+	if util := run("cluster", "Utilization", "start=2026-11-01", "end=2026-11-02", "-T", "gres/gpu", "-t", "seconds", "-P", "-n"); util != "" {
+		t.Errorf("Utilization before the gateway served: %q, want no row", util)
 	}
 	top := run("user", "TopUsage", "start=2026-11-02", "end=2026-11-03", "-T", "gres/gpu", "-t", "seconds", "-P", "-n", "--as-cluster", "gpu-llm")
 	if !strings.HasPrefix(top, "gpu-llm|alice||nlp-llm|gres/gpu|9000\n") {

@@ -23,8 +23,9 @@ func shareCmd(e *env) *cobra.Command {
 		Use:   "share",
 		Short: "Print a running gateway's fair-share state like sshare -l",
 		Long: "share asks a running gateway (GET /admin/fairshare, with the master key) for its fair-share\n" +
-			"state and prints it in the layout of `sshare -a -l`: one row per account of each pool, the\n" +
-			"pool as root, indented by depth, with sshare's columns where they mean the same and\n" +
+			"state and prints it in the layout of `sshare -a -l`: one row per account and per user\n" +
+			"association (User column, imported from Slurm with its shares) of each pool, the pool as\n" +
+			"root, indented by depth, with sshare's columns where they mean the same and\n" +
 			"Reserved, InFlight, Borrowing added. RawUsage is in GPU-seconds (sshare's unit when billing\n" +
 			"counts GPUs), decayed with the configured half-life.",
 		Args: cobra.NoArgs,
@@ -191,7 +192,7 @@ func shareRow(pool string, a gateway.AccountShare) []string {
 		raw = ""
 	}
 	return []string{
-		pool, name, "", raw, f6(a.NormShares),
+		pool, name, a.User, raw, f6(a.NormShares),
 		strconv.FormatInt(int64(a.RawUsage*3600), 10), // GPU-seconds, truncated as sshare prints RawUsage
 		f6(a.NormUsage), f6(a.EffectvUsage), a.FairShare.String(), a.LevelFS.String(),
 		strconv.Itoa(a.Reserved), strconv.Itoa(a.InFlight), strconv.Itoa(a.Borrowing),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -27,8 +28,11 @@ type accountStore interface {
 type slurmFlags struct {
 	fromDBD, fromSacctmgr bool
 	dsnFile, cluster      string
-	file, sacctmgrPath    string
+	files                 []string // --file: one listing or dump, or the plain and the withdeleted listing
+	columns               string   // --columns: the columns of -n listings
+	sacctmgrPath          string
 	timeout               time.Duration
+	warn                  io.Writer // warnings about the files (nil: none)
 }
 
 // slurmSource builds the import source from the configuration's slurm
@@ -79,14 +83,65 @@ func slurmSource(cfg *config.Config, f slurmFlags) (src slurmsync.Source, name s
 	case "sacctmgr":
 		sm := &slurmsync.Sacctmgr{Cluster: s.Cluster, Path: s.SacctmgrPath, Timeout: s.Timeout}
 		name := "sacctmgr:" + s.Cluster
-		if f.file != "" {
-			sm.Files = map[slurmsync.Listing]string{slurmsync.Assocs: f.file}
-			name = "file:" + f.file
+		if f.columns != "" && len(f.files) == 0 {
+			return nil, "", nil, fmt.Errorf("--columns names the columns of --file listings printed with -n: pass --file too")
+		}
+		if len(f.files) > 0 {
+			files, err := listingFiles(f.files, f.warn)
+			if err != nil {
+				return nil, "", nil, err
+			}
+			sm.Files = files
+			if f.columns != "" {
+				for _, c := range strings.Split(f.columns, ",") {
+					sm.Columns = append(sm.Columns, strings.TrimSpace(c))
+				}
+			}
+			name = "file:" + strings.Join(f.files, ",")
 		}
 		return sm, name, noop, nil
 	default:
 		return nil, "", nil, fmt.Errorf("no Slurm source: pass --from-slurmdbd or --from-sacctmgr, or set slurm { source } in the configuration")
 	}
+}
+
+// listingFiles maps the --file arguments to the listings they hold: one
+// file is the plain `sacctmgr show assoc` listing (or a `sacctmgr dump`
+// file); two are that listing and the same with withdeleted, told apart by
+// content (the withdeleted one holds every row of the other). A
+// withdeleted listing alone cannot tell deleted associations from live
+// ones: a file that looks like one gets a warning.
+func listingFiles(files []string, warn io.Writer) (map[slurmsync.Listing]string, error) {
+	switch len(files) {
+	case 1:
+		if warn != nil && strings.Contains(strings.ToLower(files[0]), "withdeleted") {
+			fmt.Fprintf(warn, "warning: %s looks like a `sacctmgr show assoc withdeleted` listing: alone it cannot tell deleted "+
+				"associations from live ones, which are then imported as live; pass the plain listing, or both (--file twice)\n", files[0])
+		}
+		return map[slurmsync.Listing]string{slurmsync.Assocs: files[0]}, nil
+	case 2:
+		var data [2][]byte
+		for i, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return nil, fmt.Errorf("--file: %w", err)
+			}
+			if slurmsync.IsDump(b) {
+				return nil, fmt.Errorf("--file %s is a sacctmgr dump file: pass it alone", f)
+			}
+			data[i] = b
+		}
+		first, err := slurmsync.WithDeletedFirst(data[0], data[1])
+		if err != nil {
+			return nil, fmt.Errorf("--file %s and %s: %w", files[0], files[1], err)
+		}
+		all, live := files[0], files[1]
+		if !first {
+			all, live = live, all
+		}
+		return map[slurmsync.Listing]string{slurmsync.Assocs: all, slurmsync.LiveAssocs: live}, nil
+	}
+	return nil, fmt.Errorf("--file given %d times: pass one sacctmgr listing (or dump file), or the plain and the withdeleted listing", len(files))
 }
 
 // timeoutSource bounds one import.
@@ -111,7 +166,9 @@ func syncCmd(e *env) *cobra.Command {
 		Long: "sync reads Slurm's association tree (slurmdbd's MySQL database, or sacctmgr) and brings\n" +
 			"llmflow's organisation tree in line: accounts under root become organisations, their\n" +
 			"children teams, deeper accounts projects; Slurm's Fairshare values are the shares; users with\n" +
-			"an association are the members. Accounts removed in Slurm are disabled, never deleted. The\n" +
+			"an association are the members, and each user association (root's own too) with its shares is\n" +
+			"a leaf of the fair-share tree, as in sshare -a. Accounts removed in Slurm are disabled, never\n" +
+			"deleted; one deleted before llmflow saw it is not imported. The\n" +
 			"changes are printed and applied in one transaction (--dry-run only prints them). Every run is\n" +
 			"recorded: --history lists them. A running gateway picks the tree up at its next scheduled\n" +
 			"import (slurm { schedule }).",
@@ -141,12 +198,16 @@ func syncCmd(e *env) *cobra.Command {
 			if wb, _ := cmd.Flags().GetBool("to-slurmdbd"); wb {
 				return runWriteback(cmd, e, cfg, db)
 			}
+			f.warn = e.stderr
 			src, name, closeSrc, err := slurmSource(cfg, f)
 			if err != nil {
 				return err
 			}
 			defer closeSrc()
 			res, err := (&slurmsync.Syncer{Source: src, Name: name, Sink: db}).Run(ctx, dryRun)
+			if err != nil && len(f.files) > 0 && f.columns == "" && strings.Contains(err.Error(), "--noheader (-n)") {
+				err = fmt.Errorf("%w; name them with --columns, e.g. --columns Cluster,Account,User,Partition,Share,ParentName", err)
+			}
 			writeChanges(e.stdout, res)
 			if err == nil && cfg.Slurm == nil {
 				fmt.Fprintln(e.stderr, "note: the configuration has no slurm { } block: `llmflow serve` serves the tree the "+
@@ -158,10 +219,15 @@ func syncCmd(e *env) *cobra.Command {
 	fl := cmd.Flags()
 	fl.BoolVar(&f.fromDBD, "from-slurmdbd", false, "read slurmdbd's MySQL database")
 	fl.BoolVar(&f.fromSacctmgr, "from-sacctmgr", false, "run sacctmgr (or read --file)")
-	fl.StringVar(&f.dsnFile, "dsn-file", "", "file holding slurmdbd's MySQL DSN (overrides slurm { dsn_file })")
-	fl.StringVar(&f.cluster, "cluster", "", "Slurm cluster (overrides slurm { cluster })")
-	fl.StringVar(&f.file, "file", "", "read `FILE`, the output of sacctmgr show assoc withdeleted --parsable2 format=Cluster,Account,User,Partition,Share,ParentName[,GrpTRESMins,GrpTRES], instead of running sacctmgr")
-	fl.StringVar(&f.sacctmgrPath, "sacctmgr", "", "the sacctmgr command (overrides slurm { sacctmgr_path })")
+	fl.StringVar(&f.dsnFile, "dsn-file", "", "`FILE` holding slurmdbd's MySQL DSN (overrides slurm { dsn_file })")
+	fl.StringVar(&f.cluster, "cluster", "", "Slurm `CLUSTER` (overrides slurm { cluster })")
+	fl.StringArrayVar(&f.files, "file", nil, "with --from-sacctmgr: read `FILE` instead of running sacctmgr: the output of\n"+
+		"sacctmgr -P show assoc where cluster=C format=Cluster,Account,User,Partition,Share,ParentName[,GrpTRESMins,GrpTRES]\n"+
+		"(any columns with Account, User, Share and the parents; -p and -n too, see --columns), or the file\n"+
+		"sacctmgr dump C file=F writes; twice: that listing and the same with withdeleted, so that\n"+
+		"deleted associations are known as such")
+	fl.StringVar(&f.columns, "columns", "", "the `COLUMNS` of --file listings printed with -n (--noheader), comma-separated as in format=")
+	fl.StringVar(&f.sacctmgrPath, "sacctmgr", "", "the sacctmgr `COMMAND` (overrides slurm { sacctmgr_path })")
 	fl.DurationVar(&f.timeout, "timeout", 0, "bound on the import (default slurm { timeout }, 2m)")
 	fl.BoolVar(&dryRun, "dry-run", false, "print the changes, apply nothing")
 	fl.BoolVar(&history, "history", false, "list the recorded runs")

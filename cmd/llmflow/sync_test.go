@@ -236,3 +236,86 @@ func waitUntil(t *testing.T, d time.Duration, cond func() bool) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// Every form of sacctmgr output an admin may have saved is accepted by
+// --file: the plain listing, the plain and the withdeleted listing (either
+// order), a -n listing with --columns, the dump file. An account deleted
+// in Slurm is never announced as created: it is absent unless llmflow knew
+// it, then disabled.
+func TestSyncFileForms(t *testing.T) {
+	caps, _ := filepath.Abs("../../sacctmgr/testdata/slurm")
+	f := func(name string) string { return filepath.Join(caps, name) }
+	cols := "Cluster,Account,User,Partition,Share,ParentName,ParentID,ID,LFT,RGT,QOS,DefaultQOS,GrpTRES,MaxTRES,GrpTRESMins,MaxTRESMins,GrpJobs,MaxJobs,MaxSubmitJobs,MaxWall,Priority"
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		ok         bool
+		out, noOut []string // in stdout / not in stdout
+		errs       []string // in stderr
+	}{
+		{"plain listing", []string{"--file", f("assoc.format.psv")}, true,
+			[]string{"created     org      etaba", "7 created"}, []string{"lab-old"}, nil},
+		{"both listings", []string{"--file", f("assoc.format.psv"), "--file", f("assoc.format.withdeleted.psv")}, true,
+			[]string{"created     team     lab-chem", "7 created"}, []string{"lab-old"}, nil},
+		{"both listings, withdeleted first", []string{"--file", f("assoc.format.withdeleted.psv"), "--file", f("assoc.format.psv")}, true,
+			[]string{"7 created"}, []string{"lab-old"}, nil},
+		{"two unrelated listings", []string{"--file", f("assoc.format.psv"), "--file", f("assoc.cluster-hgx.psv")}, false,
+			nil, nil, []string{"neither listing holds every row of the other"}},
+		{"withdeleted alone warns", []string{"--file", f("assoc.format.withdeleted.psv")}, true,
+			[]string{"lab-old"}, nil, []string{"cannot tell deleted associations from live ones"}},
+		{"-n with --columns", []string{"--file", f("assoc.format.noheader.psv"), "--columns", cols}, true,
+			[]string{"created     org      etaba", "7 created"}, nil, nil},
+		{"-n without --columns", []string{"--file", f("assoc.format.noheader.psv")}, false,
+			nil, nil, []string{"--noheader (-n)", "--columns"}},
+		{"dump file", []string{"--file", f("dump-hgx.cfg")}, true,
+			[]string{"created     org      etaba", "created     project  nlp-llm"}, []string{"lab-old"}, nil},
+		{"show account listing", []string{"--file", f("account.psv")}, false,
+			nil, nil, []string{`use "sacctmgr show assoc"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := syncConfig(t, dir, "http://127.0.0.1:1")
+			var out, errb bytes.Buffer
+			code := Run(context.Background(), append([]string{"sync", "-c", cfg, "--from-sacctmgr", "--cluster", "hgx", "--dry-run"}, tc.args...), &out, &errb)
+			if (code == 0) != tc.ok {
+				t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+			}
+			for _, s := range tc.out {
+				if !strings.Contains(out.String(), s) {
+					t.Errorf("stdout lacks %q:\n%s", s, out.String())
+				}
+			}
+			for _, s := range tc.noOut {
+				if strings.Contains(out.String(), s) {
+					t.Errorf("stdout has %q:\n%s", s, out.String())
+				}
+			}
+			for _, s := range tc.errs {
+				if !strings.Contains(errb.String(), s) {
+					t.Errorf("stderr lacks %q:\n%s", s, errb.String())
+				}
+			}
+			for _, s := range []string{"Options.", "ParseAccounts", "ParseAssociations"} {
+				if strings.Contains(errb.String(), s) {
+					t.Errorf("stderr speaks Go (%q):\n%s", s, errb.String())
+				}
+			}
+		})
+	}
+	// An account llmflow knew and Slurm deleted since is disabled, never
+	// created again.
+	dir := t.TempDir()
+	cfg := syncConfig(t, dir, "http://127.0.0.1:1")
+	run := func(args ...string) string {
+		var out, errb bytes.Buffer
+		if code := Run(context.Background(), append([]string{"sync", "-c", cfg, "--from-sacctmgr", "--cluster", "hgx"}, args...), &out, &errb); code != 0 {
+			t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+		}
+		return out.String()
+	}
+	run("--file", f("assoc.format.withdeleted.psv")) // lab-old looks live
+	out := run("--file", f("assoc.format.psv"), "--file", f("assoc.format.withdeleted.psv"))
+	if !strings.Contains(out, "disabled    team     lab-old") || strings.Contains(out, "created     ") || !strings.Contains(out, "1 disabled") {
+		t.Errorf("known account deleted in Slurm:\n%s", out)
+	}
+}

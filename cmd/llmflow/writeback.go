@@ -30,13 +30,13 @@ var _ writebackStore = (*store.SQLite)(nil)
 func addWritebackFlags(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.Bool("to-slurmdbd", false, "write llmflow's GPU-hours into slurmdbd's database as a Slurm cluster of their own (sreport shows them); needs --gpus")
-	fl.String("from", "", "with --to-slurmdbd: first hour written (RFC 3339 or YYYY-MM-DD, UTC; default --to minus 24h)")
-	fl.String("to", "", "with --to-slurmdbd: end of the hours written, exclusive (default, and at most, the start of the current hour)")
-	fl.String("writeback-dsn-file", "", "file holding the MySQL DSN of slurmdbd's database for the write-back, with write grants (default slurm { dsn_file }); see go doc ./writeback")
-	fl.String("writeback-cluster", llmflow.DefaultSlurmCluster, "the Slurm cluster llmflow's usage is written as (default writeback { cluster }, else llm)")
-	fl.Int("gpus", 0, "GPUs of the pools written: capacity of the write-back cluster (count of its usage rows, idle = GPUs x 3600 - allocated; default the sum of the pools' gpus)")
-	fl.String("service-user", llmflow.DefaultServiceUser, "the Slurm user the requests of keys without an owner count under (default writeback { service_user }, else llmflow)")
-	fl.String("writeback-tz", "", "slurmdbd's time zone, which its day and month rows follow (IANA name; default writeback { timezone }, else this process's local zone, $TZ)")
+	fl.String("from", "", "with --to-slurmdbd: first `HOUR` written (RFC 3339 or YYYY-MM-DD, UTC; default --to minus 24h)")
+	fl.String("to", "", "with --to-slurmdbd: `HOUR` ending the hours written, exclusive (default, and at most, the start of the current hour)")
+	fl.String("writeback-dsn-file", "", "`FILE` holding the MySQL DSN of slurmdbd's database for the write-back, with write grants (default slurm { dsn_file }); see go doc ./writeback")
+	fl.String("writeback-cluster", llmflow.DefaultSlurmCluster, "the Slurm `CLUSTER` llmflow's usage is written as (from writeback { cluster } when set)")
+	fl.Int("gpus", 0, "`N` GPUs of the pools written: capacity of the write-back cluster (count of its usage rows, idle = GPUs x 3600 - allocated; default the sum of the pools' gpus)")
+	fl.String("service-user", llmflow.DefaultServiceUser, "the Slurm `USER` the requests of keys without an owner count under (from writeback { service_user } when set)")
+	fl.String("writeback-tz", "", "slurmdbd's time `ZONE`, which its day and month rows follow (IANA name; default writeback { timezone }, else this process's local zone, $TZ)")
 }
 
 // runWriteback is `llmflow sync --to-slurmdbd`: the hours [--from, --to)
@@ -107,8 +107,13 @@ func runWriteback(cmd *cobra.Command, e *env, cfg *config.Config, db writebackSt
 	if d, _ := fl.GetDuration("timeout"); d > 0 {
 		sm.Timeout = d
 	}
+	since, err := servedSince(cmd.Context(), db, to)
+	if err != nil {
+		return err
+	}
 	prog := newProgress(e.stdout)
 	w, err := writeback.Open(dsn, writeback.Config{
+		Since:       since,
 		Cluster:     cluster,
 		ServiceUser: serviceUser,
 		GPUs:        gpus,
@@ -193,6 +198,13 @@ func writeWriteback(w io.Writer, r writeback.Result, gpus int, loc *time.Locatio
 	fmt.Fprintln(w)
 	if r.Unattributed.Rollups > 0 {
 		fmt.Fprintf(w, "not written: %.4f GPU-hours of requests with neither project nor team (%d rollups)\n", r.Unattributed.GPUHours, r.Unattributed.Rollups)
+	}
+	for _, x := range r.NotWritten {
+		fmt.Fprintf(w, "not written: %.4f GPU-hours of association (%s, %s): %s (the write-back never revives an account or user)\n",
+			float64(x.GPUSeconds)/3600, x.Account, x.User, x.Reason)
+	}
+	if len(r.Skipped) > 0 {
+		fmt.Fprintf(w, "left out of cluster %s's tree (deleted in slurmdbd; run llmflow sync): %s\n", r.Cluster, strings.Join(r.Skipped, ", "))
 	}
 	if r.OverCapacity > 0 {
 		fmt.Fprintf(w, "warning: %d hours used more than %d GPUs × 3600 s (idle written as 0): is --gpus the pool's GPU count?\n", r.OverCapacity, gpus)

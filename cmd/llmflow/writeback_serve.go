@@ -54,9 +54,14 @@ func startWriteback(ctx context.Context, cfg *config.Config, db appStore, log *s
 			tree = cfg.Accounts().SlurmNames()
 		}
 		var res writeback.Result
+		var since time.Time
+		if err == nil {
+			since, err = servedSince(ctx, db, to)
+		}
 		if err == nil {
 			rs, rerr := db.Rollups(ctx, from, to, llmflow.RollupFilter{GroupBy: []string{"org", "team", "project", "owner"}})
 			if err = rerr; err == nil {
+				w.SetSince(since)
 				res, err = w.Write(ctx, from, to, tree, rs, false)
 			}
 		}

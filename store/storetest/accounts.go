@@ -36,8 +36,10 @@ func RunAccounts(t *testing.T, open func(t *testing.T) AccountStore) {
 		s := open(t)
 		ctx := t.Context()
 		tree := llmflow.Accounts{
+			{Name: "root", Kind: llmflow.KindRoot, Users: []llmflow.UserAssoc{{User: "root", Shares: 5}}, Source: "slurm"},
 			{Name: "etaba", Kind: llmflow.KindOrg, Shares: 13, Source: "slurm"},
-			{Name: "lab-nlp", Kind: llmflow.KindTeam, Parent: "etaba", Shares: 60, Members: []string{"alice", "bob"}, Source: "slurm"},
+			{Name: "lab-nlp", Kind: llmflow.KindTeam, Parent: "etaba", Shares: 60, Members: []string{"alice", "bob"},
+				Users: []llmflow.UserAssoc{{User: "alice", Shares: 5}, {User: "bob", Partition: "gpu", UseParent: true}}, Source: "slurm"},
 			{Name: "nlp-asr", Kind: llmflow.KindProject, Parent: "lab-nlp", UseParent: true, Source: "slurm"},
 			{Name: "lab-old", Kind: llmflow.KindTeam, Parent: "etaba", Shares: 1, Disabled: true, Source: "slurm"},
 		}
@@ -60,7 +62,7 @@ func RunAccounts(t *testing.T, open func(t *testing.T) AccountStore) {
 		if err != nil || id2 <= id {
 			t.Fatalf("second run id %d (first %d): %v", id2, id, err)
 		}
-		if got, _ := s.Accounts(ctx); len(got) != 4 {
+		if got, _ := s.Accounts(ctx); len(got) != 5 {
 			t.Errorf("a run without a tree changed it: %v", got)
 		}
 		runs, err := s.SyncRuns(ctx, 10)

@@ -218,7 +218,7 @@ func BudgetAction(kind string) (Action, bool) {
 // allows is the policy: what each role may do on the scopes it covers.
 // The spec's table, row by row.
 var allows = map[Role][]Action{
-	ProxyAdmin: Actions(),
+	ProxyAdmin:  Actions(),
 	ProxyViewer: {Read},
 	OrgAdmin: {Read, ManageTeams, ManageProjects, ManageKeys, SetModels, CreateUsers,
 		BudgetTeam, BudgetProject, BudgetKey},

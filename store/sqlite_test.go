@@ -346,3 +346,9 @@ func TestSQLite_Accounts(t *testing.T) {
 		return s
 	})
 }
+
+func TestSQLite_Admin(t *testing.T) {
+	storetest.RunAdmin(t, func(t *testing.T) storetest.AdminStore {
+		return MustOpenSQLite(t, filepath.Join(t.TempDir(), "llmflow.db"))
+	})
+}

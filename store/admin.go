@@ -77,7 +77,6 @@ func (d dbTime) Scan(src any) error {
 	return nil
 }
 
-
 func (a *adminDB) one(ctx context.Context, what string, q string, args []any, dest ...any) error {
 	rows, err := a.read.query(ctx, q, args...)
 	if err != nil {

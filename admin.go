@@ -114,9 +114,11 @@ type AuditEntry struct {
 }
 
 // AuditFilter selects audit entries: Time in [From, To) (zero: open),
-// by Actor when set, newest first, at most Limit (0: 1000).
+// by Actor when set, with an ID below BeforeID when set (the next page),
+// newest first, at most Limit (0: 1000).
 type AuditFilter struct {
 	From, To time.Time
 	Actor    string
+	BeforeID int64
 	Limit    int
 }

@@ -445,6 +445,9 @@ func (a *adminDB) Audit(ctx context.Context, f llmflow.AuditFilter) ([]llmflow.A
 	if f.Actor != "" {
 		where, args = append(where, "actor = ?"), append(args, f.Actor)
 	}
+	if f.BeforeID > 0 {
+		where, args = append(where, "id < ?"), append(args, f.BeforeID)
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 1000

@@ -330,6 +330,11 @@ func testAudit(t *testing.T, s AdminStore) {
 	if len(es) != 1 || es[0].Target != "key key_3" {
 		t.Errorf("actor and limit: %+v", es)
 	}
+	es, err = s.Audit(ctx, llmflow.AuditFilter{Actor: "alice", BeforeID: es[0].ID})
+	mustNil(t, err)
+	if len(es) != 1 || es[0].Target != "key key_1" {
+		t.Errorf("next page: %+v", es)
+	}
 }
 
 // testConcurrentGrants grants from several goroutines at once: every

@@ -398,4 +398,3 @@ func (g *Gateway) loadAdminAccounts(ctx context.Context) error {
 	g.tree.changes = cs
 	return nil
 }
-

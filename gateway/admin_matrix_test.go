@@ -62,7 +62,7 @@ var allUsers = principals
 var matrix = map[string]matrixRow{
 	"GET /admin/whoami": {call: fixed("/admin/whoami", ""), in: allUsers, out: allUsers, ok: 200},
 
-	"GET /admin/users":  {call: fixed("/admin/users", ""), ok: 200, listing: true},
+	"GET /admin/users": {call: fixed("/admin/users", ""), ok: 200, listing: true},
 	"POST /admin/users": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
 		return "/admin/users", fmt.Sprintf(`{"name":"u%d","org":%q}`, c, scoped(in, "etabA", "etabB"))
 	}, in: writersOrg, out: proxyAdmins, ok: 201},

@@ -31,7 +31,9 @@ type apiError struct {
 	msg    string
 }
 
-func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.status, http.StatusText(e.status), e.msg) }
+func (e *apiError) Error() string {
+	return fmt.Sprintf("%d %s: %s", e.status, http.StatusText(e.status), e.msg)
+}
 
 // do sends method path (with a JSON body when body is not nil) and decodes
 // a JSON answer into out (when not nil).

@@ -21,6 +21,9 @@ func (g *Gateway) spendFiltered(w http.ResponseWriter, r *http.Request, p Princi
 	if err := knownParams(r, "from", "to", "group_by", "format"); err != nil {
 		return err
 	}
+	if p.everywhere(authz.Read) {
+		return g.spendReport(w, r, p)
+	}
 	from, to, groupBy, format, err := spendQuery(r, "org,team", "json")
 	if err != nil {
 		return err
@@ -33,6 +36,9 @@ func (g *Gateway) spendFiltered(w http.ResponseWriter, r *http.Request, p Princi
 func (g *Gateway) usageCSVFiltered(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err := knownParams(r, "from", "to"); err != nil {
 		return err
+	}
+	if p.everywhere(authz.Read) {
+		return g.usageCSV(w, r, p)
 	}
 	from, to, _, _, err := spendQuery(r, "team,pool", "csv")
 	if err != nil {
@@ -72,9 +78,6 @@ func (g *Gateway) spendScopes(p Principal) []llmflow.RollupFilter {
 }
 
 func (g *Gateway) writeSpendFor(w http.ResponseWriter, r *http.Request, p Principal, from, to time.Time, groupBy []string, format string) error {
-	if p.everywhere(authz.Read) {
-		return g.writeSpend(w, r, from, to, groupBy, format)
-	}
 	if g.spend == nil {
 		return llmflow.Errorf(llmflow.EUNAVAILABLE, "this gateway keeps no accounting store")
 	}
@@ -145,10 +148,10 @@ func (g *Gateway) fairshareFiltered(w http.ResponseWriter, r *http.Request, p Pr
 	if err := knownParams(r); err != nil {
 		return err
 	}
-	rep := g.FairshareReport()
 	if p.everywhere(authz.Read) {
-		return writeJSON(w, http.StatusOK, rep)
+		return g.fairshareReport(w, r, p)
 	}
+	rep := g.FairshareReport()
 	for i := range rep.Pools {
 		ps := &rep.Pools[i]
 		ps.InFlight, ps.Borrowing, ps.Queued = 0, 0, 0

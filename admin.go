@@ -46,8 +46,13 @@ func (u User) Active() bool { return u.DisabledAt.IsZero() }
 // (the audit trail's name for the master key). A user name is also the
 // owner of the keys a member creates, a Slurm user name, so nothing that
 // sacctmgr would read as a separator.
-func ValidUserName(name string) bool {
-	if name == "" || len(name) > 64 || name == "master" || name[0] == '-' || name[0] == '.' {
+func ValidUserName(name string) bool { return ValidAccountName(name) && name != "master" }
+
+// ValidAccountName reports whether name can name an account created
+// through the admin API, like a Slurm account: 1 to 64 letters, digits,
+// '.', '_' or '-', not starting with '-' or '.'.
+func ValidAccountName(name string) bool {
+	if name == "" || len(name) > 64 || name[0] == '-' || name[0] == '.' {
 		return false
 	}
 	for _, c := range name {

@@ -85,13 +85,6 @@ func (g *Gateway) changeAccount(ctx context.Context, c llmflow.AdminAccount) err
 	return nil
 }
 
-// validAccountName reports whether name can name an account created here:
-// 1 to 64 letters, digits, '.', '_' or '-' (not first), like a Slurm
-// account.
-func validAccountName(name string) bool {
-	return llmflow.ValidUserName(name) || name == "master"
-}
-
 func badAccountName(param string) error {
 	return &llmflow.Error{Code: llmflow.EINVALID, Param: param,
 		Message: param + " must be 1 to 64 letters, digits, '.', '_' or '-' (not first)"}
@@ -142,7 +135,7 @@ func (g *Gateway) createOrg(w http.ResponseWriter, r *http.Request, p Principal)
 	if !p.may(authz.ManageOrgs, authz.Proxy) {
 		return forbidden("only a proxy admin creates organisations")
 	}
-	if !validAccountName(req.Name) {
+	if !llmflow.ValidAccountName(req.Name) {
 		return badAccountName("name")
 	}
 	c := llmflow.AdminAccount{Name: req.Name, Kind: llmflow.KindOrg, Created: true, At: g.now().UTC()}
@@ -162,7 +155,10 @@ func (g *Gateway) createAccount(w http.ResponseWriter, r *http.Request, p Princi
 	if err := g.changeAccount(r.Context(), c); err != nil {
 		return err
 	}
-	a := g.accts.Load().byName[c.Name]
+	a, ok := g.accts.Load().byName[c.Name]
+	if !ok { // its parent left the tree meanwhile (a Slurm sync)
+		return llmflow.Errorf(llmflow.ECONFLICT, "%s %q was created but its parent %q is no longer in the tree", c.Kind, c.Name, c.Parent)
+	}
 	av := accountListView{Name: a.Name, Parent: a.Parent, Share: a.Shares, Disabled: a.Disabled, Source: a.Source}
 	g.audit(r, p, action, a.Kind.String()+" "+a.Name, s, nil, av)
 	g.log.Info("account created", "kind", a.Kind, "name", a.Name, "parent", a.Parent, "by", p.Name)
@@ -272,7 +268,7 @@ func (g *Gateway) createTeam(w http.ResponseWriter, r *http.Request, p Principal
 	if !p.may(authz.ManageTeams, authz.OrgScope(req.Org)) {
 		return forbidden("you may not create teams in organisation %q", req.Org)
 	}
-	if !validAccountName(req.Name) {
+	if !llmflow.ValidAccountName(req.Name) {
 		return badAccountName("name")
 	}
 	o, ok := g.accts.Load().byName[req.Org]
@@ -366,7 +362,7 @@ func (g *Gateway) createProject(w http.ResponseWriter, r *http.Request, p Princi
 	if err != nil {
 		return err
 	}
-	if !validAccountName(req.Name) {
+	if !llmflow.ValidAccountName(req.Name) {
 		return badAccountName("name")
 	}
 	if team.Disabled {

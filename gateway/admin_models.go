@@ -60,13 +60,13 @@ func (g *Gateway) loadTeamModels(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read team model lists: %w", err)
 	}
-	g.models_.Store(g.newTeamModels(lists))
+	g.modelLists.Store(g.newTeamModels(lists))
 	return nil
 }
 
 // visibleModels returns the model cards a team may see in /v1/models.
 func (g *Gateway) visibleModels(team string) []modelCard {
-	tm := g.models_.Load()
+	tm := g.modelLists.Load()
 	if tm == nil {
 		return g.models
 	}
@@ -99,7 +99,7 @@ func (g *Gateway) getTeamModels(w http.ResponseWriter, r *http.Request, p Princi
 
 func (g *Gateway) teamModelsOf(team string) teamModelsView {
 	v := teamModelsView{Team: team, Models: []string{}}
-	if tm := g.models_.Load(); tm != nil && tm.names[team] != nil {
+	if tm := g.modelLists.Load(); tm != nil && tm.names[team] != nil {
 		v.Models = slices.Clone(tm.names[team])
 	}
 	return v
@@ -135,7 +135,7 @@ func (g *Gateway) setTeamModels(w http.ResponseWriter, r *http.Request, p Princi
 		return err
 	}
 	lists := map[string][]string{}
-	if tm := g.models_.Load(); tm != nil {
+	if tm := g.modelLists.Load(); tm != nil {
 		for t, ms := range tm.names {
 			lists[t] = ms
 		}
@@ -145,7 +145,7 @@ func (g *Gateway) setTeamModels(w http.ResponseWriter, r *http.Request, p Princi
 	} else {
 		lists[team.Name] = models
 	}
-	g.models_.Store(g.newTeamModels(lists))
+	g.modelLists.Store(g.newTeamModels(lists))
 	after := g.teamModelsOf(team.Name)
 	g.audit(r, p, "team.models", "models of team "+team.Name, s, before, after)
 	return writeJSON(w, http.StatusOK, after)

@@ -364,6 +364,10 @@ func (g *Gateway) listRoles(w http.ResponseWriter, r *http.Request, p Principal)
 		return err
 	}
 	u, err := g.admins.User(r.Context(), name)
+	if llmflow.ErrorCode(err) == llmflow.ENOTFOUND && !p.everywhere(authz.Read) {
+		// who exists is for proxy readers to know
+		return forbidden("you may not see the roles of user %q", name)
+	}
 	if err != nil {
 		return notFound(err, "no user %q", name)
 	}

@@ -136,7 +136,7 @@ type Gateway struct {
 	admins      AdminStore
 	principals  *principalCache
 	tree        adminTree
-	models_     atomic.Pointer[teamModels] // nil: no team has a model list
+	modelLists  atomic.Pointer[teamModels] // nil: no team has a model list
 	modelsMu    sync.Mutex                 // serialises model list changes
 	auditFailed prometheus.Counter
 	patterns    []string // "METHOD /path" of every registered route
@@ -562,7 +562,7 @@ func (g *Gateway) getModel(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := r.PathValue("id")
 	for _, m := range g.models {
-		if m.ID == id && !g.models_.Load().hidden(ck.key.Team, g.routes[id]) {
+		if m.ID == id && !g.modelLists.Load().hidden(ck.key.Team, g.routes[id]) {
 			return writeJSON(w, http.StatusOK, m)
 		}
 	}

@@ -469,6 +469,13 @@ func (g *Gateway) Start(ctx context.Context) {
 		defer wg.Done()
 		g.shareLoop(ctx)
 	}()
+	if g.admins != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g.adminReloadLoop(ctx) // admin_reload.go
+		}()
+	}
 	go func() {
 		wg.Wait()
 		close(g.done)

@@ -15,8 +15,8 @@ import (
 // model lists, admin accounts, audit) are small and read rarely: their SQL
 // is written once, here, against adminDB, and each backend adapts its
 // driver to it (sqlite_admin.go, postgres_admin.go). Every change of
-// users, tokens or roles bumps admin_state.generation in the same
-// transaction.
+// users, tokens, roles, team model lists or admin accounts bumps
+// admin_state.generation in the same transaction.
 
 // adminQuerier runs SQL written with ? parameters.
 type adminQuerier interface {
@@ -122,9 +122,9 @@ func bump(ctx context.Context, q adminQuerier) error {
 	return err
 }
 
-// AdminGeneration returns the counter every change of users, tokens or
-// roles increments: a cached principal read at the same generation is
-// still right.
+// AdminGeneration returns the counter every change of users, tokens,
+// roles, team model lists or admin accounts increments: a cached principal
+// (or tree, or model list) read at the same generation is still right.
 func (a *adminDB) AdminGeneration(ctx context.Context) (int64, error) {
 	var g int64
 	if err := a.one(ctx, "admin generation", `SELECT generation FROM admin_state WHERE id = 1`, nil, &g); err != nil {
@@ -347,8 +347,10 @@ func (a *adminDB) Roles(ctx context.Context, user string) ([]llmflow.RoleGrant, 
 func (a *adminDB) SetTeamModels(ctx context.Context, team string, models []string) error {
 	return a.tx(ctx, func(q adminQuerier) error {
 		if len(models) == 0 {
-			_, err := q.exec(ctx, `DELETE FROM team_models WHERE team = ?`, team)
-			return err
+			if _, err := q.exec(ctx, `DELETE FROM team_models WHERE team = ?`, team); err != nil {
+				return fmt.Errorf("set team models: %w", err)
+			}
+			return bump(ctx, q)
 		}
 		b, _ := json.Marshal(models)
 		_, err := q.exec(ctx, `INSERT INTO team_models (team, models) VALUES (?, ?)
@@ -356,7 +358,7 @@ ON CONFLICT (team) DO UPDATE SET models = excluded.models`, team, string(b))
 		if err != nil {
 			return fmt.Errorf("set team models: %w", err)
 		}
-		return nil
+		return bump(ctx, q)
 	})
 }
 
@@ -396,7 +398,7 @@ disabled = excluded.disabled, at = excluded.at`,
 		if err != nil {
 			return fmt.Errorf("put admin account: %w", err)
 		}
-		return nil
+		return bump(ctx, q)
 	})
 }
 

@@ -16,8 +16,8 @@ import (
 // model lists, admin account changes and the audit trail of delegated
 // administration.
 type AdminStore interface {
-	// AdminGeneration increases with every change of users, tokens or
-	// roles.
+	// AdminGeneration increases with every change of users, tokens,
+	// roles, team model lists or admin accounts.
 	AdminGeneration(ctx context.Context) (int64, error)
 	// CreateUser stores a user; ECONFLICT when the name is taken.
 	CreateUser(ctx context.Context, u llmflow.User) error
@@ -241,6 +241,9 @@ func testGeneration(t *testing.T, s AdminStore) {
 	step("revoke role", s.RevokeRole(ctx, llmflow.RoleGrant{User: "alice", Role: "proxy_viewer"}))
 	step("revoke token", s.RevokeAdminToken(ctx, "alice", "tok_1", base))
 	step("disable", s.DisableUser(ctx, "alice", base))
+	step("team models", s.SetTeamModels(ctx, "lab-nlp", []string{"m"}))
+	step("team models cleared", s.SetTeamModels(ctx, "lab-nlp", nil))
+	step("admin account", s.PutAdminAccount(ctx, llmflow.AdminAccount{Name: "etabC", Kind: llmflow.KindOrg, Created: true, At: base}))
 	// a failed change does not bump it
 	checkCode(t, s.RevokeRole(ctx, llmflow.RoleGrant{User: "alice", Role: "proxy_viewer"}), llmflow.ENOTFOUND)
 	if g, _ := s.AdminGeneration(ctx); g != last {

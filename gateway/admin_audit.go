@@ -63,7 +63,8 @@ type auditView struct {
 
 // listAudit is GET /admin/audit?from=&to=&actor=&limit=: the admin writes,
 // newest first, filtered to the scopes the caller may read (proxy-wide
-// entries, such as users and organisations, to proxy readers only).
+// entries, such as users and organisations, to proxy readers only) and the
+// caller's own writes (a member's keys).
 func (g *Gateway) listAudit(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err := knownParams(r, "from", "to", "actor", "limit"); err != nil {
 		return err
@@ -99,7 +100,7 @@ func (g *Gateway) listAudit(w http.ResponseWriter, r *http.Request, p Principal)
 			return err
 		}
 		for _, e := range es {
-			if all || ((e.Org != "" || e.Team != "") && p.may(authz.Read, authz.Scope{Org: e.Org, Team: e.Team})) {
+			if all || (p.User && e.Actor == p.Name) || ((e.Org != "" || e.Team != "") && p.may(authz.Read, authz.Scope{Org: e.Org, Team: e.Team})) {
 				out = append(out, auditView{ID: e.ID, Time: e.Time, Actor: e.Actor, Action: e.Action, Target: e.Target,
 					Org: e.Org, Team: e.Team, Before: raw(e.Before), After: raw(e.After), Remote: e.Remote})
 				if len(out) == want {

@@ -23,6 +23,11 @@ type matrixRow struct {
 	in, out []string
 	ok      int // status when allowed
 	listing bool
+	// shows says what a listing must show whom (so that a listing that
+	// filters everything away fails): principal → substrings; proxy-wide
+	// principals must show oadmin's and the out-of-scope outMark too.
+	shows   func(e *adminEnv) shown
+	outMark func(e *adminEnv) string
 }
 
 var (
@@ -62,7 +67,10 @@ var allUsers = principals
 var matrix = map[string]matrixRow{
 	"GET /admin/whoami": {call: fixed("/admin/whoami", ""), in: allUsers, out: allUsers, ok: 200},
 
-	"GET /admin/users": {call: fixed("/admin/users", ""), ok: 200, listing: true},
+	"GET /admin/users": {call: fixed("/admin/users", ""), ok: 200, listing: true,
+		shows: func(e *adminEnv) shown {
+			return each(readersTeam, `"targetA"`).and("member", `"name":"member"`).and("nobody", `"name":"nobody"`)
+		}, outMark: mark(`"targetB"`)},
 	"POST /admin/users": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
 		return "/admin/users", fmt.Sprintf(`{"name":"u%d","org":%q}`, c, scoped(in, "etabA", "etabB"))
 	}, in: writersOrg, out: proxyAdmins, ok: 201},
@@ -97,7 +105,9 @@ var matrix = map[string]matrixRow{
 		return "/admin/users/targetA/roles?role=viewer&team=" + team, ""
 	}, in: writersTeam, out: proxyAdmins, ok: 200},
 
-	"GET /admin/orgs": {call: fixed("/admin/orgs", ""), ok: 200, listing: true},
+	"GET /admin/orgs": {call: fixed("/admin/orgs", ""), ok: 200, listing: true,
+		shows:   func(e *adminEnv) shown { return each(append(slices.Clone(readersTeam), "member"), `"etabA"`) },
+		outMark: mark(`"etabB"`)},
 	"POST /admin/orgs": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
 		return "/admin/orgs", fmt.Sprintf(`{"name":"org%d"}`, c)
 	}, in: proxyAdmins, out: proxyAdmins, ok: 201},
@@ -105,7 +115,9 @@ var matrix = map[string]matrixRow{
 		return "/admin/orgs/" + scoped(in, "etabA", "etabB"), ""
 	}, in: proxyAdmins, out: proxyAdmins, ok: 200},
 
-	"GET /admin/teams": {call: fixed("/admin/teams", ""), ok: 200, listing: true},
+	"GET /admin/teams": {call: fixed("/admin/teams", ""), ok: 200, listing: true,
+		shows:   func(e *adminEnv) shown { return each(append(slices.Clone(readersTeam), "member"), `"lab-nlp"`) },
+		outMark: mark(`"lab-chem"`)},
 	"POST /admin/teams": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
 		return "/admin/teams", fmt.Sprintf(`{"name":"team%d","org":%q}`, c, scoped(in, "etabA", "etabB"))
 	}, in: writersOrg, out: proxyAdmins, ok: 201},
@@ -134,7 +146,9 @@ var matrix = map[string]matrixRow{
 		return "/admin/teams/" + scoped(in, "lab-nlp", "lab-chem") + "/models", `{"models":["m"]}`
 	}, in: writersTeam, out: proxyAdmins, ok: 200},
 
-	"GET /admin/keys": {call: fixed("/admin/keys", ""), ok: 200, listing: true},
+	"GET /admin/keys": {call: fixed("/admin/keys", ""), ok: 200, listing: true,
+		shows:   func(e *adminEnv) shown { return each(readersTeam, e.keyA.ID, e.keyOwn.ID).and("member", e.keyOwn.ID) },
+		outMark: func(e *adminEnv) string { return e.keyB.ID }},
 	"POST /admin/keys": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
 		return "/admin/keys", fmt.Sprintf(`{"team":%q,"name":"k%d"}`, scoped(in, "lab-nlp", "lab-chem"), c)
 	}, in: append(slices.Clone(writersTeam), "member"), out: proxyAdmins, ok: 201},
@@ -144,12 +158,21 @@ var matrix = map[string]matrixRow{
 		return "/admin/keys/" + k.ID, ""
 	}, in: append(slices.Clone(writersTeam), "member"), out: proxyAdmins, ok: 200},
 
-	"GET /admin/fairshare": {call: fixed("/admin/fairshare", ""), ok: 200, listing: true},
-	"GET /admin/sync":      {call: fixed("/admin/sync", ""), in: proxyRead, out: proxyRead, ok: 200},
+	"GET /admin/fairshare": {call: fixed("/admin/fairshare", ""), ok: 200, listing: true,
+		shows: func(e *adminEnv) shown {
+			return each([]string{"oadmin", "orgviewer"}, `"etabA"`, `"lab-nlp"`).and("tadmin", `"lab-nlp"`).and("teamviewer", `"lab-nlp"`)
+		}, outMark: mark(`"lab-chem"`)},
+	"GET /admin/sync": {call: fixed("/admin/sync", ""), in: proxyRead, out: proxyRead, ok: 200},
 	"GET /admin/spend": {call: fixed("/admin/spend?from=2000-01-01&to=2100-01-01&group_by=org,team,project,key,owner", ""),
-		ok: 200, listing: true},
-	"GET /admin/usage.csv": {call: fixed("/admin/usage.csv?from=2000-01-01&to=2100-01-01", ""), ok: 200, listing: true},
-	"GET /admin/audit":     {call: fixed("/admin/audit?limit=10000", ""), ok: 200, listing: true},
+		ok: 200, listing: true,
+		shows:   func(e *adminEnv) shown { return each(readersTeam, e.keyA.ID, e.keyOwn.ID).and("member", e.keyOwn.ID) },
+		outMark: func(e *adminEnv) string { return e.keyB.ID }},
+	"GET /admin/usage.csv": {call: fixed("/admin/usage.csv?from=2000-01-01&to=2100-01-01", ""), ok: 200, listing: true,
+		shows:   func(e *adminEnv) shown { return each(append(slices.Clone(readersTeam), "member"), "lab-nlp,") },
+		outMark: mark("lab-chem,")},
+	"GET /admin/audit": {call: fixed("/admin/audit?limit=10000", ""), ok: 200, listing: true,
+		shows:   func(e *adminEnv) shown { return each(readersTeam, "project nlp-p1") },
+		outMark: mark("project chem-p1")},
 }
 
 // TestAdminRouteRoleMatrix calls every admin route the gateway registers
@@ -202,11 +225,40 @@ func TestAdminRouteRoleMatrix(t *testing.T) {
 					if row.listing && !proxyWide[p] {
 						checkNoLeak(t, e, route, p, b)
 					}
+					if row.shows != nil && code == row.ok {
+						want := row.shows(e)[p]
+						if proxyWide[p] {
+							want = append(slices.Clone(row.shows(e)["oadmin"]), row.outMark(e))
+						}
+						for _, w := range want {
+							if !strings.Contains(b, w) {
+								t.Errorf("%s as %s does not show %q: %s", route, p, w, b)
+							}
+						}
+					}
 				}
 			}
 		})
 	}
 }
+
+// shown maps principals to what a listing must show them.
+type shown map[string][]string
+
+func each(ps []string, ss ...string) shown {
+	m := shown{}
+	for _, p := range ps {
+		m[p] = ss
+	}
+	return m
+}
+
+func (m shown) and(p string, ss ...string) shown {
+	m[p] = append(m[p], ss...)
+	return m
+}
+
+func mark(s string) func(*adminEnv) string { return func(*adminEnv) string { return s } }
 
 // checkNoLeak fails when a scoped principal's listing shows anything of
 // the other organisation (etabB: its name, team, project, key, user) or,

@@ -310,6 +310,12 @@ func TestAdminAudit(t *testing.T) {
 	if strings.Contains(b, "lab-chem") || !strings.Contains(b, "nlp-p1") {
 		t.Errorf("team admin's audit: %s", b)
 	}
+	// a member reads nothing of the team, but sees their own writes
+	e.must(t, "POST", "/admin/keys", "member", `{"team":"lab-nlp","name":"mine"}`, 201)
+	b = e.must(t, "GET", "/admin/audit", "member", "", 200)
+	if !strings.Contains(b, `"actor":"member"`) || strings.Contains(b, `"actor":"tadmin"`) {
+		t.Errorf("member's audit: %s", b)
+	}
 	if code, _ := e.do(t, "GET", "/admin/audit?actr=x", e.master, ""); code != 400 {
 		t.Errorf("misspelt filter: %d", code)
 	}

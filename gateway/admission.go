@@ -159,10 +159,11 @@ func (g *Gateway) admitRequest(_ context.Context, x *exchange) error {
 }
 
 // admitModel routes the request's model; a model the pool's engines do
-// not serve on this endpoint is as unknown as one that does not exist.
+// not serve on this endpoint, or that the key's team's model list hides,
+// is as unknown as one that does not exist.
 func (g *Gateway) admitModel(_ context.Context, x *exchange) error {
 	rt := g.routes[x.rq.model]
-	if rt == nil || !rt.pool.engine.Serves(x.ep) {
+	if rt == nil || !rt.pool.engine.Serves(x.ep) || g.modelLists.Load().hidden(x.key.Team, rt) {
 		e := llmflow.Errorf(llmflow.ENOTFOUND, "the model %q does not exist or you do not have access to it", x.rq.model)
 		e.Param = "model"
 		return e

@@ -94,6 +94,10 @@ type Options struct {
 	// share, usage); nil = in this process (fairshare.NewMemCounters).
 	// Several replicas share theirs through it.
 	Counters CounterSource
+	// Admin keeps users, admin tokens, roles, team model lists, accounts
+	// changed through the admin API and the audit trail; nil = only the
+	// master key administers (admin_*.go).
+	Admin AdminStore
 }
 
 // ClampCounter is implemented by record writers that clamp impossible
@@ -127,6 +131,15 @@ type Gateway struct {
 	m          *metrics
 	auth       *authenticator
 	secretAuth *operatorAuth // operator secrets: master key, metrics token
+
+	// delegated administration (admin*.go)
+	admins      AdminStore
+	principals  *principalCache
+	tree        adminTree
+	modelLists  atomic.Pointer[teamModels] // nil: no team has a model list
+	modelsMu    sync.Mutex                 // serialises model list changes
+	auditFailed prometheus.Counter
+	patterns    []string // "METHOD /path" of every registered route
 
 	routes    map[string]*route
 	models    []modelCard
@@ -189,6 +202,9 @@ func New(o Options) (*Gateway, error) {
 	if err := g.loadSecrets(); err != nil {
 		return nil, err
 	}
+	if err := g.initAdmin(o); err != nil {
+		return nil, err
+	}
 	accts := o.Accounts
 	if accts == nil {
 		accts = g.cfg.Accounts()
@@ -202,6 +218,11 @@ func New(o Options) (*Gateway, error) {
 	}
 	if err := g.newRoutes(); err != nil {
 		return nil, err
+	}
+	if g.admins != nil {
+		if err := g.loadTeamModels(context.Background()); err != nil {
+			return nil, err
+		}
 	}
 	g.registerGauges()
 	g.initSeries()
@@ -448,6 +469,13 @@ func (g *Gateway) Start(ctx context.Context) {
 		defer wg.Done()
 		g.shareLoop(ctx)
 	}()
+	if g.admins != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g.adminReloadLoop(ctx) // admin_reload.go
+		}()
+	}
 	go func() {
 		wg.Wait()
 		close(g.done)
@@ -493,6 +521,9 @@ func (g *Gateway) handle(method, path string, h handler) {
 func (g *Gateway) handleMethods(path string, hs map[string]handler) {
 	allowed := slices.Sorted(maps.Keys(hs))
 	allow := strings.Join(allowed, ", ")
+	for _, m := range allowed {
+		g.patterns = append(g.patterns, m+" "+path)
+	}
 	g.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 		h, ok := hs[r.Method]
 		if !ok {
@@ -522,21 +553,23 @@ func (g *Gateway) routesInit() {
 }
 
 func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request) error {
-	if _, err := g.authenticate(r); err != nil {
+	ck, err := g.authenticate(r)
+	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": g.models})
+	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": g.visibleModels(ck.key.Team)})
 }
 
 // getModel answers GET /v1/models/{id}: the model's card, or 404 in the
 // OpenAI error shape. Model names may contain slashes.
 func (g *Gateway) getModel(w http.ResponseWriter, r *http.Request) error {
-	if _, err := g.authenticate(r); err != nil {
+	ck, err := g.authenticate(r)
+	if err != nil {
 		return err
 	}
 	id := r.PathValue("id")
 	for _, m := range g.models {
-		if m.ID == id {
+		if m.ID == id && !g.modelLists.Load().hidden(ck.key.Team, g.routes[id]) {
 			return writeJSON(w, http.StatusOK, m)
 		}
 	}

@@ -78,8 +78,10 @@ func (g *Gateway) saveUsage(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// setView publishes a new organisation tree.
+// setView publishes a new organisation tree, with the changes made
+// through the admin API on top (admin_accounts.go).
 func (g *Gateway) setView(accts llmflow.Accounts) *accountView {
+	accts = g.withAdminAccounts(accts)
 	v := newAccountView(accts, g.saltKey)
 	g.accts.Store(v)
 	g.sync.accounts.Set(float64(len(accts)))
@@ -90,6 +92,13 @@ func (g *Gateway) setView(accts llmflow.Accounts) *accountView {
 // sync): keys of disabled teams stop working at once, reservations are
 // recomputed, usage of the accounts that remain is kept.
 func (g *Gateway) SetAccounts(accts llmflow.Accounts) {
+	g.tree.mu.Lock()
+	defer g.tree.mu.Unlock()
+	g.setAccountsLocked(accts)
+}
+
+// setAccountsLocked is SetAccounts with g.tree.mu held.
+func (g *Gateway) setAccountsLocked(accts llmflow.Accounts) {
 	v := g.setView(accts)
 	now := g.now()
 	for _, pl := range g.pools {

@@ -36,6 +36,8 @@ var postgresMigrations embed.FS
 // search_path (set it in the DSN, e.g. "…?search_path=llmflow", to keep
 // llmflow in its own schema). A *Postgres is safe for concurrent use.
 type Postgres struct {
+	*adminDB // users, admin tokens, roles, audit (admin.go)
+
 	pool      *pgxpool.Pool
 	closeOnce sync.Once
 	clamped   atomic.Int64 // records stored with their usage clamped
@@ -77,6 +79,7 @@ func openPostgres(ctx context.Context, dsn string) (*Postgres, error) {
 		return nil, redactErr(err, dsn, password)
 	}
 	s := &Postgres{pool: pool}
+	s.adminDB = newPostgresAdmin(s)
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, redactErr(err, dsn, password)

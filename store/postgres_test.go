@@ -367,3 +367,10 @@ func TestPostgres_AccountLimits(t *testing.T) {
 		return MustOpenPostgres(t, pgSchema(t))
 	})
 }
+
+func TestPostgres_Admin(t *testing.T) {
+	pgDSN(t)
+	storetest.RunAdmin(t, func(t *testing.T) storetest.AdminStore {
+		return MustOpenPostgres(t, pgSchema(t))
+	})
+}

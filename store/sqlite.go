@@ -39,6 +39,8 @@ const busyTimeout = 10 * time.Second
 //
 // A *SQLite is safe for concurrent use.
 type SQLite struct {
+	*adminDB // users, admin tokens, roles, audit (admin.go)
+
 	write *sql.DB
 	read  *sql.DB
 
@@ -146,6 +148,7 @@ func openSQLite(ctx context.Context, path string) (_ *SQLite, err error) {
 	if s.insertRecords, err = s.write.PrepareContext(ctx, insertRecordsSQL(recordsPerInsert)); err != nil {
 		return nil, err
 	}
+	s.adminDB = newSQLiteAdmin(s.read, s.write)
 	return s, nil
 }
 

@@ -361,3 +361,9 @@ func TestSQLite_AccountLimits(t *testing.T) {
 		return MustOpenSQLite(t, filepath.Join(t.TempDir(), "llmflow.db"))
 	})
 }
+
+func TestSQLite_Admin(t *testing.T) {
+	storetest.RunAdmin(t, func(t *testing.T) storetest.AdminStore {
+		return MustOpenSQLite(t, filepath.Join(t.TempDir(), "llmflow.db"))
+	})
+}

@@ -18,6 +18,7 @@ type appStore interface {
 	gateway.Pinger
 	gateway.ShareUsageStore
 	gateway.SpendReader
+	gateway.AdminStore
 	accountStore
 	Rollups(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)
 	RollupsByTag(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)

@@ -86,7 +86,7 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	opts := gateway.Options{Config: cfg, Version: buildVersion(), Keys: db, Records: db, ShareUsage: db, Registry: reg, Log: log, SyncHistory: db,
-		Spend: db}
+		Spend: db, Admin: db}
 	var imp *slurmImport
 	if cfg.Slurm != nil {
 		if imp, err = newSlurmImport(ctx, cfg, db, log); err != nil {

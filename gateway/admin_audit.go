@@ -1,0 +1,124 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/authz"
+)
+
+// audit records an admin write: who (p), what (action on target), where
+// in the tree (s, for filtering the trail), the object before and after
+// (nil when it did not exist or is gone), when and from which client
+// network. before and after are the views the API shows, which never hold
+// a secret or a secret's hash; the one-time secret of a created key or
+// token is added to the answer after auditing.
+//
+// Auditing never fails the write it records (that is done already): a
+// store error is logged with the entry and counted in
+// llmflow_audit_failed_total.
+func (g *Gateway) audit(r *http.Request, p Principal, action, target string, s authz.Scope, before, after any) {
+	e := llmflow.AuditEntry{
+		Time: g.now().UTC(), Actor: p.Name, Action: action, Target: target, Org: s.Org, Team: s.Team,
+		Before: auditJSON(before), After: auditJSON(after), Remote: clientNetwork(r.RemoteAddr).String(),
+	}
+	if g.admins == nil {
+		g.log.Info("admin write", "actor", e.Actor, "action", e.Action, "target", e.Target, "remote", e.Remote)
+		return
+	}
+	if err := g.admins.AppendAudit(r.Context(), e); err != nil {
+		g.auditFailed.Inc()
+		g.log.Error("audit entry not stored", "actor", e.Actor, "action", e.Action, "target", e.Target,
+			"before", e.Before, "after", e.After, "remote", e.Remote, "err", err)
+	}
+}
+
+func auditJSON(v any) string {
+	if v == nil {
+		return ""
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// auditView is an audit entry as GET /admin/audit shows it.
+type auditView struct {
+	ID     int64           `json:"id"`
+	Time   time.Time       `json:"time"`
+	Actor  string          `json:"actor"`
+	Action string          `json:"action"`
+	Target string          `json:"target"`
+	Org    string          `json:"org,omitempty"`
+	Team   string          `json:"team,omitempty"`
+	Before json.RawMessage `json:"before,omitempty"`
+	After  json.RawMessage `json:"after,omitempty"`
+	Remote string          `json:"remote"`
+}
+
+// listAudit is GET /admin/audit?from=&to=&actor=&limit=: the admin writes,
+// newest first, filtered to the scopes the caller may read (proxy-wide
+// entries, such as users and organisations, to proxy readers only) and the
+// caller's own writes (a member's keys).
+func (g *Gateway) listAudit(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := knownParams(r, "from", "to", "actor", "limit"); err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	f := llmflow.AuditFilter{Actor: q.Get("actor"), Limit: 100}
+	for _, b := range []struct {
+		name string
+		t    *time.Time
+	}{{"from", &f.From}, {"to", &f.To}} {
+		if s := q.Get(b.name); s != "" {
+			t, err := time.Parse(time.RFC3339, s)
+			if err != nil {
+				return &llmflow.Error{Code: llmflow.EINVALID, Param: b.name, Message: b.name + " must be an RFC 3339 time (2026-11-30T00:00:00Z)"}
+			}
+			*b.t = t
+		}
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 10000 {
+			return &llmflow.Error{Code: llmflow.EINVALID, Message: "limit must be a number from 1 to 10000", Param: "limit"}
+		}
+		f.Limit = n
+	}
+	all := p.everywhere(authz.Read)
+	out := []auditView{}
+	// Filtering after the store's limit could return fewer entries than
+	// there are; read in pages until the page is full or the trail ends.
+	for want := f.Limit; ; {
+		es, err := g.admins.Audit(r.Context(), f)
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			if all || (p.User && e.Actor == p.Name) || ((e.Org != "" || e.Team != "") && p.may(authz.Read, authz.Scope{Org: e.Org, Team: e.Team})) {
+				out = append(out, auditView{ID: e.ID, Time: e.Time, Actor: e.Actor, Action: e.Action, Target: e.Target,
+					Org: e.Org, Team: e.Team, Before: raw(e.Before), After: raw(e.After), Remote: e.Remote})
+				if len(out) == want {
+					break
+				}
+			}
+		}
+		if len(out) == want || len(es) < f.Limit {
+			break
+		}
+		f.BeforeID = es[len(es)-1].ID // the next page: older entries
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+}
+
+func raw(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	return json.RawMessage(s)
+}

@@ -1,0 +1,461 @@
+package gateway
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/authz"
+)
+
+// grantView is a role as the API shows it: org is the team's organisation
+// in the tree served now for a team role.
+type grantView struct {
+	Role string `json:"role"`
+	Org  string `json:"org,omitempty"`
+	Team string `json:"team,omitempty"`
+}
+
+func grantViews(gs []authz.Grant) []grantView {
+	out := make([]grantView, 0, len(gs))
+	for _, g := range gs {
+		out = append(out, grantView{Role: string(g.Role), Org: g.Org, Team: g.Team})
+	}
+	return out
+}
+
+// whoami is GET /admin/whoami: the caller and their roles.
+func (g *Gateway) whoami(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := knownParams(r); err != nil {
+		return err
+	}
+	kind := "user"
+	if !p.User {
+		kind = "master_key"
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"name": p.Name, "kind": kind, "roles": grantViews(p.authz().Grants)})
+}
+
+// userView is a user as listings show it, with the roles the caller may
+// see.
+type userView struct {
+	Name       string      `json:"name"`
+	Org        string      `json:"org,omitempty"`
+	CreatedAt  time.Time   `json:"created_at"`
+	DisabledAt *time.Time  `json:"disabled_at,omitempty"`
+	Roles      []grantView `json:"roles"`
+}
+
+// grantScope is the scope a stored grant sits in, in the tree served now
+// (the team's organisation for a team grant).
+func (v *accountView) grantScope(r llmflow.RoleGrant) authz.Scope {
+	if r.Team != "" {
+		return authz.TeamScope(v.orgOfTeam(r.Team), r.Team)
+	}
+	return authz.Scope{Org: r.Org}
+}
+
+// grantVisible reports whether p may see that a user holds r: proxy
+// roles to proxy readers, the others to readers of their scope; the user
+// always sees their own.
+func grantVisible(p Principal, v *accountView, r llmflow.RoleGrant) bool {
+	return (p.User && r.User == p.Name) || p.may(authz.Read, v.grantScope(r))
+}
+
+// userVisible reports whether p may see user u: proxy readers see every
+// user; others see themselves, the users created under an organisation
+// they read, and the users holding a role they may see.
+func userVisible(p Principal, v *accountView, u llmflow.User, roles []llmflow.RoleGrant) bool {
+	if p.everywhere(authz.Read) || (p.User && u.Name == p.Name) || (u.Org != "" && p.may(authz.Read, authz.OrgScope(u.Org))) {
+		return true
+	}
+	for _, r := range roles {
+		if r.User == u.Name && grantVisible(p, v, r) {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *Gateway) userView(p Principal, v *accountView, u llmflow.User, roles []llmflow.RoleGrant) userView {
+	uv := userView{Name: u.Name, Org: u.Org, CreatedAt: u.CreatedAt, Roles: []grantView{}}
+	if !u.Active() {
+		t := u.DisabledAt
+		uv.DisabledAt = &t
+	}
+	for _, r := range roles {
+		if r.User == u.Name && grantVisible(p, v, r) {
+			s := v.grantScope(r)
+			uv.Roles = append(uv.Roles, grantView{Role: r.Role, Org: s.Org, Team: r.Team})
+		}
+	}
+	return uv
+}
+
+// listUsers is GET /admin/users: the users the caller may see.
+func (g *Gateway) listUsers(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := knownParams(r); err != nil {
+		return err
+	}
+	users, err := g.admins.Users(r.Context())
+	if err != nil {
+		return err
+	}
+	roles, err := g.admins.Roles(r.Context(), "")
+	if err != nil {
+		return err
+	}
+	v := g.accts.Load()
+	out := []userView{}
+	for _, u := range users {
+		if userVisible(p, v, u, roles) {
+			out = append(out, g.userView(p, v, u, roles))
+		}
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+}
+
+// UserRequest creates a user: Org is the organisation the user is
+// created under (an org admin's own one when they have only one).
+type UserRequest struct {
+	Name string `json:"name"`
+	Org  string `json:"org,omitempty"`
+}
+
+// createUser is POST /admin/users: proxy admins create users anywhere,
+// org admins under their organisation.
+func (g *Gateway) createUser(w http.ResponseWriter, r *http.Request, p Principal) error {
+	var req UserRequest
+	if err := decodeAdmin(w, r, &req); err != nil {
+		return err
+	}
+	if !llmflow.ValidUserName(req.Name) {
+		return &llmflow.Error{Code: llmflow.EINVALID, Param: "name",
+			Message: "name must be 1 to 64 letters, digits, '.', '_' or '-' (not first), and not \"master\""}
+	}
+	if req.Org == "" && !p.may(authz.CreateUsers, authz.Proxy) {
+		if orgs := p.authz().Orgs(); len(orgs) == 1 && p.may(authz.CreateUsers, authz.OrgScope(orgs[0])) {
+			req.Org = orgs[0]
+		}
+	}
+	if !p.may(authz.CreateUsers, authz.OrgScope(req.Org)) {
+		if req.Org == "" {
+			return forbidden("you may not create users outside an organisation: give org")
+		}
+		return forbidden("you may not create users in organisation %q", req.Org)
+	}
+	if req.Org != "" {
+		if a, ok := g.accts.Load().byName[req.Org]; !ok || a.Kind != llmflow.KindOrg {
+			return &llmflow.Error{Code: llmflow.ENOTFOUND, Param: "org", Message: "unknown organisation " + quote(req.Org)}
+		}
+	}
+	u := llmflow.User{Name: req.Name, Org: req.Org, CreatedAt: g.now().UTC()}
+	if err := g.admins.CreateUser(r.Context(), u); err != nil {
+		return err
+	}
+	uv := g.userView(p, g.accts.Load(), u, nil)
+	g.audit(r, p, "user.create", "user "+u.Name, authz.OrgScope(u.Org), nil, uv)
+	return writeJSON(w, http.StatusCreated, uv)
+}
+
+// disableUser is DELETE /admin/users/{name}: proxy admins only; the
+// user's tokens are revoked with it and stop working at once.
+func (g *Gateway) disableUser(w http.ResponseWriter, r *http.Request, p Principal) error {
+	name := r.PathValue("name")
+	if !p.may(authz.DisableUsers, authz.Proxy) {
+		return forbidden("only a proxy admin disables users")
+	}
+	u, err := g.admins.User(r.Context(), name)
+	if err != nil {
+		return notFound(err, "no user %q", name)
+	}
+	if err := g.admins.DisableUser(r.Context(), name, g.now().UTC()); err != nil {
+		return err
+	}
+	g.principals.forgetUser(name)
+	after, err := g.admins.User(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	v := g.accts.Load()
+	g.audit(r, p, "user.disable", "user "+name, authz.OrgScope(u.Org), g.userView(p, v, u, nil), g.userView(p, v, after, nil))
+	g.log.Info("user disabled", "user", name, "by", p.Name)
+	return writeJSON(w, http.StatusOK, g.userView(p, v, after, nil))
+}
+
+// notFound turns a store's not-found into a message naming the object;
+// other errors pass.
+func notFound(err error, format string, args ...any) error {
+	if llmflow.ErrorCode(err) == llmflow.ENOTFOUND {
+		return llmflow.Errorf(llmflow.ENOTFOUND, format, args...)
+	}
+	return err
+}
+
+// mayTokens reports whether p may see and manage name's admin tokens: the
+// user themselves, or a proxy admin.
+func mayTokens(p Principal, name string) bool {
+	return (p.User && p.Name == name) || p.may(authz.ManageTokens, authz.Proxy)
+}
+
+// tokenView is an admin token as listings show it: never the secret or
+// its hash.
+type tokenView struct {
+	ID        string     `json:"id"`
+	Token     string     `json:"token,omitempty"` // the secret, on creation only
+	User      string     `json:"user"`
+	Hint      string     `json:"hint"`
+	Name      string     `json:"name"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+func tokenViewOf(t llmflow.AdminToken) tokenView {
+	v := tokenView{ID: t.ID, User: t.User, Hint: t.Hint, Name: t.Name, CreatedAt: t.CreatedAt}
+	if !t.Active() {
+		r := t.RevokedAt
+		v.RevokedAt = &r
+	}
+	return v
+}
+
+func (g *Gateway) listTokens(w http.ResponseWriter, r *http.Request, p Principal) error {
+	name := r.PathValue("name")
+	if err := knownParams(r); err != nil {
+		return err
+	}
+	if !mayTokens(p, name) {
+		return forbidden("only the user themselves or a proxy admin sees a user's tokens")
+	}
+	if _, err := g.admins.User(r.Context(), name); err != nil {
+		return notFound(err, "no user %q", name)
+	}
+	ts, err := g.admins.AdminTokens(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	out := make([]tokenView, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, tokenViewOf(t))
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+}
+
+// TokenRequest creates an admin token; Name says what it is for.
+type TokenRequest struct {
+	Name string `json:"name,omitempty"`
+}
+
+// createToken is POST /admin/users/{name}/tokens: a new llma- token,
+// whose secret is in this answer only.
+func (g *Gateway) createToken(w http.ResponseWriter, r *http.Request, p Principal) error {
+	name := r.PathValue("name")
+	var req TokenRequest
+	if err := decodeAdmin(w, r, &req); err != nil {
+		return err
+	}
+	if !mayTokens(p, name) {
+		return forbidden("only the user themselves or a proxy admin creates a user's tokens")
+	}
+	if len(req.Name) > llmflow.MaxKeyFieldBytes || hasControlChar(req.Name) {
+		return &llmflow.Error{Code: llmflow.EINVALID, Param: "name", Message: fmt.Sprintf("name is limited to %d bytes without control characters", llmflow.MaxKeyFieldBytes)}
+	}
+	u, err := g.admins.User(r.Context(), name)
+	if err != nil {
+		return notFound(err, "no user %q", name)
+	}
+	if !u.Active() {
+		return forbidden("user %q is disabled", name)
+	}
+	secret, hash, hint := llmflow.NewAdminTokenSecret()
+	t := llmflow.AdminToken{ID: llmflow.NewID("tok_"), User: name, Hash: hash, Hint: hint, Name: req.Name, CreatedAt: g.now().UTC()}
+	if err := g.admins.CreateAdminToken(r.Context(), t); err != nil {
+		return err
+	}
+	v := tokenViewOf(t)
+	g.audit(r, p, "token.create", "token "+t.ID+" of user "+name, authz.OrgScope(u.Org), nil, v)
+	g.log.Info("admin token created", "user", name, "id", t.ID, "by", p.Name)
+	v.Token = secret
+	return writeJSON(w, http.StatusCreated, v)
+}
+
+// revokeToken is DELETE /admin/users/{name}/tokens/{id}: the token stops
+// working at the next request, on every gateway of the store.
+func (g *Gateway) revokeToken(w http.ResponseWriter, r *http.Request, p Principal) error {
+	name, id := r.PathValue("name"), r.PathValue("id")
+	if !mayTokens(p, name) {
+		return forbidden("only the user themselves or a proxy admin revokes a user's tokens")
+	}
+	u, err := g.admins.User(r.Context(), name)
+	if err != nil {
+		return notFound(err, "no user %q", name)
+	}
+	ts, err := g.admins.AdminTokens(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(ts, func(t llmflow.AdminToken) bool { return t.ID == id })
+	if i < 0 {
+		return llmflow.Errorf(llmflow.ENOTFOUND, "user %q has no token %q", name, id)
+	}
+	if err := g.admins.RevokeAdminToken(r.Context(), name, id, g.now().UTC()); err != nil {
+		return notFound(err, "user %q has no token %q", name, id)
+	}
+	g.principals.forgetUser(name)
+	before := tokenViewOf(ts[i])
+	after := ts[i]
+	if after.Active() {
+		after.RevokedAt = g.now().UTC()
+	}
+	g.audit(r, p, "token.revoke", "token "+id+" of user "+name, authz.OrgScope(u.Org), before, tokenViewOf(after))
+	return writeJSON(w, http.StatusOK, tokenViewOf(after))
+}
+
+// RoleRequest grants a role: Org for an organisation role, Team for a
+// team role (Org, when given with it, must be the team's organisation).
+type RoleRequest struct {
+	Role string `json:"role"`
+	Org  string `json:"org,omitempty"`
+	Team string `json:"team,omitempty"`
+}
+
+// grantOf checks a requested grant against the tree served now: the
+// organisation or team exists, a team role's org (filled in when left
+// out) is the team's.
+func (g *Gateway) grantOf(req RoleRequest) (authz.Grant, error) {
+	gr := authz.Grant{Role: authz.Role(req.Role), Org: req.Org, Team: req.Team}
+	if err := gr.Validate(); err != nil {
+		return gr, &llmflow.Error{Code: llmflow.EINVALID, Param: "role", Message: err.Error()}
+	}
+	v := g.accts.Load()
+	switch gr.Level() {
+	case authz.LevelOrg:
+		if a, ok := v.byName[gr.Org]; !ok || a.Kind != llmflow.KindOrg {
+			return gr, &llmflow.Error{Code: llmflow.ENOTFOUND, Param: "org", Message: "unknown organisation " + quote(gr.Org)}
+		}
+	case authz.LevelTeam:
+		org := v.orgOfTeam(gr.Team)
+		if org == "" {
+			return gr, &llmflow.Error{Code: llmflow.ENOTFOUND, Param: "team", Message: "unknown team " + quote(gr.Team)}
+		}
+		if gr.Org != "" && gr.Org != org {
+			return gr, &llmflow.Error{Code: llmflow.EINVALID, Param: "org", Message: fmt.Sprintf("team %s is in organisation %s, not %s", quote(gr.Team), quote(org), quote(gr.Org))}
+		}
+		gr.Org = org
+	}
+	return gr, nil
+}
+
+// storedGrant is how a grant is stored: a team grant names the team only,
+// so that it follows the team if Slurm moves it.
+func storedGrant(user string, gr authz.Grant, at time.Time) llmflow.RoleGrant {
+	rg := llmflow.RoleGrant{User: user, Role: string(gr.Role), Org: gr.Org, Team: gr.Team, CreatedAt: at}
+	if rg.Team != "" {
+		rg.Org = ""
+	}
+	return rg
+}
+
+func (g *Gateway) listRoles(w http.ResponseWriter, r *http.Request, p Principal) error {
+	name := r.PathValue("name")
+	if err := knownParams(r); err != nil {
+		return err
+	}
+	u, err := g.admins.User(r.Context(), name)
+	if llmflow.ErrorCode(err) == llmflow.ENOTFOUND && !p.everywhere(authz.Read) {
+		// who exists is for proxy readers to know
+		return forbidden("you may not see the roles of user %q", name)
+	}
+	if err != nil {
+		return notFound(err, "no user %q", name)
+	}
+	roles, err := g.admins.Roles(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	v := g.accts.Load()
+	if !userVisible(p, v, u, roles) {
+		return forbidden("you may not see the roles of user %q", name)
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": g.userView(p, v, u, roles).Roles})
+}
+
+// grantRole is PUT /admin/users/{name}/roles: nobody grants above their
+// own scope (authz.Principal.MayGrant).
+func (g *Gateway) grantRole(w http.ResponseWriter, r *http.Request, p Principal) error {
+	name := r.PathValue("name")
+	var req RoleRequest
+	if err := decodeAdmin(w, r, &req); err != nil {
+		return err
+	}
+	return g.changeRole(w, r, p, name, req, true)
+}
+
+// revokeRole is DELETE /admin/users/{name}/roles?role=&org=&team=: who may
+// grant a role may remove it.
+func (g *Gateway) revokeRole(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := knownParams(r, "role", "org", "team"); err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	return g.changeRole(w, r, p, r.PathValue("name"), RoleRequest{Role: q.Get("role"), Org: q.Get("org"), Team: q.Get("team")}, false)
+}
+
+func (g *Gateway) changeRole(w http.ResponseWriter, r *http.Request, p Principal, name string, req RoleRequest, grant bool) error {
+	gr, err := g.grantOf(req)
+	if err != nil {
+		if llmflow.ErrorCode(err) == llmflow.ENOTFOUND && !p.everywhere(authz.Read) {
+			// an unknown scope is out of the caller's scope: do not say
+			// which names exist elsewhere
+			return forbidden("you may not grant or remove %s", authz.Grant{Role: authz.Role(req.Role), Org: req.Org, Team: req.Team})
+		}
+		return err
+	}
+	if !p.authz().MayGrant(gr) {
+		return forbidden("you may not grant or remove %s: nobody grants above their own scope", gr)
+	}
+	u, err := g.admins.User(r.Context(), name)
+	if err != nil {
+		return notFound(err, "no user %q", name)
+	}
+	rg := storedGrant(name, gr, g.now().UTC())
+	action := "role.grant"
+	if grant {
+		if !u.Active() {
+			return forbidden("user %q is disabled", name)
+		}
+		err = g.admins.GrantRole(r.Context(), rg)
+	} else {
+		action = "role.revoke"
+		err = g.admins.RevokeRole(r.Context(), rg)
+	}
+	if err != nil {
+		return notFound(err, "user %q does not hold %s", name, gr)
+	}
+	g.principals.forgetUser(name)
+	after, err := g.admins.Roles(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	// The entry shows the one grant, never the user's roles elsewhere:
+	// readers of this scope see the trail.
+	view := map[string]any{"user": name, "role": grantViews([]authz.Grant{gr})[0]}
+	var before, afterView any = nil, view
+	if !grant {
+		before, afterView = view, nil
+	}
+	g.audit(r, p, action, gr.String()+" for user "+name, authz.Scope{Org: gr.Org, Team: gr.Team}, before, afterView)
+	uv := g.userView(p, g.accts.Load(), u, after)
+	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": uv.Roles})
+}
+
+func hasControlChar(s string) bool {
+	for _, c := range s {
+		if c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0) {
+			return true
+		}
+	}
+	return false
+}

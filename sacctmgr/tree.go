@@ -13,6 +13,10 @@ type Tree struct {
 	Cluster  string
 	Accounts []Account // parents before children; root first; siblings by name
 	Users    []User    // user associations, in tree order
+	// Coords are the account coordinators, when the source read them
+	// (see Coord; slurmsync reduces them to each user's top-most
+	// accounts of the tree).
+	Coords []Coord `json:",omitempty"`
 }
 
 // Account is an account association (user = ”): one node of the tree.

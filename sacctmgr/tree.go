@@ -17,6 +17,10 @@ type Tree struct {
 	// (see Coord; slurmsync reduces them to each user's top-most
 	// accounts of the tree).
 	Coords []Coord `json:",omitempty"`
+	// CoordsKnown says whether the source read the coordinators: when it
+	// is false, an empty Coords means "not read", not "none" (a sacctmgr
+	// listing file given alone), and no role may be taken away for it.
+	CoordsKnown bool `json:",omitempty"`
 }
 
 // Account is an account association (user = ”): one node of the tree.

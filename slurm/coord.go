@@ -30,6 +30,6 @@ func readCoords(ctx context.Context, tx *sql.Tx, t *sacctmgr.Tree) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("acct_coord_table: %w", err)
 	}
-	t.Coords = sacctmgr.SortCoords(t.Coords)
+	t.Coords, t.CoordsKnown = sacctmgr.SortCoords(t.Coords), true
 	return nil
 }

@@ -271,7 +271,7 @@ func combine(cluster string, outs [numListings][]byte, have [numListings]bool, c
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", names[Coordinators], err)
 		}
-		t.Coords = cs
+		t.Coords, t.CoordsKnown = cs, true
 	}
 	if err := Normalize(t); err != nil {
 		return nil, err

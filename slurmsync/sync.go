@@ -91,7 +91,11 @@ func (s *Syncer) Run(ctx context.Context, dryRun bool) (Result, error) {
 	changes, next := Diff(old, cur)
 	res.Changes = changes
 	Count(&res.Run, changes, len(next))
-	if s.Roles != nil {
+	switch {
+	case s.Roles != nil && !tree.CoordsKnown:
+		res.RoleNotes = []string{"roles not synced: " + s.Name + " does not list the coordinators " +
+			"(give the output of `sacctmgr -P show user withcoord` too)"}
+	case s.Roles != nil:
 		want, notes := Roles(tree, cur)
 		users, err := s.Roles.Users(ctx)
 		if err != nil {

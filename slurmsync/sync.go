@@ -93,8 +93,9 @@ func (s *Syncer) Run(ctx context.Context, dryRun bool) (Result, error) {
 	Count(&res.Run, changes, len(next))
 	switch {
 	case s.Roles != nil && !tree.CoordsKnown:
-		res.RoleNotes = []string{"roles not synced: " + s.Name + " does not list the coordinators " +
-			"(give the output of `sacctmgr -P show user withcoord` too)"}
+		res.RoleNotes = []string{"roles not synced: " + s.Name + " did not read the coordinators " +
+			"(sacctmgr files: give the output of `sacctmgr -P show user withcoord` too; " +
+			"slurmdbd: the database user needs SELECT on acct_coord_table)"}
 	case s.Roles != nil:
 		want, notes := Roles(tree, cur)
 		users, err := s.Roles.Users(ctx)

@@ -218,3 +218,32 @@ func (f *fakeRoles) SaveSyncRoles(ctx context.Context, next llmflow.Accounts, ru
 	f.saved = cs
 	return f.sink.SaveSync(ctx, next, run)
 }
+
+// BenchmarkRolesScale: the roles of the scale tree (10,000 accounts,
+// 100,000 user associations, ~400 coordinators) and their diff against a
+// store holding them already (a sync that changes nothing).
+func BenchmarkRolesScale(b *testing.B) {
+	tr := genTree()
+	accts, err := Map(tr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	want, _ := Roles(tr, accts)
+	have := make([]llmflow.RoleGrant, len(want))
+	users := map[string]bool{}
+	var us []llmflow.User
+	for i, w := range want {
+		have[i] = w.Grant
+		if !users[w.Grant.User] {
+			users[w.Grant.User] = true
+			us = append(us, llmflow.User{Name: w.Grant.User})
+		}
+	}
+	b.Logf("%d grants, %d users", len(want), len(us))
+	for b.Loop() {
+		w, _ := Roles(tr, accts)
+		if cs, _ := RoleDiff(w, have, us); len(cs) != 0 {
+			b.Fatalf("%d changes", len(cs))
+		}
+	}
+}

@@ -76,7 +76,9 @@ func (a *adminDB) applyRoleChanges(ctx context.Context, q adminQuerier, cs []llm
 	// The users exist: created above or before, and users are never deleted.
 	err = insert("grant roles", `INSERT INTO admin_roles (user_name, role, org, team, created_at, source) VALUES `, `(?, ?, ?, ?, ?, 'slurm')`,
 		` ON CONFLICT (user_name, role, org, team) DO NOTHING`, byOp[llmflow.OpGrant],
-		func(c llmflow.RoleChange) []any { return []any{c.User, c.Grant.Role, c.Grant.Org, c.Grant.Team, a.time(at)} })
+		func(c llmflow.RoleChange) []any {
+			return []any{c.User, c.Grant.Role, c.Grant.Org, c.Grant.Team, a.time(at)}
+		})
 	if err != nil {
 		return err
 	}

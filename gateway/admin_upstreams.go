@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/go-llmflow/llmflow"
@@ -61,7 +62,22 @@ type aliasView struct {
 
 func storedUpstreamView(u llmflow.RuntimeUpstream) upstreamView {
 	c, up := u.CreatedAt, u.UpdatedAt
-	return upstreamView{Model: u.Model, Name: u.Name, BaseURL: u.BaseURL, Source: "admin", CreatedAt: &c, UpdatedAt: &up, By: u.By}
+	return upstreamView{Model: u.Model, Name: u.Name, BaseURL: redactURL(u.BaseURL), Source: "admin", CreatedAt: &c, UpdatedAt: &up, By: u.By}
+}
+
+// redactURL shows a stored URL without what could hold a secret
+// (credentials, query, fragment). The API stores none; a row written
+// behind its back (or by an older version) may.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	if u.User == nil && u.RawQuery == "" && !u.ForceQuery && u.Fragment == "" && u.Opaque == "" {
+		return s
+	}
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment, u.Opaque = nil, "", false, "", "", ""
+	return u.String()
 }
 
 // upstreamViews lists the upstreams of model ("" = every model), the

@@ -257,6 +257,10 @@ func TestRuntimeUpstreamRefused(t *testing.T) {
 			t.Errorf("%s %s %s: %d %s, want %d without %q", tc.method, tc.path, tc.body, code, b, tc.want, tc.bad)
 		}
 	}
+	// a model name with a slash travels escaped in one path segment
+	if code, b := e.do(t, "GET", "/admin/models/org%2Fllama/upstreams", testMasterKey, ""); code != 404 || !strings.Contains(b, `no configured model \"org/llama\"`) {
+		t.Errorf("escaped model name: %d %s", code, b)
+	}
 	// the same name in the pool for another engine is refused (it labels
 	// the upstream's metrics); POST of a taken name is 409
 	e.must(t, "POST", "/admin/models/m/upstreams", "master", `{"name":"gpu9","base_url":"http://10.0.0.9"}`, 201)
@@ -432,4 +436,45 @@ func TestAliasSwitchUnderLoad(t *testing.T) {
 		t.Errorf("removed alias: %d %s, want 404", code, body)
 	}
 	t.Logf("%d requests during 40 switches", sent.Load())
+}
+
+// TestRoutingAcrossGatewaysPostgres: two gateways on one PostgreSQL store.
+// An upstream and an alias written through one are served by the other
+// after its reload (every 5 s while serving); a removal too.
+func TestRoutingAcrossGatewaysPostgres(t *testing.T) {
+	db := pgAdminStore(t)
+	eng := newEngine(t)
+	withDB := func(o *Options) { o.Keys, o.Admin = db, db }
+	a := newEnv(t, []string{"http://127.0.0.1:1"}, "", withDB)
+	b := newEnv(t, []string{"http://127.0.0.1:1"}, "", withDB)
+	if code, out := a.do(t, "PUT", "/admin/models/m/upstreams/live", a.master, fmt.Sprintf(`{"base_url":%q}`, eng.srv.URL)); code != 201 {
+		t.Fatalf("put upstream: %d %s", code, out)
+	}
+	if code, out := a.do(t, "PUT", "/admin/aliases/fast", a.master, `{"model":"m"}`); code != 201 {
+		t.Fatalf("put alias: %d %s", code, out)
+	}
+	if code, _ := b.do(t, "POST", "/v1/chat/completions", b.key, `{"model":"fast","messages":[]}`); code != http.StatusNotFound {
+		t.Fatalf("b serves the alias before its reload: %d", code)
+	}
+	if _, err := b.gw.reloadAdmin(t.Context(), 0); err != nil {
+		t.Fatal(err)
+	}
+	// the configured upstream is unreachable: every answer comes from the
+	// runtime one (a connection error is retried on it)
+	for range 4 {
+		if code, out := b.do(t, "POST", "/v1/chat/completions", b.key, `{"model":"fast","messages":[]}`); code != 200 || !strings.Contains(out, `"model":"fast"`) {
+			t.Fatalf("b after reload: %d %s", code, out)
+		}
+	}
+	if code, out := a.do(t, "DELETE", "/admin/models/m/upstreams/live", a.master, ""); code != 200 {
+		t.Fatalf("delete: %d %s", code, out)
+	}
+	if _, err := b.gw.reloadAdmin(t.Context(), 0); err != nil {
+		t.Fatal(err)
+	}
+	n := eng.n.Load()
+	b.do(t, "POST", "/v1/chat/completions", b.key, `{"model":"fast","messages":[]}`)
+	if eng.n.Load() != n {
+		t.Error("b still routes to the removed upstream after its reload")
+	}
 }

@@ -399,6 +399,9 @@ func (g *Gateway) runRuntimeProbes(ctx context.Context) {
 	}
 	rs.mu.Unlock()
 	<-ctx.Done()
+	rs.mu.Lock()
+	rs.ctx = nil // a change from now on starts no probe
+	rs.mu.Unlock()
 	rs.wg.Wait()
 }
 

@@ -224,9 +224,7 @@ func TestRuntimeUpstreamLifecycle(t *testing.T) {
 // runtime URL follows the configuration's SSRF rules; errors never echo
 // credentials.
 func TestRuntimeUpstreamRefused(t *testing.T) {
-	a := newEngine(t)
 	e := newAdminEnv(t, "")
-	_ = a
 	for _, tc := range []struct {
 		method, path, body string
 		want               int
@@ -476,5 +474,45 @@ func TestRoutingAcrossGatewaysPostgres(t *testing.T) {
 	b.do(t, "POST", "/v1/chat/completions", b.key, `{"model":"fast","messages":[]}`)
 	if eng.n.Load() != n {
 		t.Error("b still routes to the removed upstream after its reload")
+	}
+}
+
+// TestAliasModelListsAndAccounting: an alias is as visible as its model
+// (a team model list hiding the model hides the alias: 404 and not in
+// /v1/models), and a request through an alias is accounted to the model.
+func TestAliasModelListsAndAccounting(t *testing.T) {
+	e := newAdminEnv(t, "")
+	e.must(t, "PUT", "/admin/aliases/fast", "master", `{"model":"m"}`, 201)
+	e.must(t, "PUT", "/admin/teams/lab-nlp/models", "master", `{"models":["batchm"]}`, 200)
+	if code, b := e.do(t, "POST", "/v1/chat/completions", e.key, `{"model":"fast","messages":[]}`); code != 404 {
+		t.Errorf("alias of a hidden model: %d %s, want 404", code, b)
+	}
+	if _, b := e.do(t, "GET", "/v1/models", e.key, ""); strings.Contains(b, `"fast"`) || !strings.Contains(b, `"batchm"`) {
+		t.Errorf("/v1/models with the alias's model hidden: %s", b)
+	}
+	e.must(t, "PUT", "/admin/aliases/fast", "master", `{"model":"batchm"}`, 200)
+	if _, b := e.do(t, "GET", "/v1/models", e.key, ""); !strings.Contains(b, `"id":"fast"`) {
+		t.Errorf("/v1/models after the switch: %s", b)
+	}
+	code, b := e.do(t, "POST", "/v1/chat/completions", e.key, `{"model":"fast","messages":[]}`)
+	if code != 200 {
+		t.Fatalf("alias of a visible model: %d %s", code, b)
+	}
+	id := ""
+	waitFor(t, func() bool {
+		recs, err := e.db.Records(t.Context(), time.Now().Add(-time.Minute), time.Now().Add(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			if r.Status == 200 {
+				id = r.Model
+				return true
+			}
+		}
+		return false
+	})
+	if id != "batchm" {
+		t.Errorf("the request through the alias is accounted to %q, want the model batchm", id)
 	}
 }

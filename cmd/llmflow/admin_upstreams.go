@@ -46,7 +46,7 @@ func adminUpstreams(e *env, run runner) *cobra.Command {
 				return err
 			}
 			t := &table{cols: []string{"Model", "Upstream", "Source", "Served", "Healthy", "InFlight", "Updated", "By", "BaseURL", "Reason"},
-				widths: []int{12, 10, 6, 6, 7, 8, 19, 10, 30, 30}}
+				widths: []int{16, 10, 6, 6, 7, 8, 19, 10, 30, 30}}
 			for _, u := range out.Data {
 				healthy, inflight := "", ""
 				if u.Healthy != nil {
@@ -108,7 +108,7 @@ func adminAliases(e *env, run runner) *cobra.Command {
 			if err := c.do(ctx, "GET", "/admin/aliases", nil, &out); err != nil {
 				return err
 			}
-			t := &table{cols: []string{"Alias", "Model", "Served", "Updated", "By", "Reason"}, widths: []int{15, 15, 6, 19, 10, 30}}
+			t := &table{cols: []string{"Alias", "Model", "Served", "Updated", "By", "Reason"}, widths: []int{16, 16, 6, 19, 10, 30}}
 			for _, a := range out.Data {
 				t.add(a.Name, a.Model, yesNo(a.Served), timeCell(&a.UpdatedAt), a.By, a.Reason)
 			}

@@ -5,8 +5,6 @@
 -- the import); a user records whether the import created it and whether
 -- the import disabled it (removed from Slurm: re-enabled when it comes
 -- back; a user an admin disabled stays disabled).
--- (Assigned number: sqlite 0010; 0009 on this branch so that the set stays
--- contiguous until the merge renumbers.)
 
 ALTER TABLE admin_roles ADD COLUMN source TEXT NOT NULL DEFAULT 'admin' CHECK (source IN ('admin', 'slurm'));
 ALTER TABLE admin_users ADD COLUMN source TEXT NOT NULL DEFAULT 'admin' CHECK (source IN ('admin', 'slurm'));

@@ -37,6 +37,7 @@ type route struct {
 	class         int // 0 interactive, 1 batch
 	cost          llmflow.Cost
 	maxTokens     int64 // per request, prompt and completion each (max_context_tokens, defaulted in newRoutes)
+	maxOutput     int64 // output limit of a request under a budget that sets none (max_output_tokens)
 	upstreams     []*upstream
 	rr            atomic.Uint32 // rotates the start of least-in-flight ties
 }

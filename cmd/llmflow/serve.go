@@ -87,6 +87,9 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	opts := gateway.Options{Config: cfg, Version: buildVersion(), Keys: db, Records: db, ShareUsage: db, Registry: reg, Log: log, SyncHistory: db,
 		Spend: db}
+	if bs, ok := db.(gateway.BudgetStore); ok { // both stores: cmd/llmflow/budgets.go
+		opts.Budgets = bs
+	}
 	var imp *slurmImport
 	if cfg.Slurm != nil {
 		if imp, err = newSlurmImport(ctx, cfg, db, log); err != nil {

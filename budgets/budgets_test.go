@@ -187,16 +187,21 @@ func TestIncreaseAndRefresh(t *testing.T) {
 	if len(got) != 1 || got[0].Spent != 8 || got[0].PeriodStart != Month.Start(t0) || got[0].BudgetID != "team/team/" {
 		t.Fatalf("crossings %+v", got)
 	}
-	// This gateway charges 2 more in the hour; the store has seen 1.5 of
-	// its hour so far: the larger counts.
+	// This gateway charges 2 more; the store has written 0.5 of it so far:
+	// the store's 8 before counting began plus this gateway's 2.
 	r := req(m, "m", 2, 0, 0)
 	if err := m.Reserve(t0, r); err != nil {
 		t.Fatal(err)
 	}
 	m.Settle(t0, r, 2, 0)
 	m.Refresh(sc, Month.Start(t0), StoredSpend{Older: 7, Hours: map[time.Time]float64{t0.Truncate(time.Hour): 1.5}}, t0)
-	if s := m.Table().Status()[0].Spent; s != 9 {
-		t.Fatalf("spent %v, want 7 + max(1.5, 2)", s)
+	if s := m.Table().Status()[0].Spent; s != 10 {
+		t.Fatalf("spent %v, want 8 + 2", s)
+	}
+	// Another source (a replayed spool) raises the store past that.
+	m.Refresh(sc, Month.Start(t0), StoredSpend{Older: 7, Hours: map[time.Time]float64{t0.Truncate(time.Hour): 4}}, t0)
+	if s := m.Table().Status()[0].Spent; s != 11 {
+		t.Fatalf("spent %v, want the store's 11", s)
 	}
 	if len(got) != 1 {
 		t.Fatalf("crossed again in the same period: %+v", got)
@@ -207,6 +212,20 @@ func TestIncreaseAndRefresh(t *testing.T) {
 	m.Refresh(sc, Month.Start(next), StoredSpend{Hours: map[time.Time]float64{}}, next)
 	if st := m.Table().Status()[0]; st.Spent != 0 || st.EffectiveLimit != 10 {
 		t.Fatalf("next month %+v", st)
+	}
+	// The slot existed at the month's start: a charge written to the
+	// store counts once.
+	r = &Request{Slots: m.Table().Chain("org", "team", "p", "k", nil).Select("m", nil), Start: next, PromptCost: 9}
+	if err := m.Reserve(next, r); err != nil {
+		t.Fatal(err)
+	}
+	m.Settle(next, r, 9, 0)
+	m.Refresh(sc, Month.Start(next), StoredSpend{Hours: map[time.Time]float64{next.Truncate(time.Hour): 9}}, next)
+	if st := m.Table().Status()[0]; st.Spent != 9 {
+		t.Fatalf("next month after a written charge: %+v", st)
+	}
+	if len(got) != 2 || got[1].PeriodStart != Month.Start(next) {
+		t.Fatalf("crossings %+v, want a second one in the new month", got)
 	}
 }
 

@@ -117,6 +117,14 @@ func (e *Refusal) Unwrap() error {
 // Slot is the live state of one budget: its effective limit in force and
 // what is spent and held against it. Slots outlive budget changes (a
 // budget set again keeps its spend and the holds in flight).
+//
+// Spent is max(stored, base + local): stored is the store's spend of the
+// period at the last refresh, local what this gateway charged in the
+// period, base the store's spend before this gateway began counting the
+// period (0 when the slot existed at the period's start, else the store's
+// figure at the first refresh). With one gateway that is exact whether or
+// not its records are written yet (stored − base ≤ local); records of
+// another source (a restart's spool, another replica) raise stored.
 type Slot struct {
 	scope Scope
 	id    string
@@ -129,15 +137,17 @@ type Slot struct {
 	spent  atomic.Int64
 
 	mu       sync.Mutex
+	created  time.Time
 	period   Period
 	start    time.Time // of the period in force
 	base     Budget
 	maxCost  float64
 	incr     float64
 	ring     []hourAmount // this gateway's charges per hour, recent hours
-	store    map[int64]int64
-	older    int64 // stored spend of the period before the recent hours
-	late     int64 // charges to hours before the recent ones, until the next refresh
+	local    int64        // this gateway's charges in the period
+	stored   int64        // the store's spend of the period at the last refresh
+	origin   int64        // the store's spend before this gateway counted the period
+	hasBase  bool
 	alerted  time.Time
 	refreshd bool
 }
@@ -431,29 +441,30 @@ func (m *Mem) Settle(now time.Time, r *Request, cost float64, tokens int64) {
 func (s *Slot) charge(hour, c, h int64, now time.Time) (Crossing, bool) {
 	s.mu.Lock()
 	before := s.spent.Load()
-	var delta int64
-	if hour >= s.start.Unix() || s.start.IsZero() {
+	if s.start.IsZero() || hour >= s.start.Unix() {
 		i := (hour / 3600) % int64(len(s.ring))
-		e := &s.ring[i]
-		switch {
-		case e.hour == hour:
-			old := max(e.amt, s.store[hour])
+		if e := &s.ring[i]; e.hour == hour {
 			e.amt += c
-			delta = max(e.amt, s.store[hour]) - old
-		case e.hour < hour:
+		} else if e.hour < hour {
 			*e = hourAmount{hour: hour, amt: c}
-			delta = max(c-s.store[hour], 0)
-		default: // older than the recent hours: counts until the next refresh
-			s.late += c
-			delta = c
 		}
+		s.local += c
 	}
-	s.spent.Add(delta)
-	s.used.Add(delta - h)
+	after := s.settleSpent()
+	s.used.Add(-h)
 	s.held.Add(-h)
-	x, ok := s.crossed(before, before+delta, now)
+	x, ok := s.crossed(before, after, now)
 	s.mu.Unlock()
 	return x, ok
+}
+
+// settleSpent sets spent to max(stored, base + local), moving used by the
+// difference, and returns it. s.mu is held.
+func (s *Slot) settleSpent() int64 {
+	v := max(s.stored, s.origin+s.local)
+	before := s.spent.Swap(v)
+	s.used.Add(v - before)
+	return v
 }
 
 // crossed reports a crossing of the soft limit from before to after, once
@@ -480,9 +491,18 @@ type StoredSpend struct {
 	Hours map[time.Time]float64
 }
 
+// Total returns the GPU-hours of the whole period.
+func (st StoredSpend) Total() float64 {
+	t := st.Older
+	for _, v := range st.Hours {
+		t += v
+	}
+	return t
+}
+
 // Refresh sets the stored spend of the budget on scope, read at now for
-// the period starting at periodStart. A period that changed since the last
-// refresh starts from the store's figures alone.
+// the period starting at periodStart (the one Apply put in force; a
+// figure for another period is ignored).
 func (m *Mem) Refresh(sc Scope, periodStart time.Time, st StoredSpend, now time.Time) {
 	m.mu.Lock()
 	s := m.slots[sc]
@@ -492,39 +512,21 @@ func (m *Mem) Refresh(sc Scope, periodStart time.Time, st StoredSpend, now time.
 	}
 	s.mu.Lock()
 	if !s.start.Equal(periodStart) {
-		s.start = periodStart
+		s.mu.Unlock()
+		return
 	}
-	s.store = make(map[int64]int64, len(st.Hours))
-	for h, v := range st.Hours {
-		if !h.Before(periodStart) {
-			s.store[h.Unix()] = units(v)
-		}
+	total := units(st.Total())
+	if !s.hasBase {
+		// Counting began mid-period: what the store had then is the
+		// base (this gateway's records written by now count twice,
+		// erring on the safe side, until the period ends).
+		s.origin, s.hasBase = total, true
 	}
-	s.older = units(st.Older)
-	s.late = 0
-	from := m.RecentFrom(now).Unix()
-	total := s.older
-	seen := make(map[int64]bool, len(s.ring))
-	for i := range s.ring {
-		e := &s.ring[i]
-		if e.hour < from {
-			*e = hourAmount{}
-			continue
-		}
-		if e.hour >= periodStart.Unix() {
-			total += max(e.amt, s.store[e.hour])
-			seen[e.hour] = true
-		}
-	}
-	for h, v := range s.store {
-		if !seen[h] {
-			total += v
-		}
-	}
-	before := s.spent.Swap(total)
-	s.used.Add(total - before)
+	s.stored = total
+	before := s.spent.Load()
+	after := s.settleSpent()
 	s.refreshd = true
-	x, ok := s.crossed(before, total, now)
+	x, ok := s.crossed(before, after, now)
 	s.mu.Unlock()
 	if ok && m.OnCrossing != nil {
 		m.OnCrossing(x)
@@ -546,23 +548,27 @@ func (m *Mem) Apply(bs []Budget, incs []Increase, now time.Time) *Table {
 	for _, b := range bs {
 		s := m.slots[b.Scope]
 		if s == nil {
-			s = &Slot{scope: b.Scope, id: ID(b.Scope), ring: make([]hourAmount, m.recentHours)}
+			s = &Slot{scope: b.Scope, id: ID(b.Scope), ring: make([]hourAmount, m.recentHours), created: now}
 			m.slots[b.Scope] = s
 		}
 		s.mu.Lock()
 		start := b.Period.Start(now)
-		if !s.start.IsZero() && !s.start.Equal(start) && s.refreshd {
-			// A new period (or period kind): until the store is read
-			// again, keep what this gateway charged in the new period.
-			var total int64
+		if !s.start.Equal(start) {
+			// A new slot, a new period, or another period kind: count
+			// this gateway's charges since start (from the recent hours)
+			// and start from no stored figure until the next refresh.
+			s.local = 0
 			for _, e := range s.ring {
 				if e.hour >= start.Unix() {
-					total += e.amt
+					s.local += e.amt
 				}
 			}
-			s.older, s.store, s.late = 0, nil, 0
-			before := s.spent.Swap(total)
-			s.used.Add(total - before)
+			s.stored = 0
+			// The slot counted from the period's start (it existed then):
+			// nothing of the period came before it.
+			s.origin, s.hasBase = 0, !s.created.After(start)
+			s.start = start
+			s.settleSpent()
 		}
 		s.start, s.period, s.base, s.maxCost, s.incr = start, b.Period, b, b.MaxCost, extra[b.Scope]
 		s.limit.Store(floorUnits(b.MaxCost + extra[b.Scope]))

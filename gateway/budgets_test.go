@@ -569,3 +569,43 @@ func TestBudgetAdminAndTags(t *testing.T) {
 		t.Fatalf("delete: %d, %d in force", resp.StatusCode, e.gw.bud.mem.Table().Len())
 	}
 }
+
+// TestBudgetStepAllocs: the budget and limit step allocates nothing once a
+// key's chain is cached (budgets on every scope, limits on the key).
+func TestBudgetStepAllocs(t *testing.T) {
+	up := newRecordingUpstream(t, nil)
+	e, db := budgetEnv(t, []string{up.srv.URL}, "")
+	id := e.dbKeyID(t, db)
+	for _, b := range []string{
+		`{"kind":"org","name":"etabA","period":"month","max_cost":1000}`,
+		`{"kind":"team","name":"lab-nlp","period":"day","max_cost":1000}`,
+		`{"kind":"team","name":"lab-nlp","model":"m","period":"week","max_cost":1000}`,
+		`{"kind":"key","name":"` + id + `","period":"day","max_cost":1000}`,
+	} {
+		putBudget(t, e, b)
+	}
+	ck, err := e.gw.auth.authenticate(t.Context(), "Bearer "+e.key, "127.0.0.1:1", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck.key.RPM, ck.key.TPM, ck.key.MaxInFlight = 1e9, 1e9, 1000
+	rq, err := parseRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":16}`), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &exchange{key: &ck.key, ck: ck, org: "etabA", rt: e.gw.routes["m"], rq: rq, start: time.Now()}
+	step := func() {
+		if err := e.gw.admitBudget(t.Context(), x); err != nil {
+			t.Fatal(err)
+		}
+		x.rec.GPUHours = 1e-6
+		e.gw.releaseBudget(x)
+	}
+	step()
+	if len(x.bud.req.Slots) != 4 {
+		t.Fatalf("%d slots, want org, team, team for m, key", len(x.bud.req.Slots))
+	}
+	if n := testing.AllocsPerRun(1000, step); n != 0 {
+		t.Errorf("%v allocations per request in the budget step", n)
+	}
+}

@@ -87,7 +87,7 @@ func budgetsCmd(e *env) *cobra.Command {
 
 	var sc struct {
 		kind, name, model, period, expires string
-		maxCost, soft, amount             float64
+		maxCost, soft, amount              float64
 	}
 	scopeFlags := func(c *cobra.Command) {
 		c.Flags().StringVar(&sc.kind, "kind", "", "org, team, project, key or tag")

@@ -376,19 +376,23 @@ func (g *Gateway) admitBudget(_ context.Context, x *exchange) error {
 	r.PromptCost = float64(promptUpper) * inPrice / 1e6
 	r.OutputCost = rt.cost.OutputPerMTok / 1e6
 	r.WantOutput = 0
-	if x.ep != engine.Embeddings {
+	switch {
+	case x.ep == engine.Embeddings:
+	case rq.maxOutput > 0:
+		r.WantOutput = min(rq.maxOutput, rt.maxTokens)
+	case x.ep == engine.Completions:
+		r.WantOutput = legacyDefaultMaxTokens
+	default:
 		r.WantOutput = rt.maxOutput
-		if rq.maxOutput > 0 {
-			r.WantOutput = min(rq.maxOutput, rt.maxTokens)
-		}
 	}
 	r.Tokens = int64(rq.promptBytes+3) / 4
 	if err := b.ledger.Reserve(x.start, r); err != nil {
 		return g.budgetRefused(err)
 	}
 	x.bud.reserved = true
-	if len(r.Slots) > 0 && r.WantOutput > 0 && (r.Lowered || rq.maxOutput <= 0) {
-		// Bound what the engine may generate by what was held.
+	if len(r.Slots) > 0 && r.WantOutput > 0 && r.Output != rq.maxOutput {
+		// Bound what the engine may generate by what was held: a lowered
+		// limit, a client's beyond the model's context, or none given.
 		x.outputLimit = r.Output
 		if r.Lowered {
 			b.lowered.Inc()
@@ -396,6 +400,10 @@ func (g *Gateway) admitBudget(_ context.Context, x *exchange) error {
 	}
 	return nil
 }
+
+// legacyDefaultMaxTokens is /v1/completions' max_tokens when the client
+// gives none (OpenAI's and vLLM's default).
+const legacyDefaultMaxTokens = 16
 
 // budgetRefused maps a ledger refusal to the client's 429.
 func (g *Gateway) budgetRefused(err error) error {

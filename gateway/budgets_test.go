@@ -371,6 +371,14 @@ func TestBudgetFailClosed(t *testing.T) {
 			}
 			if closed {
 				check(503, "stale: the store could not be read for 3 refresh intervals")
+				rec := httptest.NewRecorder()
+				e.gw.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+				for _, m := range []string{"llmflow_budget_stale 1", `llmflow_budget_refusals_total{reason="budget_stale"} 1`,
+					`llmflow_budget_refreshes_total{outcome="failed"} 3`, `llmflow_denied_total{reason="budget_stale"} 1`} {
+					if !strings.Contains(rec.Body.String(), m+"\n") {
+						t.Errorf("metrics lack %q", m)
+					}
+				}
 			} else {
 				check(200, "")
 			}
@@ -608,4 +616,142 @@ func TestBudgetStepAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, step); n != 0 {
 		t.Errorf("%v allocations per request in the budget step", n)
 	}
+}
+
+// fakeAlerts records soft-limit crossings.
+type fakeAlerts struct {
+	mu  sync.Mutex
+	got []budgets.Crossing
+	ch  chan struct{}
+}
+
+func (f *fakeAlerts) SoftLimitCrossed(_ context.Context, c budgets.Crossing) {
+	f.mu.Lock()
+	f.got = append(f.got, c)
+	f.mu.Unlock()
+	f.ch <- struct{}{}
+}
+
+// TestSoftLimitCrossedOnce: Options.Alerts hears of a budget crossing its
+// soft limit once in the period, with the figures of the crossing.
+func TestSoftLimitCrossedOnce(t *testing.T) {
+	up := newRecordingUpstream(t, nil) // 10 prompt + 5 completion tokens: 6e-5 GPU-hours
+	al := &fakeAlerts{ch: make(chan struct{}, 16)}
+	e, _ := budgetEnv(t, []string{up.srv.URL}, "", func(o *Options) { o.Alerts = al })
+	putBudget(t, e, `{"kind":"team","name":"lab-nlp","period":"day","max_cost":1,"soft_limit":0.0001}`)
+	for range 5 {
+		resp := e.post(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+		resp.Body.Close()
+	}
+	<-al.ch
+	if err := e.gw.refreshBudgets(t.Context()); err != nil { // a refresh does not alert again
+		t.Fatal(err)
+	}
+	e.srv.Close()
+	al.mu.Lock()
+	defer al.mu.Unlock()
+	if len(al.got) != 1 {
+		t.Fatalf("%d crossings, want 1: %+v", len(al.got), al.got)
+	}
+	c := al.got[0]
+	day := budgets.Day.Start(time.Now())
+	if c.BudgetID != "team/lab-nlp/" || c.Kind != budgets.KindTeam || c.Period != budgets.Day || !c.PeriodStart.Equal(day) ||
+		c.SoftLimit != 0.0001 || c.Limit != 1 || c.Spent < 0.0001 || c.Spent > 0.00013 || c.At.IsZero() {
+		t.Fatalf("crossing %+v", c)
+	}
+}
+
+// TestBudgetOutputLimitUpstream: under a budget, the engine always gets an
+// output limit the hold covers: the model's max_output_tokens when the
+// client gives none, the lowered one in the client's own field, and the
+// client's own limit untouched when the budget pays for it.
+func TestBudgetOutputLimitUpstream(t *testing.T) {
+	up := newRecordingUpstream(t, nil)
+	e, _ := budgetEnv(t, []string{up.srv.URL}, "")
+	// 1 GPU-hour per million prompt tokens, 10 per million output tokens:
+	// a 0.001 budget pays for at most 96 output tokens after the prompt
+	// hold (37 bytes), fewer as the requests before spend it.
+	putBudget(t, e, `{"kind":"team","name":"lab-nlp","period":"day","max_cost":0.001}`)
+	msgs := `"messages":[{"role":"user","content":"hi"}]`
+	for _, tc := range []struct {
+		body, field string
+		want        float64 // 0: the client's field untouched
+		header      bool
+	}{
+		{`{"model":"m",` + msgs + `,"max_tokens":10}`, "max_tokens", 10, false},
+		{`{"model":"m",` + msgs + `,"max_tokens":500}`, "max_tokens", 96, true},
+		{`{"model":"m",` + msgs + `,"max_tokens":500,"max_completion_tokens":400}`, "max_completion_tokens", 96, true},
+		{`{"model":"m",` + msgs + `}`, "max_tokens", 96, true},
+	} {
+		resp := e.post(t, "/v1/chat/completions", tc.body)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || (resp.Header.Get(outputHeader) != "") != tc.header {
+			t.Fatalf("%s: %d header %q", tc.body, resp.StatusCode, resp.Header.Get(outputHeader))
+		}
+		got := up.requests()
+		var sent map[string]any
+		json.Unmarshal(got[len(got)-1].body, &sent)
+		v, _ := sent[tc.field].(float64)
+		if tc.header {
+			h, _ := strconv.ParseFloat(resp.Header.Get(outputHeader), 64)
+			if v != h || v < tc.want-20 || v > tc.want {
+				t.Errorf("%s: upstream %s = %v, header %v, want at most %v (what is left pays for)", tc.body, tc.field, v, h, tc.want)
+			}
+		} else if v != tc.want {
+			t.Errorf("%s: upstream %s = %v, want %v", tc.body, tc.field, v, tc.want)
+		}
+		if tc.field == "max_completion_tokens" && sent["max_tokens"] != nil {
+			t.Errorf("%s: both fields sent upstream: %v", tc.body, sent)
+		}
+	}
+}
+
+// BenchmarkBudgetStep is the budget step's own cost per request (admit and
+// release) with budgets on every scope and limits on the key, and its
+// parallel contention on one key and its budgets.
+//
+//	go test -run '^$' -bench BudgetStep ./gateway
+func BenchmarkBudgetStep(b *testing.B) {
+	up := newRecordingUpstream(b, nil)
+	e, db := budgetEnv(b, []string{up.srv.URL}, "")
+	id := e.dbKeyID(b, db)
+	for _, bu := range []string{
+		`{"kind":"org","name":"etabA","period":"month","max_cost":1e6}`,
+		`{"kind":"team","name":"lab-nlp","period":"day","max_cost":1e6}`,
+		`{"kind":"team","name":"lab-nlp","model":"m","period":"week","max_cost":1e6}`,
+		`{"kind":"key","name":"` + id + `","period":"day","max_cost":1e6}`,
+	} {
+		putBudget(b, e, bu)
+	}
+	ck, err := e.gw.auth.authenticate(b.Context(), "Bearer "+e.key, "127.0.0.1:1", time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ck.key.RPM, ck.key.TPM, ck.key.MaxInFlight = 1e9, 1e9, 1e6
+	rq, _ := parseRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":16}`), 0)
+	b.Run("serial", func(b *testing.B) {
+		x := &exchange{key: &ck.key, ck: ck, org: "etabA", rt: e.gw.routes["m"], rq: rq, start: time.Now()}
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := e.gw.admitBudget(b.Context(), x); err != nil {
+				b.Fatal(err)
+			}
+			x.rec.GPUHours = 1e-9
+			e.gw.releaseBudget(x)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			x := &exchange{key: &ck.key, ck: ck, org: "etabA", rt: e.gw.routes["m"], rq: rq, start: time.Now()}
+			for pb.Next() {
+				if err := e.gw.admitBudget(b.Context(), x); err != nil {
+					b.Fatal(err)
+				}
+				x.rec.GPUHours = 1e-9
+				e.gw.releaseBudget(x)
+			}
+		})
+	})
 }

@@ -755,3 +755,36 @@ func BenchmarkBudgetStep(b *testing.B) {
 		})
 	})
 }
+
+// FuzzTagHeader: whatever the header holds, admitTags either refuses it
+// with a 400 or keeps the key's tags and at most MaxRequestTags allowed,
+// distinct ones.
+func FuzzTagHeader(f *testing.F) {
+	for _, s := range []string{"", "a", "a, b", "a,,b", "zz", "a,b,c,d,e,f,g,h,i", " a ,a", "\x00", "a,\u00e9"} {
+		f.Add(s)
+	}
+	g := &Gateway{bud: &budgetState{header: "X-Tags", tags: map[string]bool{"a": true, "b": true, "c": true, "d": true, "e": true, "f": true, "g": true, "h": true, "i": true}}}
+	f.Fuzz(func(t *testing.T, h string) {
+		r := httptest.NewRequest("POST", "/", nil)
+		r.Header["X-Tags"] = []string{h}
+		x := &exchange{r: r, key: &llmflow.Key{Tags: []string{"k"}}}
+		err := g.admitTags(t.Context(), x)
+		if err != nil {
+			if llmflow.ErrorCode(err) != llmflow.EINVALID {
+				t.Fatalf("%q: %v", h, err)
+			}
+			return
+		}
+		tags := x.requestTags()
+		if len(tags) == 0 || tags[0] != "k" || len(tags) > 1+8 {
+			t.Fatalf("%q: tags %q", h, tags)
+		}
+		seen := map[string]bool{}
+		for _, tg := range tags[1:] {
+			if !g.bud.tags[tg] || seen[tg] {
+				t.Fatalf("%q: tag %q kept", h, tg)
+			}
+			seen[tg] = true
+		}
+	})
+}

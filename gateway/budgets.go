@@ -371,6 +371,9 @@ func (g *Gateway) admitBudget(_ context.Context, x *exchange) error {
 	}
 	r.Key, r.Limits, r.Start = kc.ks, limits, x.start
 	rq, rt := x.rq, x.rt
+	if rq.badOutput != "" && len(r.Slots) > 0 {
+		return invalid(rq.badOutput, "%s must be a positive integer", rq.badOutput)
+	}
 	promptUpper := min(int64(rq.promptBytes), rt.maxTokens) // a token is at least a byte
 	inPrice := max(rt.cost.InputPerMTok, rt.cost.CachedPerMTok)
 	r.PromptCost = float64(promptUpper) * inPrice / 1e6

@@ -705,6 +705,16 @@ func TestBudgetOutputLimitUpstream(t *testing.T) {
 			t.Errorf("%s: both fields sent upstream: %v", tc.body, sent)
 		}
 	}
+	// A limit the gateway cannot bound the engine by is a 400 under a
+	// budget (the engine might read 10.0 as 10, or not at all).
+	for _, bad := range []string{`"max_tokens":10.0`, `"max_tokens":0`, `"max_completion_tokens":"5"`, `"max_tokens":-1`, `"max_tokens":1e3`} {
+		resp := e.post(t, "/v1/chat/completions", `{"model":"m",`+msgs+`,`+bad+`}`)
+		var eb errorBody
+		decodeJSON(t, resp, &eb)
+		if resp.StatusCode != 400 || eb.Error.Param == nil || !strings.Contains(bad, *eb.Error.Param) {
+			t.Errorf("%s: %d %+v, want 400 naming the field", bad, resp.StatusCode, eb)
+		}
+	}
 }
 
 // BenchmarkBudgetStep is the budget step's own cost per request (admit and

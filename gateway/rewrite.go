@@ -36,6 +36,10 @@ type clientRequest struct {
 	// completionField: the client named max_completion_tokens, which an
 	// output limit the gateway sets replaces.
 	completionField bool
+	// badOutput names the output limit field the client set to something
+	// other than a positive integer ("" = none): under a budget that is a
+	// 400, since the gateway could not bound the engine by it.
+	badOutput string
 }
 
 func invalid(param, format string, args ...any) error {
@@ -117,8 +121,13 @@ func parseRequest(body []byte, ep engine.Endpoint) (*clientRequest, error) {
 	}
 	if raw := rq.get("max_completion_tokens"); raw != nil && string(raw) != "null" {
 		rq.maxOutput, rq.completionField = positiveInt(raw), true
-	} else if raw := rq.get("max_tokens"); raw != nil {
-		rq.maxOutput = positiveInt(raw)
+		if rq.maxOutput == 0 {
+			rq.badOutput = "max_completion_tokens"
+		}
+	} else if raw := rq.get("max_tokens"); raw != nil && string(raw) != "null" {
+		if rq.maxOutput = positiveInt(raw); rq.maxOutput == 0 {
+			rq.badOutput = "max_tokens"
+		}
 	}
 	return rq, nil
 }

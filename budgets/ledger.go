@@ -543,7 +543,7 @@ func (m *Mem) Apply(bs []Budget, incs []Increase, now time.Time) *Table {
 			extra[in.Scope] += in.Amount
 		}
 	}
-	t := &Table{gen: m.gen.Add(1), slots: make(map[Scope]*Slot, len(bs))}
+	t := &Table{gen: m.gen.Add(1), slots: make(map[Scope]*Slot, len(bs)), byName: make(map[kindName][]chainEntry, len(bs))}
 	m.mu.Lock()
 	for _, b := range bs {
 		s := m.slots[b.Scope]
@@ -575,6 +575,10 @@ func (m *Mem) Apply(bs []Budget, incs []Increase, now time.Time) *Table {
 		s.soft.Store(units(b.SoftLimit))
 		s.active.Store(true)
 		s.mu.Unlock()
+		if t.slots[b.Scope] == nil {
+			kn := kindName{b.Kind, b.Name}
+			t.byName[kn] = append(t.byName[kn], chainEntry{slot: s, model: b.Model})
+		}
 		t.slots[b.Scope] = s
 		t.budgets = append(t.budgets, b)
 	}

@@ -5,7 +5,13 @@ package budgets
 type Table struct {
 	gen     uint64
 	slots   map[Scope]*Slot
+	byName  map[kindName][]chainEntry // every model's budgets of one scope
 	budgets []Budget
+}
+
+type kindName struct {
+	kind Kind
+	name string
 }
 
 // Gen identifies the table: a Chain built from another Gen is stale.
@@ -39,13 +45,8 @@ func (t *Table) Chain(org, team, project, keyID string, tags []string) *Chain {
 		return c
 	}
 	add := func(k Kind, name string) {
-		if name == "" {
-			return
-		}
-		for sc, s := range t.slots {
-			if sc.Kind == k && sc.Name == name {
-				c.entries = append(c.entries, chainEntry{slot: s, model: sc.Model})
-			}
+		if name != "" {
+			c.entries = append(c.entries, t.byName[kindName{k, name}]...)
 		}
 	}
 	add(KindOrg, org)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -65,7 +66,8 @@ type budgetState struct {
 	tags   map[string]bool // allowed header tags
 	header string          // the allow-listed tag header; "" = none
 
-	refreshMu sync.Mutex // one refresh at a time
+	every     time.Duration // store.budget_refresh_interval
+	refreshMu sync.Mutex    // one refresh at a time
 	failures  atomic.Int32
 	loaded    atomic.Bool
 	stale     atomic.Bool
@@ -89,7 +91,8 @@ const (
 )
 
 func newBudgetState(o Options, cfg *config.Config, reg prometheus.Registerer) *budgetState {
-	b := &budgetState{store: o.Budgets, slurm: o.SlurmBudgets, alerts: o.Alerts, header: cfg.Tags.Header}
+	b := &budgetState{store: o.Budgets, slurm: o.SlurmBudgets, alerts: o.Alerts, header: cfg.Tags.Header,
+		every: cmp.Or(cfg.Store.BudgetRefresh, config.DefaultBudgetRefresh)}
 	b.mem = budgets.NewMem(cfg.Limits.MaxRequestDuration)
 	b.ledger = b.mem
 	if o.Ledger != nil {
@@ -213,18 +216,30 @@ func (g *Gateway) budgetLoop(ctx context.Context) {
 	if !g.bud.enabled() {
 		return
 	}
-	t := time.NewTicker(g.cfg.Store.BudgetRefresh)
+	every := g.bud.every
+	t := time.NewTicker(every)
 	defer t.Stop()
+	// Periods end at UTC midnight: refresh then too, so a new day, week or
+	// month starts from its own spend at once.
+	midnight := time.NewTimer(untilMidnight(g.now()))
+	defer midnight.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			rctx, cancel := context.WithTimeout(ctx, g.cfg.Store.BudgetRefresh)
-			g.refreshBudgets(rctx)
-			cancel()
+		case <-midnight.C:
+			midnight.Reset(untilMidnight(g.now()))
 		}
+		rctx, cancel := context.WithTimeout(ctx, every)
+		g.refreshBudgets(rctx)
+		cancel()
 	}
+}
+
+// untilMidnight is the time from now to just after the next UTC midnight.
+func untilMidnight(now time.Time) time.Duration {
+	return budgets.Day.End(budgets.Day.Start(now)).Sub(now) + 10*time.Millisecond
 }
 
 // health is what /healthz says of budgets: "ok", "off" (no store),
@@ -345,11 +360,11 @@ func (g *Gateway) admitBudget(_ context.Context, x *exchange) error {
 	if b.enabled() && g.cfg.Store.FailClosed {
 		if b.stale.Load() {
 			b.refused.WithLabelValues(reasonStale).Inc()
-			return withRetryAfter(errBudgetStale, g.cfg.Store.BudgetRefresh)
+			return withRetryAfter(errBudgetStale, b.every)
 		}
 		if !b.loaded.Load() {
 			b.refused.WithLabelValues(reasonStale).Inc()
-			return withRetryAfter(errBudgetLoading, g.cfg.Store.BudgetRefresh)
+			return withRetryAfter(errBudgetLoading, b.every)
 		}
 	}
 	k := x.key
@@ -475,7 +490,7 @@ func (g *Gateway) startBudgets(ctx context.Context) {
 	if !b.enabled() {
 		return
 	}
-	rctx, cancel := context.WithTimeout(ctx, max(g.cfg.Store.BudgetRefresh, 5*time.Second))
+	rctx, cancel := context.WithTimeout(ctx, max(b.every, 5*time.Second))
 	defer cancel()
 	g.refreshBudgets(rctx)
 }

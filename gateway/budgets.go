@@ -481,9 +481,10 @@ func (g *Gateway) setBudgetHeaders(w http.ResponseWriter, x *exchange) {
 // the first request, and wires soft-limit crossings to the alert sink.
 func (g *Gateway) startBudgets(ctx context.Context) {
 	b := g.bud
-	if b.alerts != nil {
-		b.mem.OnCrossing = func(c budgets.Crossing) {
-			g.log.Info("budget soft limit reached", "budget", c.BudgetID, "period_start", c.PeriodStart, "spent", c.Spent, "soft_limit", c.SoftLimit)
+	b.mem.OnCrossing = func(c budgets.Crossing) {
+		g.log.Warn("budget soft limit reached", "budget", c.BudgetID, "period", c.Period, "period_start", c.PeriodStart,
+			"spent", c.Spent, "soft_limit", c.SoftLimit, "limit", c.Limit)
+		if b.alerts != nil {
 			go b.alerts.SoftLimitCrossed(context.WithoutCancel(ctx), c)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -190,7 +191,8 @@ type budgetRow struct {
 func writeBudgetTable(w io.Writer, rows []budgetRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIND\tNAME\tMODEL\tPERIOD\tSOURCE\tLIMIT\tINCREASE\tSOFT\tSPENT\tHELD\tREMAINING")
-	num := func(f float64) string { return strconv.FormatFloat(f, 'f', 4, 64) }
+	// GPU-hours to the nano GPU-hour the gateway counts in, no trailing zeros
+	num := func(f float64) string { return strconv.FormatFloat(math.Round(f*1e9)/1e9, 'f', -1, 64) }
 	for _, r := range rows {
 		model := r.Model
 		if model == "" {

@@ -171,7 +171,7 @@ func (g *Gateway) putBudget(w http.ResponseWriter, r *http.Request, p Principal)
 // answerBudget puts the budgets in force again and answers with the one
 // on sc.
 func (g *Gateway) answerBudget(w http.ResponseWriter, r *http.Request, sc budgets.Scope, status int) error {
-	if err := g.refreshBudgets(r.Context()); err != nil {
+	if err := g.refreshNow(r); err != nil {
 		return &llmflow.Error{Code: llmflow.EUNAVAILABLE, Message: "saved, but the budgets could not be read back; they apply at the next refresh", Err: err}
 	}
 	for _, s := range g.bud.mem.Table().Status() {
@@ -205,7 +205,7 @@ func (g *Gateway) deleteBudget(w http.ResponseWriter, r *http.Request, p Princip
 		return err
 	}
 	g.log.Info("budget deleted", "budget", budgets.ID(sc), "by", p.Name)
-	if err := g.refreshBudgets(r.Context()); err != nil {
+	if err := g.refreshNow(r); err != nil {
 		return &llmflow.Error{Code: llmflow.EUNAVAILABLE, Message: "deleted, but the budgets could not be read back; the change applies at the next refresh", Err: err}
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"deleted": true, "kind": sc.Kind, "name": sc.Name, "model": sc.Model})
@@ -328,4 +328,13 @@ func (g *Gateway) answerKey(w http.ResponseWriter, r *http.Request, id string) e
 		return fmt.Errorf("read key back: %w", err)
 	}
 	return writeJSON(w, http.StatusOK, viewOf(k))
+}
+
+// refreshNow puts the budgets in force again after an admin change. The
+// admin client leaving must not cut the read short: a cancelled read would
+// count as a failed refresh toward the fail-closed state.
+func (g *Gateway) refreshNow(r *http.Request) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), max(g.bud.every, 5*time.Second))
+	defer cancel()
+	return g.refreshBudgets(ctx)
 }

@@ -136,20 +136,19 @@ type Slot struct {
 	held   atomic.Int64
 	spent  atomic.Int64
 
-	mu       sync.Mutex
-	created  time.Time
-	period   Period
-	start    time.Time // of the period in force
-	base     Budget
-	maxCost  float64
-	incr     float64
-	ring     []hourAmount // this gateway's charges per hour, recent hours
-	local    int64        // this gateway's charges in the period
-	stored   int64        // the store's spend of the period at the last refresh
-	origin   int64        // the store's spend before this gateway counted the period
-	hasBase  bool
-	alerted  time.Time
-	refreshd bool
+	mu      sync.Mutex
+	created time.Time
+	period  Period
+	start   time.Time // of the period in force
+	base    Budget
+	maxCost float64
+	incr    float64
+	ring    []hourAmount // this gateway's charges per hour, recent hours
+	local   int64        // this gateway's charges in the period
+	stored  int64        // the store's spend of the period at the last refresh
+	origin  int64        // the store's spend before this gateway counted the period
+	hasBase bool
+	alerted time.Time
 }
 
 type hourAmount struct {
@@ -255,10 +254,9 @@ type Mem struct {
 }
 
 // NewMem returns an empty ledger. recent is how far back this gateway
-// keeps its own charges per hour beside the store's (at least the longest
-// a request may run, plus an hour): within it, a budget's spend per hour
-// is the larger of the store's and this gateway's, so a charge not yet
-// written to the store still counts.
+// keeps its own charges per hour (at least the longest a request may run,
+// plus an hour): when a budget's period changes (a new day, or another
+// period kind), its charges of the new period are counted from them.
 func NewMem(recent time.Duration) *Mem {
 	h := max(int64((recent+time.Hour-1)/time.Hour)+1, 2)
 	m := &Mem{recentHours: h, slots: make(map[Scope]*Slot)}
@@ -266,8 +264,8 @@ func NewMem(recent time.Duration) *Mem {
 	return m
 }
 
-// RecentFrom is the start of the recent hours at now: the store's spend
-// is read per hour from there, as one sum before it.
+// RecentFrom is the start of the recent hours at now: stores report the
+// spend per hour from there (StoredSpend.Hours), as one sum before it.
 func (m *Mem) RecentFrom(now time.Time) time.Time {
 	h := now.UTC().Truncate(time.Hour)
 	return h.Add(-time.Duration(m.recentHours-1) * time.Hour)
@@ -440,7 +438,6 @@ func (m *Mem) Settle(now time.Time, r *Request, cost float64, tokens int64) {
 // reports a soft-limit crossing.
 func (s *Slot) charge(hour, c, h int64, now time.Time) (Crossing, bool) {
 	s.mu.Lock()
-	before := s.spent.Load()
 	if s.start.IsZero() || hour >= s.start.Unix() {
 		i := (hour / 3600) % int64(len(s.ring))
 		if e := &s.ring[i]; e.hour == hour {
@@ -453,7 +450,7 @@ func (s *Slot) charge(hour, c, h int64, now time.Time) (Crossing, bool) {
 	after := s.settleSpent()
 	s.used.Add(-h)
 	s.held.Add(-h)
-	x, ok := s.crossed(before, after, now)
+	x, ok := s.crossed(after, now)
 	s.mu.Unlock()
 	return x, ok
 }
@@ -467,14 +464,13 @@ func (s *Slot) settleSpent() int64 {
 	return v
 }
 
-// crossed reports a crossing of the soft limit from before to after, once
+// crossed reports the spend after a change reaching the soft limit, once
 // per period. s.mu is held.
-func (s *Slot) crossed(before, after int64, now time.Time) (Crossing, bool) {
+func (s *Slot) crossed(after int64, now time.Time) (Crossing, bool) {
 	soft := s.soft.Load()
 	if soft <= 0 || after < soft || !s.active.Load() || s.alerted.Equal(s.start) {
 		return Crossing{}, false
 	}
-	_ = before
 	s.alerted = s.start
 	return Crossing{
 		BudgetID: ID(s.scope), Kind: s.scope.Kind, Name: s.scope.Name, Model: s.scope.Model,
@@ -523,10 +519,8 @@ func (m *Mem) Refresh(sc Scope, periodStart time.Time, st StoredSpend, now time.
 		s.origin, s.hasBase = total, true
 	}
 	s.stored = total
-	before := s.spent.Load()
 	after := s.settleSpent()
-	s.refreshd = true
-	x, ok := s.crossed(before, after, now)
+	x, ok := s.crossed(after, now)
 	s.mu.Unlock()
 	if ok && m.OnCrossing != nil {
 		m.OnCrossing(x)

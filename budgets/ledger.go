@@ -199,29 +199,22 @@ func (k *KeyState) InFlight() int64 { return k.inflight.Load() }
 // sum returns what the window holds at second now, and how long until it
 // holds at most limit-need (the Retry-After of a refusal).
 func sum(w *[windowSecs]bucket, now, need, limit int64) (total int64, wait time.Duration) {
-	var live [windowSecs]bucket
-	n := 0
-	for _, b := range w {
-		if b.n != 0 && b.sec > now-windowSecs && b.sec <= now {
+	for i := range w {
+		if b := &w[i]; b.n != 0 && b.sec > now-windowSecs && b.sec <= now {
 			total += b.n
-			live[n] = b
-			n++
 		}
 	}
 	if total+need <= limit {
 		return total, 0
 	}
-	// Oldest first: how long until enough has left the window.
-	for i := 1; i < n; i++ {
-		for j := i; j > 0 && live[j].sec < live[j-1].sec; j-- {
-			live[j], live[j-1] = live[j-1], live[j]
-		}
-	}
+	// Refused: walk the seconds oldest first until enough has left.
 	left := total
-	for _, b := range live[:n] {
-		left -= b.n
-		if left+need <= limit {
-			return total, time.Duration(b.sec+windowSecs-now) * time.Second
+	for sec := now - windowSecs + 1; sec <= now; sec++ {
+		if b := &w[sec%windowSecs]; b.sec == sec {
+			left -= b.n
+			if left+need <= limit {
+				return total, time.Duration(sec+windowSecs-now) * time.Second
+			}
 		}
 	}
 	return total, windowSecs * time.Second
@@ -427,8 +420,8 @@ func (m *Mem) Settle(now time.Time, r *Request, cost float64, tokens int64) {
 	c := units(cost)
 	hour := r.Start.UTC().Truncate(time.Hour).Unix()
 	for _, s := range r.Slots {
-		if x, ok := s.charge(hour, c, r.held, now); ok && m.OnCrossing != nil {
-			m.OnCrossing(x)
+		if x := s.charge(hour, c, r.held, now); x != nil && m.OnCrossing != nil {
+			m.OnCrossing(*x)
 		}
 	}
 	r.held = 0
@@ -436,7 +429,7 @@ func (m *Mem) Settle(now time.Time, r *Request, cost float64, tokens int64) {
 
 // charge replaces a hold of h units by a charge of c units to hour, and
 // reports a soft-limit crossing.
-func (s *Slot) charge(hour, c, h int64, now time.Time) (Crossing, bool) {
+func (s *Slot) charge(hour, c, h int64, now time.Time) *Crossing {
 	s.mu.Lock()
 	if s.start.IsZero() || hour >= s.start.Unix() {
 		i := (hour / 3600) % int64(len(s.ring))
@@ -450,9 +443,9 @@ func (s *Slot) charge(hour, c, h int64, now time.Time) (Crossing, bool) {
 	after := s.settleSpent()
 	s.used.Add(-h)
 	s.held.Add(-h)
-	x, ok := s.crossed(after, now)
+	x := s.crossed(after, now)
 	s.mu.Unlock()
-	return x, ok
+	return x
 }
 
 // settleSpent sets spent to max(stored, base + local), moving used by the
@@ -466,17 +459,17 @@ func (s *Slot) settleSpent() int64 {
 
 // crossed reports the spend after a change reaching the soft limit, once
 // per period. s.mu is held.
-func (s *Slot) crossed(after int64, now time.Time) (Crossing, bool) {
+func (s *Slot) crossed(after int64, now time.Time) *Crossing {
 	soft := s.soft.Load()
 	if soft <= 0 || after < soft || !s.active.Load() || s.alerted.Equal(s.start) {
-		return Crossing{}, false
+		return nil
 	}
 	s.alerted = s.start
-	return Crossing{
+	return &Crossing{
 		BudgetID: ID(s.scope), Kind: s.scope.Kind, Name: s.scope.Name, Model: s.scope.Model,
 		Period: s.period, PeriodStart: s.start, Limit: gpuHours(s.limit.Load()), SoftLimit: s.base.SoftLimit,
 		Spent: gpuHours(after), At: now.UTC(),
-	}, true
+	}
 }
 
 // StoredSpend is a budget's spend as the store has it: Older, the
@@ -520,10 +513,10 @@ func (m *Mem) Refresh(sc Scope, periodStart time.Time, st StoredSpend, now time.
 	}
 	s.stored = total
 	after := s.settleSpent()
-	x, ok := s.crossed(after, now)
+	x := s.crossed(after, now)
 	s.mu.Unlock()
-	if ok && m.OnCrossing != nil {
-		m.OnCrossing(x)
+	if x != nil && m.OnCrossing != nil {
+		m.OnCrossing(*x)
 	}
 }
 

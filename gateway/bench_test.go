@@ -224,7 +224,7 @@ limits { auth_failures_per_minute = 0 }
 	// falls under a budget on every scope.
 	accts := append(cfg.Accounts(), llmflow.Account{Name: "proj", Kind: llmflow.KindProject, Parent: "t", Shares: 1})
 	opts := gateway.Options{Config: cfg, Keys: e.db, Records: e.db, Accounts: accts}
-	budgetsOn := os.Getenv("LLMFLOW_BENCH_BUDGETS") != "off"
+	budgetsOn := os.Getenv("LLMFLOW_BENCH_BUDGETS") == ""
 	if budgetsOn {
 		opts.Budgets = e.db
 	}
@@ -237,8 +237,11 @@ limits { auth_failures_per_minute = 0 }
 	}
 	admin := gateway.Principal{Name: "bench", Role: gateway.RoleProxyAdmin}
 	req := gateway.KeyRequest{Team: "t", Name: "bench"}
-	if budgetsOn {
-		// budgets on every scope (and one per model), limits on the key
+	switch os.Getenv("LLMFLOW_BENCH_BUDGETS") {
+	case "off": // the key as before budgets: no project, no tag
+	case "key-only": // the same key as with budgets, without budgets or limits
+		req.Project, req.Tags = "proj", []string{"bench"}
+	default: // budgets on every scope (and one per model), limits on the key
 		req.Project, req.Tags = "proj", []string{"bench"}
 		req.RPM, req.TPM, req.MaxInFlight = 1_000_000_000, 1_000_000_000, 1000
 	}

@@ -448,7 +448,11 @@ func (g *Gateway) releaseBudget(x *exchange) {
 		return
 	}
 	x.bud.reserved = false
-	g.bud.ledger.Settle(g.now(), &x.bud.req, x.rec.GPUHours, x.rec.PromptTokens+x.rec.CompletionTokens)
+	at := x.end // set by finish; zero when a later admission step refused
+	if at.IsZero() {
+		at = g.now()
+	}
+	g.bud.ledger.Settle(at, &x.bud.req, x.rec.GPUHours, x.rec.PromptTokens+x.rec.CompletionTokens)
 }
 
 // chain returns the key's budget chain for table t, computing it once per

@@ -2,6 +2,7 @@ package budgets
 
 import (
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -268,5 +269,50 @@ func TestKeyLimits(t *testing.T) {
 	m.Settle(t0.Add(61*time.Second), d, 0, 5) // used 5, not 75
 	if err := m.Reserve(t0.Add(62*time.Second), &Request{Key: k, Limits: KeyLimits{TPM: 100}, Tokens: 20}); err != nil {
 		t.Fatalf("after reconcile: %v", err)
+	}
+}
+
+// TestWindowModel checks the running-total window against a brute-force
+// count of the events of the last 60 seconds, over random times (steps of
+// 0 to 90 s, and a clock going back).
+func TestWindowModel(t *testing.T) {
+	type ev struct{ sec, n int64 }
+	rng := rand.New(rand.NewPCG(1, 2))
+	var w window
+	var evs []ev
+	now := int64(1_000_000)
+	for i := range 20000 {
+		switch r := rng.IntN(20); {
+		case r == 0:
+			now += int64(rng.IntN(90))
+		case r < 8:
+			now++
+		case r == 8:
+			now -= 3 // a clock going back: the window stays where it is
+		}
+		w.advance(now)
+		at := w.last
+		n := int64(1 + rng.IntN(5))
+		w.add(at, n)
+		evs = append(evs, ev{at, n})
+		var want int64
+		kept := evs[:0]
+		for _, e := range evs {
+			if e.sec > w.last-windowSecs {
+				kept = append(kept, e)
+			}
+		}
+		evs = kept
+		for _, e := range evs {
+			if e.sec > w.last-windowSecs && e.sec <= w.last {
+				want += e.n
+			}
+		}
+		if w.total != want {
+			t.Fatalf("step %d at %d: total %d, want %d", i, w.last, w.total, want)
+		}
+		if wait := w.wait(now, 1, want); wait == 0 || wait > windowSecs*time.Second {
+			t.Fatalf("step %d: wait %v for a full window", i, wait)
+		}
 	}
 }

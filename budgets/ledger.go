@@ -126,17 +126,18 @@ func (e *Refusal) Unwrap() error {
 // not its records are written yet (stored − base ≤ local); records of
 // another source (a restart's spool, another replica) raise stored.
 type Slot struct {
-	scope Scope
-	id    string
-
-	active atomic.Bool
+	// What a request touches, together: admissions read limit and used
+	// and take with used and held; settles move used, held and spent.
 	limit  atomic.Int64 // effective limit, units
-	soft   atomic.Int64 // units; 0 = none
 	used   atomic.Int64 // spent + held: the one word admissions check
 	held   atomic.Int64
 	spent  atomic.Int64
+	soft   atomic.Int64 // units; 0 = none
+	active atomic.Bool
 
 	mu      sync.Mutex
+	scope   Scope
+	id      string
 	created time.Time
 	period  Period
 	start   time.Time // of the period in force
@@ -182,11 +183,21 @@ func (s *Slot) untake(h int64) {
 type KeyState struct {
 	inflight atomic.Int64
 	mu       sync.Mutex
-	reqs     [windowSecs]bucket
-	toks     [windowSecs]bucket
+	reqs     window
+	toks     window
 }
 
 const windowSecs = 60
+
+// window is a sliding 60 s window of 1 s buckets with a running total:
+// an admission touches the total and one bucket (the seconds that left
+// the window since the last one are taken out as time advances), not the
+// 60 buckets, which would be 15 cache lines per window per request.
+type window struct {
+	total   int64
+	last    int64 // the second the window was advanced to
+	buckets [windowSecs]bucket
+}
 
 type bucket struct {
 	sec int64
@@ -196,36 +207,56 @@ type bucket struct {
 // InFlight returns the key's requests in flight.
 func (k *KeyState) InFlight() int64 { return k.inflight.Load() }
 
-// sum returns what the window holds at second now, and how long until it
-// holds at most limit-need (the Retry-After of a refusal).
-func sum(w *[windowSecs]bucket, now, need, limit int64) (total int64, wait time.Duration) {
-	for i := range w {
-		if b := &w[i]; b.n != 0 && b.sec > now-windowSecs && b.sec <= now {
-			total += b.n
-		}
+// advance moves the window to second now, taking out the buckets that
+// left it. A clock going back leaves the window where it is.
+func (w *window) advance(now int64) {
+	if now <= w.last {
+		return
 	}
-	if total+need <= limit {
-		return total, 0
-	}
-	// Refused: walk the seconds oldest first until enough has left.
-	left := total
-	for sec := now - windowSecs + 1; sec <= now; sec++ {
-		if b := &w[sec%windowSecs]; b.sec == sec {
-			left -= b.n
-			if left+need <= limit {
-				return total, time.Duration(sec+windowSecs-now) * time.Second
+	if now-w.last >= windowSecs {
+		w.buckets, w.total = [windowSecs]bucket{}, 0
+	} else {
+		for sec := w.last + 1; sec <= now; sec++ {
+			b := &w.buckets[sec%windowSecs]
+			if b.sec != sec {
+				w.total -= b.n // a second that left the window
+				*b = bucket{sec: sec}
 			}
 		}
 	}
-	return total, windowSecs * time.Second
+	w.last = now
 }
 
-func add(w *[windowSecs]bucket, sec, n int64) {
-	b := &w[sec%windowSecs]
-	if b.sec != sec {
+// wait reports how long until the window holds at most limit-need, at
+// second now (0: it does now): the Retry-After of a refusal.
+func (w *window) wait(now, need, limit int64) time.Duration {
+	w.advance(now)
+	if w.total+need <= limit {
+		return 0
+	}
+	left := w.total
+	for sec := w.last - windowSecs + 1; sec <= w.last; sec++ {
+		if b := &w.buckets[sec%windowSecs]; b.sec == sec {
+			left -= b.n
+			if left+need <= limit {
+				return time.Duration(sec+windowSecs-w.last) * time.Second
+			}
+		}
+	}
+	return windowSecs * time.Second
+}
+
+// add counts n at second sec, when that second is still in the window.
+func (w *window) add(sec, n int64) {
+	if sec <= w.last-windowSecs || sec > w.last {
+		return
+	}
+	b := &w.buckets[sec%windowSecs]
+	if b.sec != sec { // cleared by a long idle: its count is out of the total already
 		*b = bucket{sec: sec}
 	}
 	b.n += n
+	w.total += n
 }
 
 // Mem is the Ledger of one gateway: atomics per budget (one
@@ -311,19 +342,22 @@ func (m *Mem) window(now time.Time, r *Request) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if lim := int64(r.Limits.RPM); lim > 0 {
-		if _, wait := sum(&k.reqs, sec, 1, lim); wait > 0 {
+		if wait := k.reqs.wait(sec, 1, lim); wait > 0 {
 			return &Refusal{Reason: "rpm", RetryAfter: wait,
 				Message: fmt.Sprintf("the key's limit of %d requests per minute is reached", lim)}
 		}
 	}
 	if lim := int64(r.Limits.TPM); lim > 0 {
-		if _, wait := sum(&k.toks, sec, min(r.Tokens, lim), lim); wait > 0 {
+		if wait := k.toks.wait(sec, min(r.Tokens, lim), lim); wait > 0 {
 			return &Refusal{Reason: "tpm", RetryAfter: wait,
 				Message: fmt.Sprintf("the key's limit of %d tokens per minute is reached", lim)}
 		}
 	}
-	add(&k.reqs, sec, 1)
-	add(&k.toks, sec, r.Tokens)
+	k.reqs.advance(sec)
+	k.toks.advance(sec)
+	sec = k.reqs.last // a clock gone back counts in the latest second
+	k.reqs.add(sec, 1)
+	k.toks.add(sec, r.Tokens)
 	r.sec, r.window = sec, true
 	return nil
 }
@@ -388,8 +422,8 @@ func (m *Mem) undo(r *Request) {
 	if r.window {
 		k := r.Key
 		k.mu.Lock()
-		add(&k.reqs, r.sec, -1)
-		add(&k.toks, r.sec, -r.Tokens)
+		k.reqs.add(r.sec, -1)
+		k.toks.add(r.sec, -r.Tokens)
 		k.mu.Unlock()
 		r.window = false
 	}
@@ -404,9 +438,7 @@ func (m *Mem) Settle(now time.Time, r *Request, cost float64, tokens int64) {
 	if r.window {
 		k := r.Key
 		k.mu.Lock()
-		if b := &k.toks[r.sec%windowSecs]; b.sec == r.sec {
-			b.n += tokens - r.Tokens // reconcile; a bucket gone from the window stays gone
-		}
+		k.toks.add(r.sec, tokens-r.Tokens) // reconcile; a second gone from the window stays gone
 		k.mu.Unlock()
 		r.window = false
 	}

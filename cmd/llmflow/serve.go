@@ -87,6 +87,9 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	opts := gateway.Options{Config: cfg, Version: buildVersion(), Keys: db, Records: db, ShareUsage: db, Registry: reg, Log: log, SyncHistory: db,
 		Spend: db, Admin: db}
+	if bs, ok := db.(gateway.BudgetStore); ok { // both stores: cmd/llmflow/budgets.go
+		opts.Budgets = bs
+	}
 	var imp *slurmImport
 	if cfg.Slurm != nil {
 		if imp, err = newSlurmImport(ctx, cfg, db, log); err != nil {
@@ -94,6 +97,7 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 		}
 		defer imp.close()
 		opts.Accounts = imp.accounts
+		opts.SlurmBudgets = imp.budgets(cfg.Alerts.SoftLimitPercent)
 	}
 	// Soft budget limits enqueue alerts into alertOutbox (nil without an
 	// alerts block); the dispatcher delivers them.
@@ -102,7 +106,9 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 		return err
 	}
 	defer stopAlerts()
-	_ = alertOutbox // wired to the budgets with them
+	if alertOutbox != nil {
+		opts.Alerts = outboxSink{alertOutbox, log}
+	}
 	gw, err := gateway.New(opts)
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"mime"
 	"mime/quotedprintable"
 	"net"
+	"os"
 	"net/smtp"
 	"strings"
 	"time"
@@ -93,8 +94,13 @@ func (e *Email) Send(ctx context.Context, a Alert) error {
 	}
 	if err := e.send(ctx, a, password); err != nil {
 		msg := redact.String(err.Error(), password)
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			msg += " (" + ctx.Err().Error() + ")"
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			// the connection's deadline is ctx's: it can fire a moment
+			// before ctx reports its end
+			msg += " (deadline exceeded)"
 		}
 		return fmt.Errorf("smtp %s: %s", e.o.Server, msg)
 	}

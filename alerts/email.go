@@ -11,8 +11,8 @@ import (
 	"mime"
 	"mime/quotedprintable"
 	"net"
-	"os"
 	"net/smtp"
+	"os"
 	"strings"
 	"time"
 

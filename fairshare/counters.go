@@ -32,6 +32,9 @@ type Chain struct {
 	// Level is true for the accounts with a level of their own: not
 	// Fairshare=parent, not a user association. Only those are placed.
 	Level []bool
+	// Capped is true when an account of the chain caps its requests in
+	// flight (Slurm's GrpTRES, Node.GPULimit): Pool.Admit checks the caps.
+	Capped bool
 }
 
 // Placement is where Place puts a request.

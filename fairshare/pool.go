@@ -76,7 +76,13 @@ type Node struct {
 	// Partition is a user association's partition ("" for all): Slurm
 	// may have several associations of one user in one account.
 	Partition string
-	Children  []*Node
+	// GPULimit, when HasGPULimit, is Slurm's GrpTRES=gres/gpu=N of the
+	// account: at most floor(N / the pool's GPUs × C) of its subtree's
+	// requests are in flight at once (at least 1 when N > 0, at most C).
+	// A pool whose GPUs are unknown (0) enforces no such cap.
+	GPULimit    int64
+	HasGPULimit bool
+	Children    []*Node
 }
 
 // Path names a request's place in the tree: organisation, team, project
@@ -105,6 +111,9 @@ type UsageEntry struct {
 // Ticket is what Admit counted; pass it to Done exactly once.
 type Ticket struct {
 	Priority int // the priority to send to the engine
+	// Capped names the account whose in-flight cap (Node.GPULimit) the
+	// request would exceed: Admit then admitted nothing (Done is a no-op).
+	Capped string
 
 	chain    *Chain // in the tree the request was admitted in (immutable)
 	place    Placement
@@ -134,6 +143,7 @@ type pnode struct {
 	users     map[string]*pnode // user associations by user (partition "", else the first listed)
 	ordered   []*pnode          // children in input order, users included
 	slot      Slot              // the node's counters
+	cap       int64             // most requests of the subtree in flight (GrpTRES); -1: none
 	chain     Chain             // organisation … this node, for the counters
 	anc       []*pnode          // the same nodes
 }
@@ -168,6 +178,7 @@ type state struct {
 // SetTree, Snapshot, Usage and RestoreUsage serialise on a pool mutex.
 type Pool struct {
 	capacity int
+	gpus     int // the pool's GPUs, for the GrpTRES caps; 0: unknown, no cap
 	ctr      Counters
 
 	st atomic.Pointer[state]
@@ -184,9 +195,34 @@ func NewPool(capacity int, root *Node, halfLife time.Duration, now time.Time) *P
 
 // NewPoolWith is NewPool with the given counters, which decay the usage.
 func NewPoolWith(capacity int, root *Node, ctr Counters, now time.Time) *Pool {
-	p := &Pool{capacity: max(capacity, 0), ctr: ctr}
+	return NewPoolGPUs(capacity, 0, root, ctr, now)
+}
+
+// NewPoolGPUs is NewPoolWith for a pool of gpus GPUs, which turns the
+// accounts' GPU limits (Node.GPULimit) into caps on their requests in
+// flight; gpus ≤ 0: no cap.
+func NewPoolGPUs(capacity, gpus int, root *Node, ctr Counters, now time.Time) *Pool {
+	p := &Pool{capacity: max(capacity, 0), gpus: max(gpus, 0), ctr: ctr}
 	p.SetTree(root, now)
 	return p
+}
+
+// inFlightCap is the cap of an account with GPU limit gpus (GrpTRES) in a
+// pool of poolGPUs GPUs and capacity c: floor(gpus / poolGPUs × c), at
+// least 1 when gpus > 0, at most c; -1 (none) without a limit or without
+// the pool's GPUs. It is llmflow.GPULimits.InFlightCap's rule.
+func inFlightCap(has bool, gpus int64, poolGPUs, c int) int64 {
+	if !has || poolGPUs <= 0 || c <= 0 {
+		return -1
+	}
+	if gpus >= int64(poolGPUs) {
+		return int64(c)
+	}
+	n := int64(math.Floor(float64(gpus) / float64(poolGPUs) * float64(c)))
+	if n < 1 && gpus > 0 {
+		n = 1
+	}
+	return max(n, 0)
 }
 
 // Capacity is C.
@@ -223,7 +259,8 @@ func (p *Pool) SetTree(root *Node, now time.Time) {
 			return nil
 		}
 		pn := &pnode{id: len(t.nodes), name: n.Name, path: path, depth: depth, parent: parent,
-			user: n.User, partition: n.Partition, rawShares: n.Shares, useParent: n.UseParent}
+			user: n.User, partition: n.Partition, rawShares: n.Shares, useParent: n.UseParent,
+			cap: inFlightCap(n.HasGPULimit && !n.User, n.GPULimit, p.gpus, p.capacity)}
 		pn.slot = p.ctr.Bind(key)
 		t.byKey[key] = pn
 		t.nodes = append(t.nodes, pn)
@@ -286,8 +323,10 @@ func (p *Pool) SetTree(root *Node, now time.Time) {
 			copy(c.Res, n.parent.chain.Res)
 			copy(c.Level, n.parent.chain.Level)
 			copy(n.anc, n.parent.anc)
+			c.Capped = n.parent.chain.Capped
 		}
 		c.Slots[k-1], c.Res[k-1], c.Level[k-1] = n.slot, n.res, !n.useParent && !n.user
+		c.Capped = c.Capped || n.cap >= 0
 		n.anc[k-1] = n
 		n.chain = c
 	}
@@ -381,6 +420,20 @@ func (p *Pool) Admit(path Path, class int) Ticket {
 		c = &leaf.chain
 	}
 	pl := p.ctr.Admit(c)
+	if c.Capped {
+		// GrpTRES: counted in first, so that two requests racing for an
+		// account's last place cannot both pass; the one over gives its
+		// place back at once.
+		for i, n := range leaf.anc {
+			if n.cap < 0 {
+				continue
+			}
+			if in, _ := p.ctr.Counts(c.Slots[i]); in > n.cap {
+				p.ctr.Release(c, pl, 0, time.Time{})
+				return Ticket{Capped: n.name}
+			}
+		}
+	}
 	return Ticket{Priority: st.priority(leaf, pl, clampClass(class)), chain: c, place: pl, admitted: true}
 }
 

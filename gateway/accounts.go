@@ -110,7 +110,8 @@ func (v *accountView) tree() *fairshare.Node {
 		if a.Disabled || !ok {
 			continue // a disabled account takes its subtree out
 		}
-		n := &fairshare.Node{Name: a.Name, Shares: a.Shares, UseParent: a.UseParent, Children: userNodes(a.Users)}
+		n := &fairshare.Node{Name: a.Name, Shares: a.Shares, UseParent: a.UseParent, Children: userNodes(a.Users),
+			GPULimit: a.Limits.GPUs, HasGPULimit: a.Limits.HasGPUs}
 		parent.Children = append(parent.Children, n)
 		nodes[a.Name] = n
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/fairshare"
@@ -42,13 +43,16 @@ func (g *Gateway) admissionSteps() []step {
 		// budgets and per-key limits: one ledger call (budgets.Ledger)
 		{name: "budget", admit: g.admitBudget, release: g.releaseBudget, reason: reasonBudget},
 		{name: "queue", admit: g.admitQueue, release: g.releaseQueue, reason: reasonQueue},
-		{name: "fair_share", admit: g.admitFairShare, release: g.releaseFairShare, reason: reasonQueue},
+		{name: "fair_share", admit: g.admitFairShare, release: g.releaseFairShare, reason: reasonQueue, byCode: grpTRESByCode},
 	}
 }
 
 // authByCode are the denial reasons of a refused client key, by error
 // code, other than reasonAuth: the auth step's and Gateway.authenticate's.
 var authByCode = map[string]string{llmflow.ERATELIMIT: reasonAuthLimited}
+
+// grpTRESByCode: the fair_share step's 429 is an account's GrpTRES cap.
+var grpTRESByCode = map[string]string{llmflow.ERATELIMIT: reasonGrpTRES}
 
 // deniedReason is the llmflow_denied_total reason of err: byCode's for
 // err's code, else reason.
@@ -206,6 +210,14 @@ func (g *Gateway) releaseQueue(x *exchange) {
 // the tree has one, else at the account itself.
 func (g *Gateway) admitFairShare(_ context.Context, x *exchange) error {
 	x.ticket = x.rt.pool.fs.Admit(fairshare.Path{Org: x.org, Team: x.key.Team, Project: x.key.Project, User: x.key.Owner}, x.rt.class)
+	if x.ticket.Capped != "" {
+		// Slurm's GrpTRES=gres/gpu=N on an account: its requests in flight
+		// in this pool are capped (fairshare.Node.GPULimit); nothing taken
+		e := llmflow.Errorf(llmflow.ERATELIMIT, "account %s has as many requests in flight in pool %s as its Slurm GPU limit (GrpTRES gres/gpu) allows; retry shortly",
+			quote(x.ticket.Capped), quote(x.rt.pool.name))
+		x.ticket = fairshare.Ticket{}
+		return withRetryAfter(e, time.Second)
+	}
 	return nil
 }
 

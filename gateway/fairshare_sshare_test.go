@@ -320,3 +320,62 @@ func TestRequestCountsAtOwner(t *testing.T) {
 		t.Errorf("usage alice %v, team %v: want alice's charged to her association and both to the team", aliceUsage, teamUsage)
 	}
 }
+
+// TestGrpTRESCapsAccount: an account's Slurm GPU limit (GrpTRES
+// gres/gpu=1 of a pool of 8 GPUs and C 16: 2 in flight) refuses its third
+// request in flight with 429 and Retry-After, counted as grp_tres, while
+// another organisation is served; once one finishes, it is served again.
+func TestGrpTRESCapsAccount(t *testing.T) {
+	up := newHeldUpstream(t)
+	e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) { o.Config.Pools[0].GPUs = 8 })
+	accts := e.cfg.Accounts()
+	for i := range accts {
+		if accts[i].Name == "lab-nlp" {
+			accts[i].Limits = llmflow.GPULimits{GPUs: 1, HasGPUs: true}
+		}
+	}
+	e.gw.SetAccounts(accts)
+	chem := e.newKey(t, "lab-chem")
+	send := func(key string) chan int {
+		c := make(chan int, 1)
+		go func() {
+			// bounded: without the cap the third request would wait for
+			// the held upstream and the test fail, not hang
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.srv.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[]}`))
+			req.Header.Set("Authorization", "Bearer "+key)
+			resp, err := e.srv.Client().Do(req)
+			if err != nil {
+				c <- 0
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 429 && resp.Header.Get("Retry-After") == "" {
+				t.Error("429 without Retry-After")
+			}
+			c <- resp.StatusCode
+		}()
+		return c
+	}
+	first, second := send(e.key), send(e.key)
+	up.waitArrived(t, 2)
+	if code := <-send(e.key); code != 429 {
+		t.Fatalf("third request of lab-nlp in flight: %d, want 429", code)
+	}
+	other := send(chem) // etabB has no limit
+	up.waitArrived(t, 3)
+	close(up.release)
+	for _, c := range []chan int{first, second, other} {
+		if code := <-c; code != 200 {
+			t.Fatalf("held request: %d", code)
+		}
+	}
+	if code := <-send(e.key); code != 200 {
+		t.Fatalf("after the others finished: %d", code)
+	}
+	if n := metricValue(e.metricsText(t), `llmflow_denied_total{reason="grp_tres"}`); n != 1 {
+		t.Errorf("llmflow_denied_total{reason=grp_tres} = %v, want 1", n)
+	}
+}

@@ -357,7 +357,7 @@ func (g *Gateway) newPools(o Options, view *accountView) error {
 		} else {
 			ctr = fairshare.NewMemCounters(g.cfg.FairShare.HalfLife)
 		}
-		pl.fs = fairshare.NewPoolWith(p.Capacity, view.tree(), ctr, g.started)
+		pl.fs = fairshare.NewPoolGPUs(p.Capacity, p.GPUs, view.tree(), ctr, g.started)
 		if p.Engine.Scheduling == engine.GatewayQueue {
 			fs := pl.fs
 			pl.queue = newQueue(p.Capacity, p.QueueSize, p.QueueTimeout, func(k queueKey) int {

@@ -104,6 +104,7 @@ const (
 	reasonNoUpstream  = "no_upstream"
 	reasonDisabled    = "disabled"
 	reasonQueue       = "queue"
+	reasonGrpTRES     = "grp_tres" // an account's Slurm GPU limit caps its requests in flight
 )
 
 // Denial reasons of the operator secrets (master key, metrics token),
@@ -152,7 +153,7 @@ func (c *children) request(m *metrics, status int) {
 // deniedReasons is every llmflow_denied_total reason.
 var deniedReasons = []string{
 	reasonAuth, reasonAuthLimited, reasonBadRequest, reasonTooLarge, reasonModel,
-	reasonNoUpstream, reasonDisabled, reasonQueue, reasonAdminAuth, reasonAdminAuthLimited,
+	reasonNoUpstream, reasonDisabled, reasonQueue, reasonGrpTRES, reasonAdminAuth, reasonAdminAuthLimited,
 	reasonClientGone, reasonBudget, reasonRPM, reasonTPM, reasonMaxInFlight, reasonStale, reasonBadTags,
 }
 

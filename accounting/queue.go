@@ -112,8 +112,8 @@ type Queue struct {
 	lastWarn                 atomic.Int64  // unix nanoseconds of the last drop warning
 	wakeups                  atomic.Uint64 // writer wake-ups, for tests
 
-	sp *spool.Spool // nil: memory only
-	spooledState    // spool mode (spooled.go), under mu
+	sp           *spool.Spool // nil: memory only
+	spooledState              // spool mode (spooled.go), under mu
 }
 
 // New starts a Queue writing to w. Every option is in opts, so nothing

@@ -132,6 +132,14 @@ type Store struct {
 	BatchSize     int           // records per write, default 500
 	FlushInterval time.Duration // longest wait before a partial batch is written, default 1s
 	Retention     time.Duration // raw records older than this are purged (rollups stay), default 2160h (90 days)
+	// SpoolDir is the accounting spool's directory (package spool): every
+	// record is appended there before the store takes it. Default: the
+	// sqlite file's path + ".spool"; for postgres "llmflow.spool" next to
+	// the configuration file. One gateway process per directory.
+	SpoolDir string
+	// SpoolSync is the spool's fsync policy: "interval" (default, every
+	// 100 ms), "always" (each record) or "never".
+	SpoolSync string
 }
 
 // FairShare tunes the fair-share usage.

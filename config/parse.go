@@ -497,8 +497,14 @@ var storeSchema = &hcl.BodySchema{
 		{Name: "batch_size"},
 		{Name: "flush_interval"},
 		{Name: "retention"},
+		{Name: "spool_dir"},
+		{Name: "spool_sync"},
 	},
 }
+
+// DefaultSpoolName is the postgres store's spool directory, next to the
+// configuration file; a sqlite store's is its file's path + ".spool".
+const DefaultSpoolName = "llmflow.spool"
 
 func (d *decoder) decodeStore(b *hcl.Block) {
 	s := &d.cfg.Store
@@ -510,7 +516,16 @@ func (d *decoder) decodeStore(b *hcl.Block) {
 		BatchSize:     500,
 		FlushInterval: time.Second,
 		Retention:     DefaultRetention,
+		SpoolSync:     "interval",
 	}
+	defer func() {
+		if s.SpoolDir == "" {
+			s.SpoolDir = s.Path + ".spool"
+			if s.Kind == "postgres" {
+				s.SpoolDir = d.resolve(DefaultSpoolName)
+			}
+		}
+	}()
 	if b == nil {
 		return
 	}
@@ -523,6 +538,8 @@ func (d *decoder) decodeStore(b *hcl.Block) {
 	intAttr(d, c.Attributes, "batch_size", 1, math.MaxInt32, &s.BatchSize)
 	d.duration(c.Attributes, "flush_interval", &s.FlushInterval)
 	d.duration(c.Attributes, "retention", &s.Retention)
+	d.path(c.Attributes, "spool_dir", &s.SpoolDir)
+	d.enum(c.Attributes, "spool_sync", &s.SpoolSync, "interval", "always", "never")
 	if kind == nil && c.Attributes["kind"] != nil {
 		return // an invalid kind, reported already
 	}

@@ -7,6 +7,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,8 +19,11 @@ import (
 	"github.com/robfig/cron/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/go-llmflow/llmflow/accounting"
 	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/fairshare"
 	"github.com/go-llmflow/llmflow/gateway"
+	"github.com/go-llmflow/llmflow/spool"
 	"github.com/go-llmflow/llmflow/store"
 )
 
@@ -70,9 +78,12 @@ func startPurge(ctx context.Context, db appStore, retention time.Duration, log *
 }
 
 // serve runs a gateway for cfg on addr until ctx ends, then shuts down
-// gracefully: in-flight requests finish (up to 30 s), the accounting queue
-// is written, the store closed. ready, when set, is called once the
-// listener is open.
+// gracefully: the listener closes, in-flight requests and streams finish
+// (up to shutdownGrace), fair-share usage is saved, the accounting queue is
+// written (what the store does not take stays in the spool for the next
+// start), the store closed. SIGHUP reloads the configuration file (see
+// reload) without closing the listener or any connection. ready, when set,
+// is called once the listener is open.
 func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logger, ready func(addr string, gw *gateway.Gateway)) error {
 	if err := config.CheckSecrets(cfg); err != nil {
 		return fmt.Errorf("configuration secrets:\n%w", err)
@@ -82,34 +93,19 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 		return err
 	}
 	defer db.Close()
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	opts := gateway.Options{Config: cfg, Version: buildVersion(), Keys: db, Records: db, ShareUsage: db, Registry: reg, Log: log, SyncHistory: db,
-		Spend: db}
-	var imp *slurmImport
-	if cfg.Slurm != nil {
-		if imp, err = newSlurmImport(ctx, cfg, db, log); err != nil {
-			return err
-		}
-		defer imp.close()
-		opts.Accounts = imp.accounts
-	}
-	gw, err := gateway.New(opts)
+	rec, hook, err := openAccounting(cfg, db, log)
 	if err != nil {
 		return err
 	}
-	if cfg.Writeback != nil {
-		stopWB, err := startWriteback(ctx, cfg, db, log)
-		if err != nil {
-			gw.Close(context.Background())
-			return err
-		}
-		defer stopWB()
+	s := &server{db: db, rec: rec, hook: hook, log: log, counters: &sharedCounters{m: map[string]*fairshare.MemCounters{}}}
+	cur, err := s.start(ctx, cfg, false)
+	if err != nil {
+		closeAccounting(rec, log)
+		return err
 	}
 	lim := cfg.Limits
 	srv := &http.Server{
-		Handler:           gw,
+		Handler:           s,
 		ReadHeaderTimeout: lim.ReadHeaderTimeout,
 		ReadTimeout:       lim.ReadTimeout,
 		IdleTimeout:       lim.IdleTimeout,
@@ -119,46 +115,240 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		gw.Close(context.Background())
+		cur.stop(context.Background())
+		closeAccounting(rec, log)
 		return fmt.Errorf("listen: %w", err)
 	}
-	ln = gw.LimitListener(ln) // limits.max_connections, max_connections_per_network
-	gw.Start(ctx)
-	if imp != nil {
-		imp.start(ctx, gw)
-	}
+	ln = cur.gw.LimitListener(ln) // limits.max_connections, max_connections_per_network
 	purge := startPurge(ctx, db, cfg.Store.Retention, log)
 	defer func() { <-purge.Stop().Done() }()
 	log.Info("llmflow gateway listening", "addr", ln.Addr().String(), "version", buildVersion(),
-		"models", len(cfg.Models), "store", cfg.Store.Kind)
+		"models", len(cfg.Models), "store", cfg.Store.Kind, "spool", cfg.Store.SpoolDir, "pid", os.Getpid())
 	if ready != nil {
-		ready(ln.Addr().String(), gw)
+		ready(ln.Addr().String(), cur.gw)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 
-	select {
-	case err = <-errc:
-		err = fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-		log.Info("shutting down")
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	for err == nil {
+		select {
+		case err = <-errc:
+			err = fmt.Errorf("serve: %w", err)
+		case <-hup:
+			cur = s.reload(ctx, cur)
+			continue
+		case <-ctx.Done():
+		}
+		break
+	}
+	if err == nil {
+		log.Info("shutting down: no new connections, in-flight requests finish", "grace", shutdownGrace)
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		if serr := srv.Shutdown(sctx); serr != nil {
 			log.Warn("requests still running at shutdown were cut", "err", serr)
 			srv.Close()
 		}
 		cancel()
-		err = nil
 	}
-	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	dctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
-	if cerr := gw.Close(dctx); cerr != nil {
+	if cerr := cur.stop(dctx); cerr != nil {
+		log.Error("shutdown", "err", cerr)
+	}
+	if cerr := rec.Close(dctx); cerr != nil {
 		log.Error("accounting not fully written", "err", cerr)
 	}
-	w, f, d := gw.Recorder().Counts()
-	log.Info("accounting", "written", w, "failed", f, "dropped", d)
+	w, f, d := rec.Counts()
+	h := rec.Health()
+	log.Info("accounting", "written", w, "failed", f, "dropped", d, "left_in_spool", h.SpoolRecords)
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
 	return err
+}
+
+// shutdownGrace bounds how long a shutdown waits for in-flight requests
+// and streams, then for the accounting queue.
+const shutdownGrace = 30 * time.Second
+
+// openAccounting opens the spool (cfg.Store.SpoolDir, replaying what a
+// previous run left) and starts the accounting queue over it.
+func openAccounting(cfg *config.Config, db appStore, log *slog.Logger) (*accounting.Queue, *writeHook, error) {
+	policy, err := spool.ParseSyncPolicy(cfg.Store.SpoolSync)
+	if err != nil {
+		return nil, nil, err
+	}
+	sp, rc, err := spool.Open(cfg.Store.SpoolDir, spool.Options{Sync: policy, Log: log})
+	if err != nil {
+		return nil, nil, fmt.Errorf("accounting spool: %w", err)
+	}
+	if rc.Records > 0 || len(rc.Corrupted) > 0 {
+		log.Warn("accounting spool: records of a previous run are written to the store now",
+			"dir", cfg.Store.SpoolDir, "records", rc.Records, "bytes", rc.Bytes, "bad_tails", len(rc.Corrupted), "bad_bytes", rc.CutBytes)
+	}
+	hook := &writeHook{}
+	q := accounting.New(db, accounting.Options{
+		QueueSize: cfg.Store.QueueSize, BatchSize: cfg.Store.BatchSize, FlushInterval: cfg.Store.FlushInterval,
+		Spool: sp, Log: log, OnWrite: hook.call,
+	})
+	return q, hook, nil
+}
+
+// writeHook forwards the queue's OnWrite to the gateway serving now (its
+// metrics).
+type writeHook struct {
+	gw atomic.Pointer[gateway.Gateway]
+}
+
+func (h *writeHook) call(written, failed int) {
+	if gw := h.gw.Load(); gw != nil {
+		gw.AccountingWritten(written, failed)
+	}
+}
+
+func closeAccounting(q *accounting.Queue, log *slog.Logger) {
+	if err := q.Close(context.Background()); err != nil {
+		log.Error("accounting not fully written", "err", err)
+	}
+}
+
+// server holds what lives as long as the process: the store, the
+// accounting queue and the fair-share counters. The gateway built from the
+// configuration is a generation, replaced by a reload.
+type server struct {
+	db       appStore
+	rec      *accounting.Queue
+	hook     *writeHook
+	log      *slog.Logger
+	counters *sharedCounters
+	cur      atomic.Pointer[gateway.Gateway]
+}
+
+// ServeHTTP hands the request to the gateway of the current generation.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.cur.Load().ServeHTTP(w, r) }
+
+// generation is a gateway built from one reading of the configuration,
+// with what depends on that configuration (Slurm import, write-back).
+type generation struct {
+	cfg    *config.Config
+	gw     *gateway.Gateway
+	imp    *slurmImport
+	stopWB func()
+}
+
+// start builds and starts a generation for cfg. keepUsage says the shared
+// counters already hold the fair-share usage (a reload).
+func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) (*generation, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	db := s.db
+	opts := gateway.Options{Config: cfg, Version: buildVersion(), Keys: db, Records: db, Recorder: s.rec, ShareUsage: db,
+		Registry: reg, Log: s.log, SyncHistory: db, Spend: db, Counters: s.counters, KeepUsage: keepUsage}
+	g := &generation{cfg: cfg}
+	var err error
+	if cfg.Slurm != nil {
+		if g.imp, err = newSlurmImport(ctx, cfg, db, s.log); err != nil {
+			return nil, err
+		}
+		opts.Accounts = g.imp.accounts
+	}
+	if g.gw, err = gateway.New(opts); err != nil {
+		if g.imp != nil {
+			g.imp.close()
+		}
+		return nil, err
+	}
+	if cfg.Writeback != nil {
+		if g.stopWB, err = startWriteback(ctx, cfg, db, s.log); err != nil {
+			g.gw.Close(context.Background())
+			if g.imp != nil {
+				g.imp.close()
+			}
+			return nil, err
+		}
+	}
+	s.hook.gw.Store(g.gw)
+	g.gw.Start(ctx)
+	if g.imp != nil {
+		g.imp.start(ctx, g.gw)
+	}
+	s.cur.Store(g.gw)
+	return g, nil
+}
+
+// stop ends the generation's background work and saves the fair-share
+// usage. Its requests still in flight finish on their own; the accounting
+// queue is the server's and stays open.
+func (g *generation) stop(ctx context.Context) error {
+	if g.stopWB != nil {
+		g.stopWB()
+	}
+	if g.imp != nil {
+		g.imp.close()
+	}
+	return g.gw.Close(ctx)
+}
+
+// reload reads the configuration file again and, when it is valid,
+// serves it: a new gateway takes the new requests while the old one's
+// finish, on the same listener and connections, with the same store,
+// accounting queue and fair-share counters (in flight and usage). What
+// cannot change without a restart (the store block, the listen address,
+// the connection caps, the half-life) is kept and logged. A configuration
+// that does not load leaves the running one in place.
+func (s *server) reload(ctx context.Context, old *generation) *generation {
+	s.log.Info("SIGHUP: reloading the configuration", "file", old.cfg.Filename)
+	cfg, err := config.Load(old.cfg.Filename)
+	if err == nil {
+		err = config.CheckSecrets(cfg)
+	}
+	if err != nil {
+		s.log.Error("reload refused, the running configuration stays", "err", err)
+		return old
+	}
+	if cfg.Store != old.cfg.Store {
+		s.log.Error("reload refused: the store block changed; restart to apply it (the running configuration stays)")
+		return old
+	}
+	if cfg.FairShare != old.cfg.FairShare {
+		s.log.Warn("reload: fairshare.half_life changes at the next restart")
+	}
+	if cfg.Limits.MaxConnections != old.cfg.Limits.MaxConnections || cfg.Limits.MaxConnectionsPerNetwork != old.cfg.Limits.MaxConnectionsPerNetwork {
+		s.log.Warn("reload: limits.max_connections and max_connections_per_network change at the next restart")
+	}
+	g, err := s.start(ctx, cfg, true)
+	if err != nil {
+		s.log.Error("reload refused, the running configuration stays", "err", err)
+		s.cur.Store(old.gw)
+		s.hook.gw.Store(old.gw)
+		return old
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := old.stop(sctx); err != nil {
+		s.log.Warn("reload: the previous configuration's shutdown", "err", err)
+	}
+	s.log.Info("configuration reloaded", "file", cfg.Filename, "models", len(cfg.Models), "pools", len(cfg.Pools), "orgs", len(cfg.Orgs))
+	return g
+}
+
+// sharedCounters keeps each pool's fair-share counters for the life of
+// the process, so a reload keeps the requests in flight and the usage.
+type sharedCounters struct {
+	mu sync.Mutex
+	m  map[string]*fairshare.MemCounters
+}
+
+func (c *sharedCounters) PoolCounters(pool string, halfLife time.Duration) fairshare.Counters {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m, ok := c.m[pool]; ok {
+		return m
+	}
+	m := fairshare.NewMemCounters(halfLife)
+	c.m[pool] = m
+	return m
 }

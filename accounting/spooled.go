@@ -108,6 +108,9 @@ func (q *Queue) runSpooled() {
 	cur := q.sp.Start()
 	buf := make([]llmflow.Record, 0, q.batch)
 	pause := time.Duration(0)
+	if n, _ := q.sp.Pending(); n > 0 {
+		q.wake() // what a previous run left is written at once
+	}
 	for {
 		select {
 		case <-q.kick:

@@ -51,11 +51,16 @@ func serveCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if dir := e.str(cmd, "spool-dir"); dir != "" {
+				cfg.Store.SpoolDir = dir
+			}
 			return serve(cmd.Context(), cfg, e.str(cmd, "listen"), log, nil)
 		},
 	}
 	cmd.Flags().String("listen", "127.0.0.1:8080", "address to listen on (LLMFLOW_LISTEN)")
 	e.bind(cmd, "listen")
+	cmd.Flags().String("spool-dir", "", "accounting spool directory, overriding store.spool_dir: one per process, so replicas on one host can share a configuration file (LLMFLOW_SPOOL_DIR)")
+	e.bind(cmd, "spool-dir")
 	e.logFlags(cmd, "info")
 	return cmd
 }
@@ -309,6 +314,9 @@ func (s *server) reload(ctx context.Context, old *generation) *generation {
 		s.log.Error("reload refused, the running configuration stays", "err", err)
 		return old
 	}
+	// The spool in use stays (it may come from --spool-dir); a changed
+	// store.spool_dir applies at the next start.
+	cfg.Store.SpoolDir = old.cfg.Store.SpoolDir
 	if cfg.Store != old.cfg.Store {
 		s.log.Error("reload refused: the store block changed; restart to apply it (the running configuration stays)")
 		return old

@@ -69,11 +69,17 @@ var listenRe = regexp.MustCompile(`llmflow gateway listening"? addr=(\S+)`)
 // waits until it listens.
 func startServe(t testing.TB, cfgPath string, extraEnv ...string) *proc {
 	t.Helper()
+	return startServeAt(t, cfgPath, "127.0.0.1:0", extraEnv...)
+}
+
+// startServeAt is startServe on the given address.
+func startServeAt(t testing.TB, cfgPath, addr string, extraEnv ...string) *proc {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe, "serve", "-c", cfgPath, "--listen", "127.0.0.1:0")
+	cmd := exec.Command(exe, "serve", "-c", cfgPath, "--listen", addr)
 	cmd.Env = append(os.Environ(), append([]string{"LLMFLOW_TEST_EXEC_MAIN=1"}, extraEnv...)...)
 	p := &proc{t: t, cmd: cmd, done: make(chan struct{}), logs: &syncBuf{}}
 	stderr, err := cmd.StderrPipe()
@@ -83,7 +89,7 @@ func startServe(t testing.TB, cfgPath string, extraEnv ...string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	addr := make(chan string, 1)
+	addrc := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -92,7 +98,7 @@ func startServe(t testing.TB, cfgPath string, extraEnv ...string) *proc {
 			p.logs.Write([]byte(line + "\n"))
 			if m := listenRe.FindStringSubmatch(line); m != nil {
 				select {
-				case addr <- m[1]:
+				case addrc <- m[1]:
 				default:
 				}
 			}
@@ -109,7 +115,7 @@ func startServe(t testing.TB, cfgPath string, extraEnv ...string) *proc {
 		}
 	})
 	select {
-	case a := <-addr:
+	case a := <-addrc:
 		p.base = "http://" + a
 	case <-p.done:
 		t.Fatalf("llmflow serve exited before listening: %v\n%s", p.err, p.logs)
@@ -246,8 +252,12 @@ type load struct {
 }
 
 func startLoad(base, key string, workers int) *load {
+	return startLoadWith(base, key, workers, &http.Transport{MaxIdleConnsPerHost: workers, DisableCompression: true})
+}
+
+func startLoadWith(base, key string, workers int, tr http.RoundTripper) *load {
 	l := &load{base: base, key: key, answered: map[string]bool{}, non200: map[int]int{},
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers, DisableCompression: true}, Timeout: 2 * time.Minute}}
+		client: &http.Client{Transport: tr, Timeout: 2 * time.Minute}}
 	for w := range workers {
 		l.wg.Go(func() {
 			for i := 0; !l.stop.Load(); i++ {
@@ -283,6 +293,7 @@ func (l *load) one(stream bool) {
 	switch {
 	case resp.StatusCode != http.StatusOK:
 		l.non200[resp.StatusCode]++
+		defer time.Sleep(10 * time.Millisecond) // no spinning on refusals
 	case rerr != nil && stream && bytes.Contains(b, []byte("data: [DONE]")):
 		l.doneNoEnd = append(l.doneNoEnd, id)
 	case rerr != nil:

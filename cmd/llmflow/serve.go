@@ -117,6 +117,7 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 		MaxHeaderBytes:    lim.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ConnState:         s.connState,
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -151,6 +152,7 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 	}
 	if err == nil {
 		log.Info("shutting down: no new connections, in-flight requests finish", "grace", shutdownGrace)
+		s.drain(ln)
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		if serr := srv.Shutdown(sctx); serr != nil {
 			log.Warn("requests still running at shutdown were cut", "err", serr)
@@ -230,10 +232,48 @@ type server struct {
 	log      *slog.Logger
 	counters *sharedCounters
 	cur      atomic.Pointer[gateway.Gateway]
+	draining atomic.Bool
+	open     atomic.Int64 // client connections
 }
 
 // ServeHTTP hands the request to the gateway of the current generation.
-func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.cur.Load().ServeHTTP(w, r) }
+// While draining, every answer closes its connection.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.draining.Load() {
+		w.Header().Set("Connection", "close")
+	}
+	s.cur.Load().ServeHTTP(w, r)
+}
+
+// connState counts the open client connections.
+func (s *server) connState(_ net.Conn, st http.ConnState) {
+	switch st {
+	case http.StateNew:
+		s.open.Add(1)
+	case http.StateClosed, http.StateHijacked:
+		s.open.Add(-1)
+	}
+}
+
+// drainDelay is how long a shutdown keeps serving the connections already
+// open after closing the listener, answering each request with
+// "Connection: close", before closing the idle ones. A load balancer
+// (nginx) holds kept-alive connections: closing one while it sends a
+// request on it fails that request (a reset, which nginx does not retry
+// for a POST); during the delay its requests are answered and it moves
+// to the other replicas.
+const drainDelay = 2 * time.Second
+
+// drain closes the listener and waits until every connection has closed
+// or drainDelay has passed.
+func (s *server) drain(ln net.Listener) {
+	s.draining.Store(true)
+	ln.Close()
+	deadline := time.Now().Add(drainDelay)
+	for s.open.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
 
 // generation is a gateway built from one reading of the configuration,
 // with what depends on that configuration (Slurm import, write-back).

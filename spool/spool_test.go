@@ -370,3 +370,20 @@ func FuzzPayload(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkAppend is the cost the request path pays per record: encode
+// and one write(2) (SyncInterval: the fsync is another goroutine's).
+func BenchmarkAppend(b *testing.B) {
+	s, _, err := Open(b.TempDir(), Options{SegmentBytes: 1 << 30, MaxBytes: 1 << 40})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	r := testRecord(42)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.Append(&r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

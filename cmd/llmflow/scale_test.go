@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The scale figures of one replica (no Redis) over real sockets between
+// real processes: client (this process) → `llmflow serve` → `llmflow
+// vllmsim`. They measure, they do not judge: read them in the output.
+//
+//	go test ./cmd/llmflow -run '^$' -bench BenchmarkProcess -benchtime 2000x
+//
+// Latency: sequential non-streaming requests (1 token) through the
+// gateway and straight to the simulator; the gateway's added latency is
+// the difference of the percentiles. Throughput: 64 clients in parallel.
+// Streams: 1000 streams held open through the gateway; the gateway's RSS
+// and Go heap before and with them.
+
+// startSimProc runs `llmflow vllmsim` as a process.
+func startSimProc(b *testing.B, dir string, step time.Duration) string {
+	exe, _ := os.Executable()
+	addr := freeAddr(b)
+	os.WriteFile(filepath.Join(dir, "sim.key"), []byte("sim-secret\n"), 0o600)
+	p := &proc{t: b, done: make(chan struct{}), logs: &syncBuf{}}
+	cmd := exec.Command(exe, "vllmsim", "--listen", addr, "--api-key-file", filepath.Join(dir, "sim.key"),
+		"--step", step.String(), "--max-num-seqs", "4096", "--kv-blocks", "1000000", "--log-level", "warn")
+	p.cmd = cmd
+	cmd.Stderr = p.logs
+	cmd.Env = append(os.Environ(), "LLMFLOW_TEST_EXEC_MAIN=1")
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	b.Cleanup(func() { cmd.Process.Kill(); <-p.done })
+	for range 500 {
+		if resp, err := http.Get("http://" + addr + "/health"); err == nil {
+			resp.Body.Close()
+			return "http://" + addr
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.Fatalf("vllmsim did not start: %s", p.logs)
+	return ""
+}
+
+func BenchmarkProcess(b *testing.B) {
+	dir := b.TempDir()
+	sim := startSimProc(b, dir, 200*time.Microsecond)
+	slow := startSimProc(b, dir, 20*time.Millisecond) // streams that stay open
+	cfg := procConfig(b, dir, sim, `model "sim-slow" {
+  upstream_model = "sim/llama"
+  pool           = "sim"
+  key_file       = "vllm.key"
+  upstream "slow0" { base_url = "`+slow+`" }
+}
+`+"store {\n  path = \"llmflow.db\"\n}\nlimits {\n  max_connections = 0\n  max_connections_per_network = 0\n}\n")
+	src, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, []byte(strings.Replace(string(src), "capacity = 64", "capacity = 4096", 1)), 0o600)
+	p := startServe(b, cfg) // at the default log level: one access-log line per request, as in production
+	key := createKey(b, p.base)
+	tr := &http.Transport{MaxIdleConnsPerHost: 2048, MaxConnsPerHost: 0, DisableCompression: true}
+	c := &http.Client{Transport: tr}
+	body := `{"model":"%s","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`
+	do := func(base, auth, model string) time.Duration {
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(fmt.Sprintf(body, model)))
+		req.Header.Set("Authorization", "Bearer "+auth)
+		req.Header.Set("Content-Type", "application/json")
+		t0 := time.Now()
+		resp, err := c.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+		return time.Since(t0)
+	}
+	pct := func(d []time.Duration, q float64) float64 {
+		slices.Sort(d)
+		return float64(d[int(q*float64(len(d)-1))].Microseconds())
+	}
+
+	b.Run("latency", func(b *testing.B) {
+		for range 200 { // warm both paths
+			do(p.base, key, "sim-llama")
+			do(sim, "sim-secret", "sim/llama")
+		}
+		var via, direct []time.Duration
+		for range b.N {
+			via = append(via, do(p.base, key, "sim-llama"))
+			direct = append(direct, do(sim, "sim-secret", "sim/llama"))
+		}
+		b.ReportMetric(pct(direct, 0.5), "direct-p50-µs")
+		b.ReportMetric(pct(via, 0.5), "gateway-p50-µs")
+		b.ReportMetric(pct(via, 0.5)-pct(direct, 0.5), "added-p50-µs")
+		b.ReportMetric(pct(via, 0.99)-pct(direct, 0.99), "added-p99-µs")
+	})
+
+	b.Run("throughput", func(b *testing.B) {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		for range 64 {
+			wg.Go(func() {
+				for next.Add(1) <= int64(b.N) {
+					do(p.base, key, "sim-llama")
+				}
+			})
+		}
+		wg.Wait()
+		b.ReportMetric(float64(b.N)/time.Since(t0).Seconds(), "req/s")
+	})
+
+	b.Run("streams", func(b *testing.B) {
+		const n = 1000
+		rss0, heap0 := procMem(b, p)
+		var open sync.WaitGroup
+		release := make(chan struct{})
+		var wg sync.WaitGroup
+		open.Add(n)
+		for range n {
+			wg.Go(func() {
+				req, _ := http.NewRequest(http.MethodPost, p.base+"/v1/chat/completions",
+					strings.NewReader(`{"model":"sim-slow","stream":true,"max_tokens":8000,"messages":[{"role":"user","content":"go on"}]}`))
+				req.Header.Set("Authorization", "Bearer "+key)
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := c.Do(req)
+				if err != nil || resp.StatusCode != 200 {
+					if err == nil {
+						msg, _ := io.ReadAll(resp.Body)
+						err = fmt.Errorf("%d %s", resp.StatusCode, msg)
+					}
+					b.Errorf("stream: %v", err)
+					open.Done()
+					return
+				}
+				br := bufio.NewReader(resp.Body)
+				br.ReadString('\n')
+				open.Done()
+				go io.Copy(io.Discard, br)
+				<-release
+				resp.Body.Close()
+			})
+		}
+		open.Wait()
+		time.Sleep(time.Second) // let the streams run
+		rss1, heap1 := procMem(b, p)
+		close(release)
+		wg.Wait()
+		b.ReportMetric(float64(rss1-rss0)/(1<<20), "RSS-MiB/1000-streams")
+		b.ReportMetric(float64(heap1-heap0)/(1<<20), "heap-MiB/1000-streams")
+		b.ReportMetric(float64(rss0)/(1<<20), "RSS-MiB-idle")
+	})
+}
+
+var heapRe = regexp.MustCompile(`(?m)^go_memstats_heap_inuse_bytes (\S+)$`)
+
+// procMem returns the gateway process's resident set (from /proc) and Go
+// heap in use (from /metrics), in bytes.
+func procMem(b *testing.B, p *proc) (rss, heap int64) {
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(st), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			rss = kb << 10
+		}
+	}
+	resp, err := http.Get(p.base + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if v := heapRe.FindSubmatch(m); v != nil {
+		f, _ := strconv.ParseFloat(string(v[1]), 64)
+		heap = int64(f)
+	}
+	return rss, heap
+}

@@ -270,13 +270,10 @@ func (q *Queue) noteStoreResult(err error) {
 // not take stays in the spool for the next start. Only records held in
 // memory that neither the spool nor the store takes are given up.
 func (q *Queue) finishSpooled(cur *spool.Cursor, buf *[]llmflow.Record) {
-	for q.ctx.Err() == nil {
-		if q.drainSpooled(cur, buf) {
-			break
-		}
-		// The store fails: nothing in the spool is at risk, stop trying.
+	if q.ctx.Err() == nil && !q.drainSpooled(cur, buf) {
+		// The store fails: nothing in the spool is at risk, stop trying;
+		// move what memory holds into the spool if it takes it now.
 		q.rescue()
-		break
 	}
 	q.mu.Lock()
 	lost := len(q.pending)

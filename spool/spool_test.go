@@ -117,7 +117,7 @@ func TestAppendReadCommitReopen(t *testing.T) {
 	if p, _ := s.Pending(); p != 30 {
 		t.Fatalf("pending after commit %d, want 30", p)
 	}
-	s.closeFiles() // a crash: no final sync, no cleanup
+	crash(s) // no final sync, no cleanup
 
 	s2, rec := open(t, dir, Options{SegmentBytes: 1024})
 	defer s2.Close()
@@ -173,7 +173,7 @@ func TestTornTail(t *testing.T) {
 		s.Append(&r)
 	}
 	seg := s.segs[len(s.segs)-1].path
-	s.closeFiles()
+	crash(s)
 	whole, err := os.ReadFile(seg)
 	if err != nil {
 		t.Fatal(err)
@@ -213,6 +213,18 @@ func TestTornTail(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// crash stops s as a killed process would: no final fsync, no cleanup.
+func crash(s *Spool) {
+	if s.stopSync != nil {
+		close(s.stopSync)
+		<-s.syncDone
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	s.closeFiles()
+}
 
 func TestOneProcessPerDirectory(t *testing.T) {
 	dir := t.TempDir()

@@ -243,12 +243,12 @@ func TestDurabilityPostgresCutOff(t *testing.T) {
 	}
 	proxy.setCut(true)
 	before := l.count()
-	h := waitHealth(t, p, "/healthz to say store writes fail", func(code int, h map[string]any) bool {
+	waitHealth(t, p, "/healthz to say store writes fail", func(code int, h map[string]any) bool {
 		return h["status"] == "degraded" && acctField(h, "store_writes") == "failing"
 	})
 	d := outage(60 * time.Second)
 	time.Sleep(d)
-	_, h = healthDetails(p.base)
+	_, h := healthDetails(p.base)
 	during := l.count() - before
 	metrics := scrape(t, p.base)
 	proxy.setCut(false)
@@ -386,13 +386,13 @@ func TestDurabilityFullDisk(t *testing.T) {
 	}
 	f.Close()
 	before := l.count()
-	h := waitHealth(t, p, "/healthz to say the spool refuses", func(code int, h map[string]any) bool {
+	waitHealth(t, p, "/healthz to say the spool refuses", func(code int, h map[string]any) bool {
 		return code == 503 && h["status"] == "unavailable" && acctField(h, "spool") == "refusing"
 	})
 	for l.count() < before+300 {
 		time.Sleep(time.Millisecond)
 	}
-	_, h = healthDetails(p.base)
+	_, h := healthDetails(p.base)
 	os.Remove(filler)
 	t.Logf("disk full: %d requests answered meanwhile; /healthz %v spool=%v in_memory=%v store_writes=%v",
 		l.count()-before, h["status"], acctField(h, "spool"), acctField(h, "in_memory"), acctField(h, "store_writes"))

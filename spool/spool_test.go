@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -350,18 +352,47 @@ func FuzzScan(f *testing.F) {
 		if (err == nil) != (len(b) == len(data)) {
 			t.Fatalf("err %v with %d of %d bytes accepted", err, len(b), len(data))
 		}
-		// Open agrees with Scan: the same records kept, the rest cut.
+	})
+}
+
+// TestOpenAgreesWithScan: on damaged segments (bytes changed, cut,
+// inserted at random), Open keeps exactly the records Scan accepts, moves
+// the rest aside, and the spool appends after them.
+func TestOpenAgreesWithScan(t *testing.T) {
+	seg := []byte(segmentMagic)
+	for i := range 4 {
+		seg = appendFrame(seg, ptr(testRecord(i)))
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 500 {
+		data := bytes.Clone(seg)
+		for range rng.IntN(3) + 1 {
+			switch p := rng.IntN(len(data)); rng.IntN(3) {
+			case 0:
+				data[p] = byte(rng.IntN(256))
+			case 1:
+				data = data[:p+1]
+			default:
+				data = slices.Insert(data, p, byte(rng.IntN(256)))
+			}
+		}
+		recs, _ := Scan(data)
 		d := t.TempDir()
 		os.WriteFile(filepath.Join(d, segName(1)), data, 0o600)
-		s, rec, oerr := Open(d, Options{Sync: SyncNever})
-		if oerr != nil {
-			t.Fatal(oerr)
+		s, rec, err := Open(d, Options{Sync: SyncNever})
+		if err != nil {
+			t.Fatal(err)
 		}
-		defer s.Close()
 		if rec.Records != int64(len(recs)) {
-			t.Fatalf("Open kept %d records, Scan %d", rec.Records, len(recs))
+			t.Fatalf("Open kept %d records, Scan %d, of %x", rec.Records, len(recs), data)
 		}
-	})
+		s.Append(ptr(testRecord(99)))
+		got, _ := readAll(t, s)
+		if len(got) != len(recs)+1 || got[len(got)-1].RequestID != testRecord(99).RequestID {
+			t.Fatalf("after Open: %d records, want %d then the new one", len(got), len(recs))
+		}
+		s.Close()
+	}
 }
 
 // FuzzPayload: decodePayload never panics, and what it accepts

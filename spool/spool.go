@@ -181,6 +181,15 @@ func Open(dir string, opts Options) (*Spool, *Recovery, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("spool: %w", err)
 	}
+	// Whoever can write the spool can add records (a CRC is no
+	// signature): it must be the gateway's alone.
+	if fi, err := os.Stat(dir); err != nil {
+		return nil, nil, fmt.Errorf("spool: %w", err)
+	} else if !fi.IsDir() {
+		return nil, nil, fmt.Errorf("spool %s is not a directory", dir)
+	} else if fi.Mode().Perm()&0o022 != 0 {
+		return nil, nil, fmt.Errorf("spool %s is writable by group or others (mode %04o): chmod 700 it", dir, fi.Mode().Perm())
+	}
 	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, nil, fmt.Errorf("spool: %w", err)

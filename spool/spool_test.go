@@ -239,6 +239,19 @@ func TestOneProcessPerDirectory(t *testing.T) {
 	s2.Close()
 }
 
+func TestRefusesSharedDirectory(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o777)
+	if _, _, err := Open(dir, Options{}); err == nil || !strings.Contains(err.Error(), "writable by group or others") {
+		t.Fatalf("Open of a 0777 directory: %v", err)
+	}
+	f := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(f, nil, 0o600)
+	if _, _, err := Open(f, Options{}); err == nil {
+		t.Fatal("Open of a file succeeded")
+	}
+}
+
 func TestFull(t *testing.T) {
 	s, _ := open(t, t.TempDir(), Options{MaxBytes: 500})
 	defer s.Close()

@@ -324,8 +324,16 @@ func TestDurabilitySQLiteLocked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lock.ExecContext(context.Background(), "BEGIN EXCLUSIVE"); err != nil {
-		t.Fatal(err)
+	// The gateway writes all the time: retry until the lock is ours.
+	for try := 0; ; try++ {
+		_, err := lock.ExecContext(context.Background(), "BEGIN EXCLUSIVE")
+		if err == nil {
+			break
+		}
+		if try == 1000 {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	before := l.count()
 	waitHealth(t, p, "/healthz to say store writes fail", func(code int, h map[string]any) bool {

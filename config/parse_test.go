@@ -489,6 +489,10 @@ func TestParse_StoreKinds(t *testing.T) {
 	if own.SpoolDir != "/var/spool/llmflow" || own.SpoolSync != "always" {
 		t.Errorf("configured spool: %+v", own)
 	}
+	r := mustParse(t, "/etc/llmflow/gw.hcl", "redis {\n  address = \"10.0.0.5:6379\"\n  password_file = \"redis.pass\"\n  tls = true\n}\n").Redis
+	if r == nil || r.Address != "10.0.0.5:6379" || r.PasswordFile != "/etc/llmflow/redis.pass" || !r.TLS || r.KeyPrefix != "llmflow:" || r.Timeout != 250*time.Millisecond {
+		t.Errorf("redis: %+v", r)
+	}
 	if config.DefaultRetention != 2160*time.Hour {
 		t.Errorf("DefaultRetention = %v, want 90 days", config.DefaultRetention)
 	}

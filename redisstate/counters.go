@@ -362,5 +362,15 @@ func (c *Counters) SetUsage(s fairshare.Slot, gpuHours float64, now time.Time) {
 	}
 }
 
+// HoldsUsage reports whether Redis holds the pool's usage (another
+// replica, or an earlier run, charged or restored it).
+func (c *Counters) HoldsUsage(ctx context.Context) bool {
+	n, err := c.rdb.HExists(ctx, c.key, "u:").Result()
+	if err != nil {
+		c.fail(fmt.Errorf("redis usage check: %w", err))
+	}
+	return n
+}
+
 // HalfLife implements fairshare.Counters.
 func (c *Counters) HalfLife() time.Duration { return c.halfLife }

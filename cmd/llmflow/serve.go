@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
 	"github.com/spf13/cobra"
 
@@ -23,6 +26,7 @@ import (
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/fairshare"
 	"github.com/go-llmflow/llmflow/gateway"
+	"github.com/go-llmflow/llmflow/redisstate"
 	"github.com/go-llmflow/llmflow/spool"
 	"github.com/go-llmflow/llmflow/store"
 )
@@ -102,8 +106,14 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 	if err != nil {
 		return err
 	}
-	s := &server{db: db, rec: rec, hook: hook, log: log, counters: &sharedCounters{m: map[string]*fairshare.MemCounters{}}}
-	cur, err := s.start(ctx, cfg, false)
+	counters, err := newSharedCounters(ctx, cfg, log)
+	if err != nil {
+		closeAccounting(rec, log)
+		return err
+	}
+	defer counters.close()
+	s := &server{db: db, rec: rec, hook: hook, log: log, counters: counters}
+	cur, err := s.start(ctx, cfg, counters.holdsUsage(ctx, cfg))
 	if err != nil {
 		closeAccounting(rec, log)
 		return err
@@ -361,6 +371,9 @@ func (s *server) reload(ctx context.Context, old *generation) *generation {
 		s.log.Error("reload refused: the store block changed; restart to apply it (the running configuration stays)")
 		return old
 	}
+	if !sameRedis(cfg.Redis, old.cfg.Redis) {
+		s.log.Warn("reload: the redis block changes at the next restart")
+	}
 	if cfg.FairShare != old.cfg.FairShare {
 		s.log.Warn("reload: fairshare.half_life changes at the next restart")
 	}
@@ -383,11 +396,58 @@ func (s *server) reload(ctx context.Context, old *generation) *generation {
 	return g
 }
 
+func sameRedis(a, b *config.Redis) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	x, y := *a, *b
+	y.DefRange = x.DefRange // where it is written does not matter
+	return x == y
+}
+
 // sharedCounters keeps each pool's fair-share counters for the life of
-// the process, so a reload keeps the requests in flight and the usage.
+// the process, so a reload keeps the requests in flight and the usage: in
+// this process, or with a redis block in Redis, shared by every replica.
 type sharedCounters struct {
+	rdb     redis.UniversalClient // nil: in memory
+	prefix  string
+	timeout time.Duration
+
 	mu sync.Mutex
-	m  map[string]*fairshare.MemCounters
+	m  map[string]fairshare.Counters
+}
+
+// newSharedCounters connects to the configured Redis, if any. Redis that
+// does not answer at start is logged, not fatal: admissions go on
+// uncounted (redisstate) until it answers.
+func newSharedCounters(ctx context.Context, cfg *config.Config, log *slog.Logger) (*sharedCounters, error) {
+	c := &sharedCounters{m: map[string]fairshare.Counters{}}
+	rc := cfg.Redis
+	if rc == nil {
+		return c, nil
+	}
+	o := &redis.Options{Addr: rc.Address, DialTimeout: time.Second, ReadTimeout: rc.Timeout, WriteTimeout: rc.Timeout}
+	if rc.PasswordFile != "" {
+		pw, err := config.ReadSecret(rc.PasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("redis password_file: %w", err)
+		}
+		o.Password = pw
+	}
+	if rc.TLS {
+		host := rc.Address[:strings.LastIndexByte(rc.Address, ':')]
+		o.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	}
+	c.rdb = redis.NewClient(o)
+	c.prefix, c.timeout = rc.KeyPrefix+"counters:", rc.Timeout
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := c.rdb.Ping(pctx).Err(); err != nil {
+		log.Error("redis does not answer: admissions are not counted across replicas until it does", "address", rc.Address, "err", err)
+	} else {
+		log.Info("fair-share counters shared through redis", "address", rc.Address, "prefix", c.prefix)
+	}
+	return c, nil
 }
 
 func (c *sharedCounters) PoolCounters(pool string, halfLife time.Duration) fairshare.Counters {
@@ -396,7 +456,34 @@ func (c *sharedCounters) PoolCounters(pool string, halfLife time.Duration) fairs
 	if m, ok := c.m[pool]; ok {
 		return m
 	}
-	m := fairshare.NewMemCounters(halfLife)
+	var m fairshare.Counters
+	if c.rdb != nil {
+		m = redisstate.New(c.rdb, pool, halfLife, redisstate.Options{Prefix: c.prefix, Timeout: c.timeout})
+	} else {
+		m = fairshare.NewMemCounters(halfLife)
+	}
 	c.m[pool] = m
 	return m
+}
+
+// holdsUsage reports whether the counters already hold every pool's
+// usage: Redis kept by the other replicas. The gateway then does not load
+// the (older) usage saved in the store over it.
+func (c *sharedCounters) holdsUsage(ctx context.Context, cfg *config.Config) bool {
+	if c.rdb == nil {
+		return false
+	}
+	for _, p := range cfg.Pools {
+		r, ok := c.PoolCounters(p.Name, cfg.FairShare.HalfLife).(*redisstate.Counters)
+		if !ok || !r.HoldsUsage(ctx) {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *sharedCounters) close() {
+	if c.rdb != nil {
+		c.rdb.Close()
+	}
 }

@@ -151,7 +151,10 @@ end
 return {within, room, top, borrow}
 `)
 
-// releaseScript uncounts one request and charges its usage. ARGV: n,
+// releaseScript uncounts one request and charges its usage. A count
+// never goes below zero: after Redis lost its data (a restart without
+// persistence) the requests admitted before are released into fresh
+// counts, which must not go negative and grant room that is not there. ARGV: n,
 // within mask, top (1/0), counted (1/0), GPU-hours (≤ 0: none), now (unix
 // seconds), half-life (seconds), then the n path keys. The usage of each
 // account and of the pool ("") is decayed to now and charged, as
@@ -178,15 +181,18 @@ local function charge(k)
   end
   redis.call('HSET', h, 'u:' .. k, string.format('%.17g', u), 't:' .. k, string.format('%.17g', t))
 end
+local function dec(f)
+  if redis.call('HINCRBY', h, f, -1) < 0 then redis.call('HSET', h, f, 0) end
+end
 if counted then
-  redis.call('HINCRBY', h, 'inflight', -1)
-  if not top then redis.call('HINCRBY', h, 'borrowing', -1) end
+  dec('inflight')
+  if not top then dec('borrowing') end
 end
 for i = 1, n do
   local k = ARGV[7 + i]
   if counted then
-    redis.call('HINCRBY', h, 'i:' .. k, -1)
-    if bit.band(within, bit.lshift(1, i - 1)) ~= 0 then redis.call('HINCRBY', h, 'w:' .. k, -1) end
+    dec('i:' .. k)
+    if bit.band(within, bit.lshift(1, i - 1)) ~= 0 then dec('w:' .. k) end
   end
   if g > 0 then charge(k) end
 end

@@ -196,3 +196,86 @@ func procMem(b *testing.B, p *proc) (rss, heap int64) {
 	}
 	return rss, heap
 }
+
+// BenchmarkProcessRedis is BenchmarkProcess's latency and throughput with
+// the fair-share counters in Redis (LLMFLOW_TEST_REDIS_ADDR, default the
+// machine's 127.0.0.1:6379, under a key prefix of its own): one replica,
+// then three behind a round-robin client (one SQLite file, a spool each).
+//
+//	go test ./cmd/llmflow -run '^$' -bench BenchmarkProcessRedis -benchtime 5000x
+func BenchmarkProcessRedis(b *testing.B) {
+	addr := os.Getenv("LLMFLOW_TEST_REDIS_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:6379"
+	}
+	dir := b.TempDir()
+	sim := startSimProc(b, dir, 200*time.Microsecond)
+	cfg := procConfig(b, dir, sim, fmt.Sprintf("store {\n  path = \"llmflow.db\"\n}\nlimits {\n  max_connections = 0\n  max_connections_per_network = 0\n}\n"+
+		"redis {\n  address = %q\n  key_prefix = \"llmflow-bench:%d:\"\n}\n", addr, time.Now().UnixNano()))
+	src, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, []byte(strings.Replace(string(src), "capacity = 64", "capacity = 4096", 1)), 0o600)
+	var reps []*proc
+	for i := range 3 {
+		reps = append(reps, startServe(b, cfg, "LLMFLOW_SPOOL_DIR="+filepath.Join(dir, fmt.Sprintf("spool-%d", i))))
+	}
+	key := createKey(b, reps[0].base)
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2048, DisableCompression: true}}
+	do := func(base string) time.Duration {
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions",
+			strings.NewReader(`{"model":"sim-llama","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		t0 := time.Now()
+		resp, err := c.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+		return time.Since(t0)
+	}
+	direct := func() time.Duration {
+		req, _ := http.NewRequest(http.MethodPost, sim+"/v1/chat/completions",
+			strings.NewReader(`{"model":"sim/llama","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer sim-secret")
+		t0 := time.Now()
+		resp, err := c.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return time.Since(t0)
+	}
+	p50 := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2].Microseconds())
+	}
+	for _, n := range []int{1, 3} {
+		b.Run(fmt.Sprintf("%d-replicas/latency", n), func(b *testing.B) {
+			var via, dir []time.Duration
+			for i := range b.N {
+				via = append(via, do(reps[i%n].base))
+				dir = append(dir, direct())
+			}
+			b.ReportMetric(p50(via)-p50(dir), "added-p50-µs")
+		})
+		b.Run(fmt.Sprintf("%d-replicas/throughput", n), func(b *testing.B) {
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			t0 := time.Now()
+			for w := range 64 {
+				wg.Go(func() {
+					for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+						do(reps[(w+int(i))%n].base)
+					}
+				})
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/time.Since(t0).Seconds(), "req/s")
+		})
+	}
+}

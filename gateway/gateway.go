@@ -98,6 +98,15 @@ type Options struct {
 	// changed through the admin API and the audit trail; nil = only the
 	// master key administers (admin_*.go).
 	Admin AdminStore
+	// Recorder, when set, is the accounting queue to use instead of one
+	// over Records: it outlives the gateway (serve keeps one across
+	// configuration reloads), so Close does not close it; its OnWrite
+	// should call AccountingWritten. Records is then only used for
+	// ClampCounter.
+	Recorder *accounting.Queue
+	// KeepUsage skips loading the saved fair-share usage: the Counters
+	// already hold it (a reload sharing them).
+	KeepUsage bool
 }
 
 // ClampCounter is implemented by record writers that clamp impossible
@@ -120,6 +129,7 @@ type Gateway struct {
 	cfg        *config.Config
 	keys       KeyStore
 	rec        *accounting.Queue
+	ownRec     bool // rec was made by New: Close closes it
 	usage      ShareUsageStore
 	accts      atomic.Pointer[accountView]
 	syncs      SyncHistory
@@ -225,10 +235,14 @@ func New(o Options) (*Gateway, error) {
 		}
 	}
 	g.registerGauges()
+	g.registerAccountingMetrics()
 	g.initSeries()
 	g.reg.MustRegister(newShareCollector(g))
 	g.metricsHandler = promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)})
-	if o.Records != nil {
+	if o.Recorder != nil {
+		g.rec = o.Recorder
+	} else if o.Records != nil {
+		g.ownRec = true
 		g.rec = accounting.New(o.Records, accounting.Options{
 			QueueSize: g.cfg.Store.QueueSize, BatchSize: g.cfg.Store.BatchSize, FlushInterval: g.cfg.Store.FlushInterval,
 			OnWrite: func(written, failed int) {
@@ -237,6 +251,8 @@ func New(o Options) (*Gateway, error) {
 			},
 			Log: g.log,
 		})
+	}
+	if o.Records != nil {
 		if c, ok := o.Records.(ClampCounter); ok {
 			g.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 				Name: "llmflow_accounting_clamped_total",
@@ -344,8 +360,10 @@ func (g *Gateway) newPools(o Options, view *accountView) error {
 			wait := g.m.queueWait.WithLabelValues(p.Name)
 			pl.queue.waitSeconds = func(d time.Duration) { wait.Observe(d.Seconds()) }
 		}
-		if err := g.restoreUsage(pl); err != nil {
-			return err
+		if !o.KeepUsage { // else the shared counters hold it
+			if err := g.restoreUsage(pl); err != nil {
+				return err
+			}
 		}
 		pl.transport = o.Transport
 		if pl.transport == nil {
@@ -493,7 +511,7 @@ func (g *Gateway) Close(ctx context.Context) error {
 	if err := g.saveUsage(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("save fair-share usage: %w", err))
 	}
-	if g.rec != nil {
+	if g.rec != nil && g.ownRec {
 		if err := g.rec.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("drain accounting queue: %w", err))
 		}
@@ -616,6 +634,7 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 		Models    []modelHealth    `json:"models"`
 		Upstreams []upstreamHealth `json:"upstreams"`
 		Slurm     *syncHealth      `json:"slurm_sync,omitempty"`
+		Acct      *acctHealth      `json:"accounting,omitempty"`
 	}
 	body := details{Status: "ok", Version: g.version, Store: "ok", Slurm: g.sync.health()}
 	if body.Slurm != nil && body.Slurm.Outcome == "failed" {
@@ -660,6 +679,9 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 				status = http.StatusServiceUnavailable
 			}
 		}
+	}
+	if body.Acct = g.accountingHealth(&body.Status, &status); body.Acct != nil && body.Acct.Store == "failing" && body.Store == "ok" {
+		body.Store = "write_failing"
 	}
 	if hdr := r.Header.Get("Authorization"); hdr != "" {
 		if _, err := g.secretAuth.check(hdr, r.RemoteAddr, now, secretMaster|secretMetrics, errAdminAuth); err != nil {

@@ -50,11 +50,11 @@ func chainsFor(ctr fairshare.Counters) []fairshare.Chain {
 	team2 := ctr.Bind("o\x00u")
 	alone := ctr.Bind("z")
 	return []fairshare.Chain{
-		{N: 3, Slots: [3]fairshare.Slot{org, team, proj}, Res: [3]int64{4, 2, 1}, Level: [3]bool{true, true, true}},
-		{N: 2, Slots: [3]fairshare.Slot{org, team}, Res: [3]int64{4, 2}, Level: [3]bool{true, true}},
-		{N: 2, Slots: [3]fairshare.Slot{org, team2}, Res: [3]int64{4, 1}, Level: [3]bool{true, false}},
-		{N: 1, Slots: [3]fairshare.Slot{alone}, Res: [3]int64{2}, Level: [3]bool{true}},
-		{N: 3, Slots: [3]fairshare.Slot{org, team, proj}, Res: [3]int64{4, 2, 0}, Level: [3]bool{true, true, true}},
+		{N: 3, Slots: []fairshare.Slot{org, team, proj}, Res: []int64{4, 2, 1}, Level: []bool{true, true, true}},
+		{N: 2, Slots: []fairshare.Slot{org, team}, Res: []int64{4, 2}, Level: []bool{true, true}},
+		{N: 2, Slots: []fairshare.Slot{org, team2}, Res: []int64{4, 1}, Level: []bool{true, false}},
+		{N: 1, Slots: []fairshare.Slot{alone}, Res: []int64{2}, Level: []bool{true}},
+		{N: 3, Slots: []fairshare.Slot{org, team, proj}, Res: []int64{4, 2, 0}, Level: []bool{true, true, true}},
 		{N: 0},
 	}
 }
@@ -80,11 +80,11 @@ func TestSameAsMemCounters(t *testing.T) {
 		now = now.Add(time.Duration(rng.IntN(600)) * time.Second)
 		if len(out) == 0 || rng.IntN(5) < 3 {
 			i := rng.IntN(len(rch))
-			if pk, pm := rc.Peek(&rch[i]), mc.Peek(&mch[i]); pk != pm {
+			if pk, pm := rc.Peek(&rch[i]), mc.Peek(&mch[i]); !same(pk, pm) {
 				t.Fatalf("step %d: Peek chain %d: redis %+v, mem %+v", step, i, pk, pm)
 			}
 			r, m := rc.Admit(&rch[i]), mc.Admit(&mch[i])
-			if r != m {
+			if !same(r, m) {
 				t.Fatalf("step %d: Admit chain %d: redis %+v, mem %+v", step, i, r, m)
 			}
 			out = append(out, held{i, r, m})
@@ -126,8 +126,8 @@ func TestReplicasShareReservation(t *testing.T) {
 	rdb, prefix := testRedis(t)
 	a, b := New(rdb, "p", time.Hour, Options{Prefix: prefix}), New(rdb, "p", time.Hour, Options{Prefix: prefix})
 	mk := func(c *Counters) fairshare.Chain {
-		return fairshare.Chain{N: 3, Slots: [3]fairshare.Slot{c.Bind("o"), c.Bind("o\x00t"), c.Bind("o\x00t\x00p")},
-			Res: [3]int64{8, 5, 3}, Level: [3]bool{true, true, true}}
+		return fairshare.Chain{N: 3, Slots: []fairshare.Slot{c.Bind("o"), c.Bind("o\x00t"), c.Bind("o\x00t\x00p")},
+			Res: []int64{8, 5, 3}, Level: []bool{true, true, true}}
 	}
 	ca, cb := mk(a), mk(b)
 	var within, most atomic.Int64
@@ -172,32 +172,6 @@ func TestReplicasShareReservation(t *testing.T) {
 	}
 }
 
-// TestRedisUnreachable: admissions go on, uncounted and borrowing, within
-// the timeout; their releases do not uncount what was never counted; LastError
-// says why.
-func TestRedisUnreachable(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 50 * time.Millisecond})
-	defer rdb.Close()
-	c := New(rdb, "p", time.Hour, Options{Timeout: 100 * time.Millisecond})
-	ch := chainsFor(c)[0]
-	p := c.Admit(&ch)
-	if p.Top || p.Within != 0 || p.Borrow != uncounted {
-		t.Fatalf("placement without Redis: %+v", p)
-	}
-	c.Release(&ch, p, 0, time.Now()) // nothing to do, no call
-	if at, n, err := c.LastError(); err == nil || at.IsZero() || n != 1 {
-		t.Fatalf("LastError = %v, %d, %v", at, n, err)
-	}
-	// A pool over it still admits (a borrowing priority, never a
-	// refusal) and its tickets are done without error.
-	pool := fairshare.NewPoolWith(4, testTree(), c, time.Now())
-	tk := pool.Admit(fairshare.Path{Org: "a", Team: "a1"}, 0)
-	if tk.Priority < fairshare.PriorityBorrowBase {
-		t.Errorf("priority without Redis %d, want a borrowing one (≥ %d)", tk.Priority, fairshare.PriorityBorrowBase)
-	}
-	pool.Done(tk, 0, time.Now())
-}
-
 func testTree() *fairshare.Node {
 	return &fairshare.Node{Children: []*fairshare.Node{
 		{Name: "a", Shares: 3, Children: []*fairshare.Node{{Name: "a1", Shares: 1}, {Name: "a2", Shares: 1}}},
@@ -239,4 +213,10 @@ func TestPoolOverRedis(t *testing.T) {
 	if len(u1) == 0 || fmt.Sprint(u1) != fmt.Sprint(u2) || fmt.Sprint(u1) != fmt.Sprint(one.Usage(now)) {
 		t.Fatalf("usage: replica 1 %v, replica 2 %v, one gateway %v", u1, u2, one.Usage(now))
 	}
+}
+
+// same compares what a placement tells the pool (Room is internal to an
+// implementation).
+func same(a, b fairshare.Placement) bool {
+	return a.Within == b.Within && a.Top == b.Top && a.Borrow == b.Borrow
 }

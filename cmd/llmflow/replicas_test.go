@@ -154,6 +154,9 @@ func TestThreeReplicasShareReservation(t *testing.T) {
 	if w, b := count(3); w != 0 || b != 3 {
 		t.Errorf("with Redis down: %d within, %d borrowing; want every request served, borrowing", w, b)
 	}
+	if m := scrape(t, reps[0].base); !strings.Contains(m, "llmflow_redis_failures_total ") || strings.Contains(m, "llmflow_redis_failures_total 0\n") {
+		t.Errorf("llmflow_redis_failures_total does not count the failures: %s", grepLines(m, "llmflow_redis_failures_total"))
+	}
 	startRedis(t, rds.addr) // empty: no persistence
 	closeAll(first)
 	closeAll(during)

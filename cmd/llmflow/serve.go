@@ -301,6 +301,12 @@ type generation struct {
 func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) (*generation, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if s.counters.rdb != nil {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "llmflow_redis_failures_total",
+			Help: "Redis calls of the shared fair-share counters that failed (requests then admitted uncounted, at a borrowing priority).",
+		}, func() float64 { return float64(s.counters.failures()) }))
+	}
 	db := s.db
 	var keys gateway.KeyStore = db
 	if s.counters.rdb != nil {
@@ -541,6 +547,20 @@ func (c *sharedCounters) holdsUsage(ctx context.Context, cfg *config.Config) boo
 		}
 	}
 	return true
+}
+
+// failures is the number of failed Redis calls of every pool's counters.
+func (c *sharedCounters) failures() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for _, m := range c.m {
+		if r, ok := m.(*redisstate.Counters); ok {
+			_, f, _ := r.LastError()
+			n += f
+		}
+	}
+	return n
 }
 
 // channel is the Redis channel of key invalidations.

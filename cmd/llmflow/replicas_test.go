@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -153,6 +154,9 @@ func TestThreeReplicasShareReservation(t *testing.T) {
 	if w, b := count(3); w != 0 || b != 3 {
 		t.Errorf("with Redis down: %d within, %d borrowing; want every request served, borrowing", w, b)
 	}
+	if m := scrape(t, reps[0].base); !strings.Contains(m, "llmflow_redis_failures_total ") || strings.Contains(m, "llmflow_redis_failures_total 0\n") {
+		t.Errorf("llmflow_redis_failures_total does not count the failures: %s", grepLines(m, "llmflow_redis_failures_total"))
+	}
 	startRedis(t, rds.addr) // empty: no persistence
 	closeAll(first)
 	closeAll(during)
@@ -172,4 +176,60 @@ func TestThreeReplicasShareReservation(t *testing.T) {
 			t.Errorf("replica %d exit %d:\n%s", i, code, tail(r.logs.String(), 2000))
 		}
 	}
+}
+
+// TestRevocationReachesAllReplicas: a key used on three replicas (so each
+// caches it) and revoked through one is refused by all three within a
+// second; without the announcement through Redis the other two would
+// accept it until their cache entry expires (a minute).
+func TestRevocationReachesAllReplicas(t *testing.T) {
+	rds := startRedis(t, freeAddr(t))
+	sim := startSim(t, time.Millisecond)
+	dir := t.TempDir()
+	cfg := procConfig(t, dir, sim, fmt.Sprintf("store {\n  path = \"llmflow.db\"\n}\nredis {\n  address = %q\n}\n", rds.addr))
+	var reps []*proc
+	for i := range 3 {
+		reps = append(reps, startServe(t, cfg, "LLMFLOW_SPOOL_DIR="+filepath.Join(dir, fmt.Sprintf("spool-%d", i))))
+	}
+	req, _ := http.NewRequest(http.MethodPost, reps[0].base+"/admin/keys", strings.NewReader(`{"team":"lab-nlp","name":"x"}`))
+	req.Header.Set("Authorization", "Bearer "+procMasterKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k struct{ ID, Key string }
+	json.NewDecoder(resp.Body).Decode(&k)
+	resp.Body.Close()
+	status := func(base string) int {
+		req, _ := http.NewRequest(http.MethodGet, base+"/v1/models", nil)
+		req.Header.Set("Authorization", "Bearer "+k.Key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i, r := range reps {
+		if s := status(r.base); s != 200 {
+			t.Fatalf("replica %d: key refused before revocation: %d", i, s)
+		}
+	}
+	del, _ := http.NewRequest(http.MethodDelete, reps[0].base+"/admin/keys/"+k.ID, nil)
+	del.Header.Set("Authorization", "Bearer "+procMasterKey)
+	resp, err = http.DefaultClient.Do(del)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("revoke: %v %v", err, resp.StatusCode)
+	}
+	resp.Body.Close()
+	revoked := time.Now()
+	for i, r := range reps {
+		for status(r.base) != http.StatusUnauthorized {
+			if time.Since(revoked) > time.Second {
+				t.Fatalf("replica %d still accepts the key a second after its revocation on replica 0", i)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	t.Logf("refused by all three replicas %v after the revocation", time.Since(revoked).Round(time.Millisecond))
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -118,6 +119,7 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 		closeAccounting(rec, log)
 		return err
 	}
+	s.listenInvalidations(ctx)
 	lim := cfg.Limits
 	srv := &http.Server{
 		Handler:           s,
@@ -301,8 +303,18 @@ type generation struct {
 func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) (*generation, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if s.counters.rdb != nil {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "llmflow_redis_failures_total",
+			Help: "Redis calls of the shared fair-share counters that failed (requests then admitted uncounted, at a borrowing priority).",
+		}, func() float64 { return float64(s.counters.failures()) }))
+	}
 	db := s.db
-	opts := gateway.Options{Config: cfg, Version: buildVersion(), Keys: db, Records: db, Recorder: s.rec, ShareUsage: db,
+	var keys gateway.KeyStore = db
+	if s.counters.rdb != nil {
+		keys = &revokeBroadcast{appStore: db, s: s}
+	}
+	opts := gateway.Options{Config: cfg, Version: buildVersion(), Keys: keys, Records: db, Recorder: s.rec, ShareUsage: db,
 		Registry: reg, Log: s.log, SyncHistory: db, Spend: db, Admin: db, Counters: s.counters, KeepUsage: keepUsage}
 	g := &generation{cfg: cfg}
 	// Soft budget limits enqueue alerts into alertOutbox (nil without an
@@ -415,6 +427,60 @@ func (s *server) reload(ctx context.Context, old *generation) *generation {
 	return g
 }
 
+// revokeBroadcast is the key store of a replica with Redis: a revocation
+// is published on the invalidation channel, and every replica (this one
+// too) drops the key from its caches when it hears it (listenInvalidations).
+type revokeBroadcast struct {
+	appStore
+	s *server
+}
+
+func (r *revokeBroadcast) RevokeKey(ctx context.Context, id string, at time.Time) error {
+	if err := r.appStore.RevokeKey(ctx, id, at); err != nil {
+		return err
+	}
+	k, err := r.appStore.KeyByID(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := r.s.counters.rdb.Publish(ctx, r.s.counters.channel(), hex.EncodeToString(k.Hash[:])).Err(); err != nil {
+		// The revocation is stored; other replicas see it when their
+		// cache entry expires (a minute at most).
+		r.s.log.Error("key revoked but not announced to the other replicas (redis)", "id", id, "err", err)
+	}
+	return nil
+}
+
+// listenInvalidations drops from the serving gateway's caches every key
+// announced on the invalidation channel, until ctx ends. A replica that
+// was away from Redis misses announcements: its cache entries expire
+// within a minute.
+func (s *server) listenInvalidations(ctx context.Context) {
+	if s.counters.rdb == nil {
+		return
+	}
+	sub := s.counters.rdb.Subscribe(ctx, s.counters.channel())
+	go func() {
+		defer sub.Close()
+		ch := sub.Channel()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case m, ok := <-ch:
+				if !ok {
+					return
+				}
+				var h [32]byte
+				if b, err := hex.DecodeString(m.Payload); err == nil && len(b) == len(h) {
+					copy(h[:], b)
+					s.cur.Load().ForgetKey(h)
+				}
+			}
+		}
+	}()
+}
+
 func sameRedis(a, b *config.Redis) bool {
 	if a == nil || b == nil {
 		return a == b
@@ -430,6 +496,7 @@ func sameRedis(a, b *config.Redis) bool {
 type sharedCounters struct {
 	rdb     redis.UniversalClient // nil: in memory
 	prefix  string
+	base    string // the configured key prefix
 	timeout time.Duration
 
 	mu sync.Mutex
@@ -458,7 +525,7 @@ func newSharedCounters(ctx context.Context, cfg *config.Config, log *slog.Logger
 		o.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
 	}
 	c.rdb = redis.NewClient(o)
-	c.prefix, c.timeout = rc.KeyPrefix+"counters:", rc.Timeout
+	c.prefix, c.base, c.timeout = rc.KeyPrefix+"counters:", rc.KeyPrefix, rc.Timeout
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := c.rdb.Ping(pctx).Err(); err != nil {
@@ -500,6 +567,23 @@ func (c *sharedCounters) holdsUsage(ctx context.Context, cfg *config.Config) boo
 	}
 	return true
 }
+
+// failures is the number of failed Redis calls of every pool's counters.
+func (c *sharedCounters) failures() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for _, m := range c.m {
+		if r, ok := m.(*redisstate.Counters); ok {
+			_, f, _ := r.LastError()
+			n += f
+		}
+	}
+	return n
+}
+
+// channel is the Redis channel of key invalidations.
+func (c *sharedCounters) channel() string { return c.base + "invalidate" }
 
 func (c *sharedCounters) close() {
 	if c.rdb != nil {

@@ -1,0 +1,7 @@
+package gateway
+
+// ForgetKey drops the key whose secret hashes to hash from this gateway's
+// caches (valid keys and misses), so that the next request with it reads
+// the store again: a key revoked through another replica stops working
+// here at once instead of when its cache entry expires.
+func (g *Gateway) ForgetKey(hash [32]byte) { g.auth.forget(hash) }

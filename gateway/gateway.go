@@ -107,6 +107,9 @@ type Options struct {
 	// KeepUsage skips loading the saved fair-share usage: the Counters
 	// already hold it (a reload sharing them).
 	KeepUsage bool
+	// Shared, when set, reports on the state shared with other replicas
+	// (Redis) in /healthz: a fallback makes it "degraded".
+	Shared SharedState
 }
 
 // ClampCounter is implemented by record writers that clamp impossible
@@ -131,6 +134,7 @@ type Gateway struct {
 	rec        *accounting.Queue
 	ownRec     bool // rec was made by New: Close closes it
 	usage      ShareUsageStore
+	shared     SharedState // nil: no state shared with replicas
 	accts      atomic.Pointer[accountView]
 	syncs      SyncHistory
 	spend      SpendReader
@@ -188,6 +192,7 @@ func New(o Options) (*Gateway, error) {
 		cfg:     o.Config,
 		keys:    o.Keys,
 		usage:   o.ShareUsage,
+		shared:  o.Shared,
 		syncs:   o.SyncHistory,
 		spend:   o.Spend,
 		log:     cmp.Or(o.Log, slog.New(slog.DiscardHandler)),
@@ -635,6 +640,7 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 		Upstreams []upstreamHealth `json:"upstreams"`
 		Slurm     *syncHealth      `json:"slurm_sync,omitempty"`
 		Acct      *acctHealth      `json:"accounting,omitempty"`
+		Shared    *SharedHealth    `json:"shared,omitempty"`
 	}
 	body := details{Status: "ok", Version: g.version, Store: "ok", Slurm: g.sync.health()}
 	if body.Slurm != nil && body.Slurm.Outcome == "failed" {
@@ -682,6 +688,13 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 	}
 	if body.Acct = g.accountingHealth(&body.Status, &status); body.Acct != nil && body.Acct.Store == "failing" && body.Store == "ok" {
 		body.Store = "write_failing"
+	}
+	if g.shared != nil {
+		sh := g.shared.SharedHealth()
+		body.Shared = &sh
+		if sh.Status != "ok" && body.Status == "ok" {
+			body.Status = "degraded" // serving on this replica's slice
+		}
 	}
 	if hdr := r.Header.Get("Authorization"); hdr != "" {
 		if _, err := g.secretAuth.check(hdr, r.RemoteAddr, now, secretMaster|secretMetrics, errAdminAuth); err != nil {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -84,10 +85,12 @@ func holdStream(t *testing.T, c *http.Client, base, key string) heldStream {
 // 8, etabA's share 0.75: its reservation is 6. Of 12 streams of etabA
 // held open across the three replicas exactly 6 get a within-share
 // priority (0) and 6 borrow — one gateway would grant the same; three
-// gateways with their own counters would grant 12. Redis killed: the
-// replicas go on serving (uncounted, borrowing priority). Redis back,
-// empty: once the old streams end the counts are right again (no leak,
-// never negative).
+// gateways with their own counters would grant 12. Redis killed under
+// load: every request is still answered, each replica admits against its
+// slice (reservation / live replicas), /healthz and llmflow_redis_fallback
+// say so. Redis back, empty: the counts are rebuilt from what each
+// replica has in flight (exactly the open streams), and are zero once they
+// close (no leak, no double count).
 func TestThreeReplicasShareReservation(t *testing.T) {
 	rds := startRedis(t, freeAddr(t))
 	sim := vllmsim.New(vllmsim.Config{APIKey: "sim-secret", StepInterval: 20 * time.Millisecond,
@@ -104,6 +107,14 @@ func TestThreeReplicasShareReservation(t *testing.T) {
 	}
 	key := createKey(t, reps[0].base)
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	waitFor(t, 10*time.Second, "every replica sees 3 live replicas (leases)", func() bool {
+		for _, r := range reps {
+			if h := healthz(t, r.base); h.Shared == nil || h.Shared.Replicas != 3 {
+				return false
+			}
+		}
+		return true
+	})
 
 	open := func(n int) []heldStream {
 		var out []heldStream
@@ -120,18 +131,25 @@ func TestThreeReplicasShareReservation(t *testing.T) {
 	// count classifies the priorities the engine got for the requests it
 	// received after the first seen ones (the gateway sends no request
 	// id upstream: headers are built from scratch).
+	// Only streams are counted: the load of short requests during the
+	// Redis outage is not streamed.
 	seen := 0
 	count := func(n int) (within, borrowing int) {
 		var got []vllmsim.Received
 		for range 500 { // the engine may see the last ones a moment later
-			got = sim.Received()
+			got = got[:0]
+			for _, r := range sim.Received() {
+				if r.Stream {
+					got = append(got, r)
+				}
+			}
 			if len(got) >= seen+n {
 				break
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
 		if len(got) < seen+n {
-			t.Fatalf("the engine received %d of %d requests", len(got)-seen, n)
+			t.Fatalf("the engine received %d of %d streams", len(got)-seen, n)
 		}
 		for _, r := range got[seen : seen+n] {
 			switch {
@@ -149,18 +167,69 @@ func TestThreeReplicasShareReservation(t *testing.T) {
 	if w, b := count(12); w != 6 || b != 6 {
 		t.Fatalf("12 streams of etabA over 3 replicas: %d within share, %d borrowing; want 6 and 6 (its reservation is 6)", w, b)
 	}
-	rds.kill()
-	during := open(3)
-	if w, b := count(3); w != 0 || b != 3 {
-		t.Errorf("with Redis down: %d within, %d borrowing; want every request served, borrowing", w, b)
+	// Redis killed under load: short requests of the other organisation
+	// (so they take none of etabA's slots) keep coming through every
+	// replica and all are answered.
+	loadKey := createTeamKey(t, reps[1].base, "lab-chem")
+	loadDone := make(chan struct{})
+	var loadOK, loadFailed atomic.Int64
+	var loadWG sync.WaitGroup
+	for i := range 3 {
+		loadWG.Go(func() {
+			for n := 0; n < 400; n++ {
+				select {
+				case <-loadDone:
+					return
+				default:
+				}
+				if shortRequest(c, reps[(i+n)%3].base, loadKey) {
+					loadOK.Add(1)
+				} else {
+					loadFailed.Add(1)
+				}
+			}
+		})
 	}
-	if m := scrape(t, reps[0].base); !strings.Contains(m, "llmflow_redis_failures_total ") || strings.Contains(m, "llmflow_redis_failures_total 0\n") {
-		t.Errorf("llmflow_redis_failures_total does not count the failures: %s", grepLines(m, "llmflow_redis_failures_total"))
+	rds.kill()
+	// Each replica falls back to its slice: etabA's reservation of 6 over
+	// the 3 live replicas last seen is 2 each, so of 9 new streams (3 per
+	// replica) 6 are within and 3 borrow — never more within than one
+	// gateway would grant.
+	during := open(9)
+	if w, b := count(9); w != 6 || b != 3 {
+		t.Errorf("with Redis down: %d within, %d borrowing; want 6 and 3 (a slice of 2 per replica)", w, b)
+	}
+	for i, r := range reps {
+		if h := healthz(t, r.base); h.Status != "degraded" || h.Shared == nil || h.Shared.Status != "fallback" || h.Shared.Replicas != 3 {
+			t.Errorf("replica %d /healthz with Redis down: %+v %+v", i, h, h.Shared)
+		}
+	}
+	if m := scrape(t, reps[0].base); !strings.Contains(m, "llmflow_redis_fallback 1\n") || !strings.Contains(m, "llmflow_redis_replicas 3\n") {
+		t.Errorf("metrics with Redis down: %s", grepLines(m, "llmflow_redis_fallback", "llmflow_redis_replicas"))
 	}
 	startRedis(t, rds.addr) // empty: no persistence
+	// The replicas rebuild the counts from what each has in flight: the
+	// 12 + 9 streams (load requests may add a few at any instant).
+	waitFor(t, 10*time.Second, "the replicas leave the fallback and rebuild 21 streams in flight", func() bool {
+		for _, r := range reps {
+			if h := healthz(t, r.base); h.Shared == nil || h.Shared.Status != "ok" {
+				return false
+			}
+		}
+		n := poolInFlight(t, reps[1].base)
+		return n >= 21 && n <= 21+3
+	})
+	close(loadDone)
+	loadWG.Wait()
+	if loadFailed.Load() != 0 || loadOK.Load() == 0 {
+		t.Errorf("load across the kill and restart: %d answered, %d failed", loadOK.Load(), loadFailed.Load())
+	}
+	t.Logf("load across the Redis kill and restart: %d answered, %d failed", loadOK.Load(), loadFailed.Load())
 	closeAll(first)
 	closeAll(during)
-	time.Sleep(500 * time.Millisecond) // the releases reach the new Redis
+	waitFor(t, 10*time.Second, "nothing left in flight after the streams closed", func() bool {
+		return poolInFlight(t, reps[2].base) == 0
+	})
 	again := open(12)
 	if w, b := count(12); w != 6 || b != 6 {
 		t.Fatalf("after Redis came back: %d within, %d borrowing; want 6 and 6", w, b)
@@ -232,4 +301,108 @@ func TestRevocationReachesAllReplicas(t *testing.T) {
 		}
 	}
 	t.Logf("refused by all three replicas %v after the revocation", time.Since(revoked).Round(time.Millisecond))
+}
+
+// shortRequest sends one small non-streaming completion; true when it was
+// answered 200 with its whole body.
+func shortRequest(c *http.Client, base, key string) bool {
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions",
+		strings.NewReader(`{"model":"sim-llama","max_tokens":2,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(io.Discard, resp.Body)
+	return err == nil && resp.StatusCode == 200
+}
+
+type healthBody struct {
+	Status string `json:"status"`
+	Shared *struct {
+		Status   string `json:"status"`
+		Replicas int    `json:"replicas"`
+		Error    string `json:"error"`
+	} `json:"shared"`
+}
+
+// healthz reads a replica's /healthz with the master key (details).
+func healthz(t *testing.T, base string) healthBody {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, base+"/healthz", nil)
+	req.Header.Set("Authorization", "Bearer "+procMasterKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var h healthBody
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// poolInFlight is the sim pool's in-flight count as a replica reports it
+// (/admin/fairshare: the shared totals).
+func poolInFlight(t *testing.T, base string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, base+"/admin/fairshare", nil)
+	req.Header.Set("Authorization", "Bearer "+procMasterKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rep struct {
+		Pools []struct {
+			Pool     string `json:"pool"`
+			InFlight int    `json:"in_flight"`
+		} `json:"pools"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range rep.Pools {
+		if p.Pool == "sim" {
+			return p.InFlight
+		}
+	}
+	t.Fatalf("no pool sim in /admin/fairshare")
+	return 0
+}
+
+// waitFor polls cond every 50 ms until it holds, failing after limit (a
+// generous bound, not a timing assertion).
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", limit, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// createTeamKey makes a client key of team through the admin API.
+func createTeamKey(t *testing.T, base, team string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/admin/keys", strings.NewReader(`{"team":"`+team+`","name":"load"}`))
+	req.Header.Set("Authorization", "Bearer "+procMasterKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Key string `json:"key"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || v.Key == "" {
+		t.Fatalf("create key of %s: %d %v", team, resp.StatusCode, err)
+	}
+	return v.Key
 }

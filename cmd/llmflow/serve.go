@@ -311,11 +311,17 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) 
 	}
 	db := s.db
 	var keys gateway.KeyStore = db
+	var admin gateway.AdminStore = db
 	if s.counters.rdb != nil {
-		keys = &revokeBroadcast{appStore: db, s: s}
+		b := &revokeBroadcast{appStore: db, s: s}
+		keys, admin = b, b
+		registerSharedMetrics(reg, s.counters)
 	}
 	opts := gateway.Options{Config: cfg, Version: buildVersion(), Keys: keys, Records: db, Recorder: s.rec, ShareUsage: db,
-		Registry: reg, Log: s.log, SyncHistory: db, Spend: db, Admin: db, Counters: s.counters, KeepUsage: keepUsage}
+		Registry: reg, Log: s.log, SyncHistory: db, Spend: db, Admin: admin, Counters: s.counters, KeepUsage: keepUsage}
+	if s.counters.rdb != nil {
+		opts.Shared = s.counters
+	}
 	g := &generation{cfg: cfg}
 	// Soft budget limits enqueue alerts into alertOutbox (nil without an
 	// alerts block); the dispatcher delivers them.
@@ -451,36 +457,6 @@ func (r *revokeBroadcast) RevokeKey(ctx context.Context, id string, at time.Time
 	return nil
 }
 
-// listenInvalidations drops from the serving gateway's caches every key
-// announced on the invalidation channel, until ctx ends. A replica that
-// was away from Redis misses announcements: its cache entries expire
-// within a minute.
-func (s *server) listenInvalidations(ctx context.Context) {
-	if s.counters.rdb == nil {
-		return
-	}
-	sub := s.counters.rdb.Subscribe(ctx, s.counters.channel())
-	go func() {
-		defer sub.Close()
-		ch := sub.Channel()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case m, ok := <-ch:
-				if !ok {
-					return
-				}
-				var h [32]byte
-				if b, err := hex.DecodeString(m.Payload); err == nil && len(b) == len(h) {
-					copy(h[:], b)
-					s.cur.Load().ForgetKey(h)
-				}
-			}
-		}
-	}()
-}
-
 func sameRedis(a, b *config.Redis) bool {
 	if a == nil || b == nil {
 		return a == b
@@ -498,6 +474,12 @@ type sharedCounters struct {
 	prefix  string
 	base    string // the configured key prefix
 	timeout time.Duration
+	replica string // this process among the replicas (leases)
+	// run is the context of the counters' beats; close cancels it and
+	// waits for each to give up its lease.
+	run     context.Context
+	stop    context.CancelFunc
+	beating sync.WaitGroup
 
 	mu sync.Mutex
 	m  map[string]fairshare.Counters
@@ -526,6 +508,8 @@ func newSharedCounters(ctx context.Context, cfg *config.Config, log *slog.Logger
 	}
 	c.rdb = redis.NewClient(o)
 	c.prefix, c.base, c.timeout = rc.KeyPrefix+"counters:", rc.KeyPrefix, rc.Timeout
+	c.replica = replicaName()
+	c.run, c.stop = context.WithCancel(context.WithoutCancel(ctx))
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := c.rdb.Ping(pctx).Err(); err != nil {
@@ -544,7 +528,9 @@ func (c *sharedCounters) PoolCounters(pool string, halfLife time.Duration) fairs
 	}
 	var m fairshare.Counters
 	if c.rdb != nil {
-		m = redisstate.New(c.rdb, pool, halfLife, redisstate.Options{Prefix: c.prefix, Timeout: c.timeout})
+		r := redisstate.New(c.rdb, pool, halfLife, redisstate.Options{Prefix: c.prefix, Timeout: c.timeout, Replica: c.replica})
+		c.beating.Go(func() { r.Run(c.run) })
+		m = r
 	} else {
 		m = fairshare.NewMemCounters(halfLife)
 	}
@@ -587,6 +573,8 @@ func (c *sharedCounters) channel() string { return c.base + "invalidate" }
 
 func (c *sharedCounters) close() {
 	if c.rdb != nil {
+		c.stop()
+		c.beating.Wait()
 		c.rdb.Close()
 	}
 }

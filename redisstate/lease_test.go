@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"testing"
@@ -183,9 +184,12 @@ type ownRedis struct {
 
 func startOwnRedis(t *testing.T, port string) *ownRedis {
 	t.Helper()
+	if os.Getenv("LLMFLOW_SKIP_REDIS") == "1" {
+		t.Skip("LLMFLOW_SKIP_REDIS=1")
+	}
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		t.Skip("redis-server not installed")
+		t.Fatal("redis-server is not installed (apt-get install redis-server; LLMFLOW_SKIP_REDIS=1 skips)")
 	}
 	if port == "" {
 		l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -408,4 +409,114 @@ func createTeamKey(t *testing.T, base, team string) string {
 		t.Fatalf("create key of %s: %d %v", team, resp.StatusCode, err)
 	}
 	return v.Key
+}
+
+// TestThreeReplicasHeldFractions: three replicas sharing one Redis, a
+// round-robin client per request, both organisations flooding an engine
+// of 16 slots (capacity 16: etabA reserves 12, etabB 4). The fractions of
+// the engine's running requests each organisation holds, sampled over the
+// run, stay within 0.02 of the shares (0.75 / 0.25); at no sample does the
+// engine run more within-share requests of an organisation than its
+// reservation — what one gateway would grant, not three times it.
+func TestThreeReplicasHeldFractions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 10 s load test")
+	}
+	rds := startRedis(t, freeAddr(t))
+	sim := vllmsim.New(vllmsim.Config{APIKey: "sim-secret", StepInterval: 20 * time.Millisecond,
+		Sched: vllmsim.SchedConfig{MaxNumSeqs: 16, KVBlocks: 1 << 16}})
+	simSrv := httptest.NewServer(sim)
+	t.Cleanup(func() { simSrv.Close(); sim.Close() })
+	dir := t.TempDir()
+	cfg := procConfig(t, dir, simSrv.URL, fmt.Sprintf("store {\n  path = \"llmflow.db\"\n}\nredis {\n  address = %q\n}\n", rds.addr))
+	src, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, []byte(strings.Replace(string(src), "capacity = 64", "capacity = 16", 1)), 0o600)
+	var reps []*proc
+	for i := range 3 {
+		reps = append(reps, startServe(t, cfg, "LLMFLOW_SPOOL_DIR="+filepath.Join(dir, fmt.Sprintf("spool-%d", i))))
+	}
+	keys := map[string]string{"etabA": createTeamKey(t, reps[0].base, "lab-nlp"), "etabB": createTeamKey(t, reps[1].base, "lab-chem")}
+	// Each organisation's cache_salt (set by the gateway per organisation)
+	// tells the engine's requests apart.
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
+	salts := map[string]string{}
+	for org, key := range keys {
+		if !shortRequest(c, reps[2].base, key) {
+			t.Fatalf("%s: first request failed", org)
+		}
+		got := sim.Received()
+		s, _ := got[len(got)-1].Body["cache_salt"].(string)
+		if s == "" {
+			t.Fatalf("%s: no cache_salt upstream", org)
+		}
+		salts[s] = org
+	}
+	if len(salts) != 2 {
+		t.Fatalf("the two organisations share a cache_salt")
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	n := 0
+	for org, key := range keys {
+		for range 24 {
+			n++
+			first := n
+			wg.Go(func() {
+				for i := first; i < first+200; i++ { // bounded: 200 requests each at most
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					req, _ := http.NewRequest(http.MethodPost, reps[i%3].base+"/v1/chat/completions",
+						strings.NewReader(`{"model":"sim-llama","max_tokens":20,"messages":[{"role":"user","content":"`+org+`"}]}`))
+					req.Header.Set("Authorization", "Bearer "+key)
+					req.Header.Set("Content-Type", "application/json")
+					resp, err := c.Do(req)
+					if err != nil {
+						failed.Add(1)
+						continue
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						failed.Add(1)
+					}
+				}
+			})
+		}
+	}
+	time.Sleep(2 * time.Second) // fill the engine
+	held := map[string]int{}
+	samples := 0
+	for range 160 { // 8 s
+		time.Sleep(50 * time.Millisecond)
+		by := sim.RunningBy(func(r *vllmsim.Received) string {
+			s, _ := r.Body["cache_salt"].(string)
+			if r.Priority <= 1 {
+				return salts[s] + "/within"
+			}
+			return salts[s] + "/borrowing"
+		})
+		if by["etabA/within"] > 12 || by["etabB/within"] > 4 {
+			t.Errorf("the engine runs %d within-share requests of etabA (reservation 12), %d of etabB (reservation 4)",
+				by["etabA/within"], by["etabB/within"])
+		}
+		held["etabA"] += by["etabA/within"] + by["etabA/borrowing"]
+		held["etabB"] += by["etabB/within"] + by["etabB/borrowing"]
+		samples++
+	}
+	close(stop)
+	wg.Wait()
+	if failed.Load() != 0 {
+		t.Errorf("%d requests failed", failed.Load())
+	}
+	total := float64(held["etabA"] + held["etabB"])
+	fa, fb := float64(held["etabA"])/total, float64(held["etabB"])/total
+	t.Logf("held fractions over %d samples (%.1f running on average): etabA %.4f (share 0.75), etabB %.4f (share 0.25)",
+		samples, total/float64(samples), fa, fb)
+	if math.Abs(fa-0.75) > 0.02 || math.Abs(fb-0.25) > 0.02 {
+		t.Errorf("held fractions etabA %.4f, etabB %.4f: not within 0.02 of the shares 0.75 / 0.25", fa, fb)
+	}
 }

@@ -254,7 +254,8 @@ func TestThreeReplicasShareReservation(t *testing.T) {
 // TestRevocationReachesAllReplicas: a key used on three replicas (so each
 // caches it) and revoked through one is refused by all three within a
 // second; without the announcement through Redis the other two would
-// accept it until their cache entry expires (a minute).
+// accept it until their cache entry expires (a minute). A team created
+// through one replica is in the others' trees within a second too.
 func TestRevocationReachesAllReplicas(t *testing.T) {
 	rds := startRedis(t, freeAddr(t))
 	sim := startSim(t, time.Millisecond)
@@ -305,6 +306,38 @@ func TestRevocationReachesAllReplicas(t *testing.T) {
 		}
 	}
 	t.Logf("refused by all three replicas %v after the revocation", time.Since(revoked).Round(time.Millisecond))
+
+	// An account created on one replica is in every replica's tree within
+	// a second (the admin write is announced; the periodic check is 5 s).
+	req, _ = http.NewRequest(http.MethodPost, reps[0].base+"/admin/teams", strings.NewReader(`{"name":"lab-new","org":"etabA"}`))
+	req.Header.Set("Authorization", "Bearer "+procMasterKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode >= 300 {
+		t.Fatalf("create team: %v %v", err, resp.StatusCode)
+	}
+	resp.Body.Close()
+	created := time.Now()
+	hasTeam := func(base string) bool {
+		req, _ := http.NewRequest(http.MethodGet, base+"/admin/teams", nil)
+		req.Header.Set("Authorization", "Bearer "+procMasterKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), `"lab-new"`)
+	}
+	for i, r := range reps {
+		for !hasTeam(r.base) {
+			if time.Since(created) > time.Second {
+				t.Fatalf("replica %d does not know the team created on replica 0 a second later", i)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	t.Logf("team known to all three replicas %v after its creation", time.Since(created).Round(time.Millisecond))
 }
 
 // shortRequest sends one small non-streaming completion; true when it was

@@ -553,3 +553,48 @@ func TestThreeReplicasHeldFractions(t *testing.T) {
 		t.Errorf("held fractions etabA %.4f, etabB %.4f: not within 0.02 of the shares 0.75 / 0.25", fa, fb)
 	}
 }
+
+// TestCrashedReplicaReleasesItsShare: a replica holding 6 streams (all of
+// etabA's reservation) is killed with SIGKILL; its lease expires and a
+// live replica's beat takes its requests off the shared counts, so the
+// reservation is free again for the others, and a clean SIGTERM of
+// another replica gives its part up at once.
+func TestCrashedReplicaReleasesItsShare(t *testing.T) {
+	rds := startRedis(t, freeAddr(t))
+	sim := startSim(t, 20*time.Millisecond)
+	dir := t.TempDir()
+	cfg := procConfig(t, dir, sim, fmt.Sprintf("store {\n  path = \"llmflow.db\"\n}\nredis {\n  address = %q\n}\n", rds.addr))
+	src, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, []byte(strings.Replace(string(src), "capacity = 64", "capacity = 8", 1)), 0o600)
+	var reps []*proc
+	for i := range 3 {
+		reps = append(reps, startServe(t, cfg, "LLMFLOW_SPOOL_DIR="+filepath.Join(dir, fmt.Sprintf("spool-%d", i))))
+	}
+	key := createKey(t, reps[0].base)
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	var held []heldStream
+	for range 6 {
+		held = append(held, holdStream(t, c, reps[0].base, key))
+	}
+	for range 2 {
+		held = append(held, holdStream(t, c, reps[1].base, key))
+	}
+	if n := poolInFlight(t, reps[2].base); n != 8 {
+		t.Fatalf("pool in flight %d, want 8", n)
+	}
+	reps[0].signal(syscall.SIGKILL)
+	waitFor(t, 15*time.Second, "the killed replica's 6 streams leave the shared counts (lease of 3 s)", func() bool {
+		return poolInFlight(t, reps[2].base) == 2
+	})
+	for _, h := range held {
+		h.body.Close()
+	}
+	reps[1].signal(syscall.SIGTERM)
+	if code := reps[1].exitCode(); code != 0 {
+		t.Errorf("SIGTERM: exit %d", code)
+	}
+	waitFor(t, 15*time.Second, "the stopped replica's part is given up, one live replica left", func() bool {
+		h := healthz(t, reps[2].base)
+		return poolInFlight(t, reps[2].base) == 0 && h.Shared != nil && h.Shared.Replicas == 1
+	})
+}

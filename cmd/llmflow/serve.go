@@ -306,7 +306,7 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) 
 	if s.counters.rdb != nil {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "llmflow_redis_failures_total",
-			Help: "Redis calls of the shared fair-share counters that failed (requests then admitted uncounted, at a borrowing priority).",
+			Help: "Redis calls of the shared fair-share counters that failed (the replica then admits against its own slice until Redis answers).",
 		}, func() float64 { return float64(s.counters.failures()) }))
 	}
 	db := s.db
@@ -486,8 +486,8 @@ type sharedCounters struct {
 }
 
 // newSharedCounters connects to the configured Redis, if any. Redis that
-// does not answer at start is logged, not fatal: admissions go on
-// uncounted (redisstate) until it answers.
+// does not answer at start is logged, not fatal: each pool admits against
+// this replica's slice (redisstate) until it answers.
 func newSharedCounters(ctx context.Context, cfg *config.Config, log *slog.Logger) (*sharedCounters, error) {
 	c := &sharedCounters{m: map[string]fairshare.Counters{}}
 	rc := cfg.Redis
@@ -513,7 +513,7 @@ func newSharedCounters(ctx context.Context, cfg *config.Config, log *slog.Logger
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := c.rdb.Ping(pctx).Err(); err != nil {
-		log.Error("redis does not answer: admissions are not counted across replicas until it does", "address", rc.Address, "err", err)
+		log.Error("redis does not answer: this replica admits against its own slice of each reservation until it does", "address", rc.Address, "err", err)
 	} else {
 		log.Info("fair-share counters shared through redis", "address", rc.Address, "prefix", c.prefix)
 	}

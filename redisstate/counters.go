@@ -40,6 +40,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"math"
 	"strconv"
 	"sync"
@@ -64,6 +65,8 @@ type Options struct {
 	// after trouble, the counts rebuilt (default 1 s). The lease lasts
 	// three beats.
 	Beat time.Duration
+	// Log receives the fallback's start and end (nil: none).
+	Log *slog.Logger
 }
 
 // Counters is fairshare.Counters over Redis for one pool.
@@ -76,6 +79,8 @@ type Counters struct {
 	halfLife time.Duration
 	timeout  time.Duration
 	beat     time.Duration
+	log      *slog.Logger
+	pool     string
 
 	mu    sync.Mutex // Bind, usage cache, pending charges
 	slots map[string]fairshare.Slot
@@ -150,7 +155,7 @@ func New(rdb redis.UniversalClient, pool string, halfLife time.Duration, o Optio
 	}
 	key := o.Prefix + "{" + pool + "}"
 	c := &Counters{rdb: rdb, key: key, mine: key + ":r:" + o.Replica, live: key + ":live", replica: o.Replica,
-		halfLife: halfLife, timeout: o.Timeout, beat: o.Beat,
+		halfLife: halfLife, timeout: o.Timeout, beat: o.Beat, log: o.Log, pool: pool,
 		slots: map[string]fairshare.Slot{"": fairshare.PoolSlot}, local: fairshare.NewMemCounters(halfLife),
 		pending: map[fairshare.Slot]usageAt{}, usage: map[fairshare.Slot]usageAt{}, wake: make(chan struct{}, 1)}
 	keys := []string{""}
@@ -371,6 +376,10 @@ func (c *Counters) fail(err error) {
 	c.dirty.Store(true)
 	if !c.down.Swap(true) {
 		c.downSince.Store(time.Now().UnixNano())
+		if c.log != nil {
+			c.log.Warn("redis unreachable: admitting against this replica's slice of each reservation until it answers",
+				"pool", c.pool, "replicas", c.replicas.Load(), "err", err)
+		}
 	}
 	c.poke()
 }
@@ -671,8 +680,12 @@ func (c *Counters) Beat() {
 		c.poke()
 		return
 	}
-	if rebuild {
+	if rebuild && c.down.Load() {
 		c.down.Store(false)
+		if c.log != nil {
+			c.log.Info("redis answers again: this replica's counts rebuilt from what it has in flight",
+				"pool", c.pool, "replicas", v[0], "fallback_for", time.Since(time.Unix(0, c.downSince.Load())).Round(time.Millisecond))
+		}
 		c.downSince.Store(0)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
@@ -131,4 +132,13 @@ func registerSharedMetrics(reg *prometheus.Registry, c *sharedCounters) {
 		Name: "llmflow_redis_replicas",
 		Help: "Live gateway replicas last seen in Redis (leases).",
 	}, func() float64 { return float64(c.SharedHealth().Replicas) }))
+}
+
+// redisLogger sends go-redis's own messages (a failed dial, each retry)
+// to the log at debug level: the fallback's start and end are logged
+// once by redisstate, at warn and info.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.Debug(fmt.Sprintf(format, v...), "component", "go-redis")
 }

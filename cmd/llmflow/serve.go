@@ -475,6 +475,7 @@ type sharedCounters struct {
 	base    string // the configured key prefix
 	timeout time.Duration
 	replica string // this process among the replicas (leases)
+	log     *slog.Logger
 	// run is the context of the counters' beats; close cancels it and
 	// waits for each to give up its lease.
 	run     context.Context
@@ -508,7 +509,8 @@ func newSharedCounters(ctx context.Context, cfg *config.Config, log *slog.Logger
 	}
 	c.rdb = redis.NewClient(o)
 	c.prefix, c.base, c.timeout = rc.KeyPrefix+"counters:", rc.KeyPrefix, rc.Timeout
-	c.replica = replicaName()
+	c.replica, c.log = replicaName(), log
+	redis.SetLogger(redisLogger{log})
 	c.run, c.stop = context.WithCancel(context.WithoutCancel(ctx))
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -528,7 +530,7 @@ func (c *sharedCounters) PoolCounters(pool string, halfLife time.Duration) fairs
 	}
 	var m fairshare.Counters
 	if c.rdb != nil {
-		r := redisstate.New(c.rdb, pool, halfLife, redisstate.Options{Prefix: c.prefix, Timeout: c.timeout, Replica: c.replica})
+		r := redisstate.New(c.rdb, pool, halfLife, redisstate.Options{Prefix: c.prefix, Timeout: c.timeout, Replica: c.replica, Log: c.log})
 		c.beating.Go(func() { r.Run(c.run) })
 		m = r
 	} else {

@@ -170,6 +170,10 @@ const (
 	BudgetProject
 	BudgetKey
 	BudgetTag
+	// ManageRouting registers, replaces and removes runtime upstreams
+	// and model aliases: proxy-wide resources (engine URLs, the model
+	// names every organisation sees), so proxy admins only.
+	ManageRouting
 
 	numActions
 )
@@ -179,6 +183,7 @@ var actionNames = [...]string{
 	SetModels: "set_models", ManageTeams: "manage_teams", CreateUsers: "create_users", ManageOrgs: "manage_orgs",
 	DisableUsers: "disable_users", ManageTokens: "manage_tokens",
 	BudgetOrg: "budget_org", BudgetTeam: "budget_team", BudgetProject: "budget_project", BudgetKey: "budget_key", BudgetTag: "budget_tag",
+	ManageRouting: "manage_routing",
 }
 
 func (a Action) String() string {

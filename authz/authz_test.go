@@ -37,7 +37,7 @@ func TestMay(t *testing.T) {
 	// role → the actions it allows, written independently of the policy
 	// table, as the spec says them
 	spec := map[Role]string{
-		ProxyAdmin:  "read own_keys manage_keys manage_projects set_models manage_teams create_users manage_orgs disable_users manage_tokens budget_org budget_team budget_project budget_key budget_tag",
+		ProxyAdmin:  "read own_keys manage_keys manage_projects set_models manage_teams create_users manage_orgs disable_users manage_tokens budget_org budget_team budget_project budget_key budget_tag manage_routing",
 		ProxyViewer: "read",
 		OrgAdmin:    "read manage_keys manage_projects set_models manage_teams create_users budget_team budget_project budget_key",
 		TeamAdmin:   "read manage_keys manage_projects set_models budget_project budget_key",

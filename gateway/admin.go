@@ -352,6 +352,7 @@ func (g *Gateway) adminRoutes() {
 	g.handle(http.MethodGet, "/admin/spend", a(g.spendFiltered))
 	g.handle(http.MethodGet, "/admin/usage.csv", a(g.usageCSVFiltered))
 	g.handle(http.MethodGet, "/admin/audit", s(g.listAudit))
+	g.routingRoutes(a) // admin_upstreams.go
 }
 
 // decodeAdmin decodes an admin JSON body: at most 64 KiB, unknown fields

@@ -173,6 +173,31 @@ var matrix = map[string]matrixRow{
 	"GET /admin/audit": {call: fixed("/admin/audit?limit=10000", ""), ok: 200, listing: true,
 		shows:   func(e *adminEnv) shown { return each(readersTeam, "project nlp-p1") },
 		outMark: mark("project chem-p1")},
+
+	// runtime routing is proxy-wide (admin_upstreams.go): proxy admins
+	// write, proxy readers read, in and out of scope alike
+	"GET /admin/upstreams":                {call: fixed("/admin/upstreams", ""), in: proxyRead, out: proxyRead, ok: 200},
+	"GET /admin/models/{model}/upstreams": {call: fixed("/admin/models/m/upstreams", ""), in: proxyRead, out: proxyRead, ok: 200},
+	"POST /admin/models/{model}/upstreams": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
+		return "/admin/models/m/upstreams", fmt.Sprintf(`{"name":"rt%d","base_url":"http://127.0.0.1:%d"}`, c, 20000+c)
+	}, in: proxyAdmins, out: proxyAdmins, ok: 201},
+	"PUT /admin/models/{model}/upstreams/{name}": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
+		return fmt.Sprintf("/admin/models/m/upstreams/rt%d", c), fmt.Sprintf(`{"base_url":"http://127.0.0.1:%d"}`, 20000+c)
+	}, in: proxyAdmins, out: proxyAdmins, ok: 201},
+	"DELETE /admin/models/{model}/upstreams/{name}": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
+		path := fmt.Sprintf("/admin/models/m/upstreams/rt%d", c)
+		e.must(t, "PUT", path, "master", fmt.Sprintf(`{"base_url":"http://127.0.0.1:%d"}`, 20000+c), 201)
+		return path, ""
+	}, in: proxyAdmins, out: proxyAdmins, ok: 200},
+	"GET /admin/aliases": {call: fixed("/admin/aliases", ""), in: proxyRead, out: proxyRead, ok: 200},
+	"PUT /admin/aliases/{name...}": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
+		return fmt.Sprintf("/admin/aliases/al%d", c), `{"model":"m"}`
+	}, in: proxyAdmins, out: proxyAdmins, ok: 201},
+	"DELETE /admin/aliases/{name...}": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
+		path := fmt.Sprintf("/admin/aliases/al%d", c)
+		e.must(t, "PUT", path, "master", `{"model":"m"}`, 201)
+		return path, ""
+	}, in: proxyAdmins, out: proxyAdmins, ok: 200},
 }
 
 // TestAdminRouteRoleMatrix calls every admin route the gateway registers

@@ -66,13 +66,13 @@ func (g *Gateway) loadTeamModels(ctx context.Context) error {
 
 // visibleModels returns the model cards a team may see in /v1/models.
 func (g *Gateway) visibleModels(team string) []modelCard {
-	tm := g.modelLists.Load()
+	tm, cards := g.modelLists.Load(), g.routing.aliases.Load().cards // models, then aliases
 	if tm == nil {
-		return g.models
+		return cards
 	}
-	out := make([]modelCard, 0, len(g.models))
-	for _, m := range g.models {
-		if !tm.hidden(team, g.routes[m.ID]) {
+	out := make([]modelCard, 0, len(cards))
+	for _, m := range cards {
+		if !tm.hidden(team, g.routeOf(m.ID)) {
 			out = append(out, m)
 		}
 	}

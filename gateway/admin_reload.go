@@ -55,5 +55,8 @@ func (g *Gateway) reloadAdmin(ctx context.Context, seen int64) (int64, error) {
 	g.modelsMu.Lock()
 	g.modelLists.Store(g.newTeamModels(lists))
 	g.modelsMu.Unlock()
+	if err := g.reloadRouting(ctx); err != nil { // routing.go
+		return seen, err
+	}
 	return gen, nil
 }

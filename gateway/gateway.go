@@ -155,7 +155,8 @@ type Gateway struct {
 	auditFailed prometheus.Counter
 	patterns    []string // "METHOD /path" of every registered route
 
-	routes    map[string]*route
+	routes    map[string]*route // configured models; aliases and runtime upstreams: routing
+	routing   *routingState
 	models    []modelCard
 	pools     map[string]*pool
 	poolOrder []*pool // as configured
@@ -232,6 +233,9 @@ func New(o Options) (*Gateway, error) {
 		return nil, err
 	}
 	if err := g.newRoutes(); err != nil {
+		return nil, err
+	}
+	if err := g.initRouting(context.Background()); err != nil { // routing.go
 		return nil, err
 	}
 	if g.admins != nil {
@@ -422,9 +426,17 @@ func (g *Gateway) newRoutes() error {
 			if key != "" {
 				u.authHdr = []string{"Bearer " + key}
 			}
-			rt.upstreams = append(rt.upstreams, u)
+			rt.configured = append(rt.configured, u)
 		}
-		if len(rt.upstreams) == 0 {
+		if mc.KeyFile != "" { // runtime upstreams get the model's key (routing.go)
+			key, err := config.ReadSecret(mc.KeyFile)
+			if err != nil {
+				return fmt.Errorf("model %q key_file: %w", mc.Name, err)
+			}
+			rt.authHdr = []string{"Bearer " + key}
+		}
+		rt.ups.Store(&upstreamSet{list: rt.configured})
+		if len(rt.configured) == 0 {
 			return fmt.Errorf("model %q has no upstream", mc.Name)
 		}
 		g.routes[mc.Name] = rt
@@ -491,6 +503,11 @@ func (g *Gateway) Start(ctx context.Context) {
 	go func() {
 		defer wg.Done()
 		g.shareLoop(ctx)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		g.runRuntimeProbes(ctx) // routing.go
 	}()
 	if g.admins != nil {
 		wg.Add(1)
@@ -591,8 +608,8 @@ func (g *Gateway) getModel(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := r.PathValue("id")
-	for _, m := range g.models {
-		if m.ID == id && !g.modelLists.Load().hidden(ck.key.Team, g.routes[id]) {
+	for _, m := range g.routing.aliases.Load().cards {
+		if m.ID == id && !g.modelLists.Load().hidden(ck.key.Team, g.routeOf(id)) {
 			return writeJSON(w, http.StatusOK, m)
 		}
 	}
@@ -651,8 +668,9 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 	down := 0
 	for _, mc := range g.models {
 		rt := g.routes[mc.ID]
-		mh := modelHealth{Name: mc.ID, Status: "ok", Upstreams: len(rt.upstreams)}
-		for _, u := range rt.upstreams {
+		ups := rt.upstreams()
+		mh := modelHealth{Name: mc.ID, Status: "ok", Upstreams: len(ups)}
+		for _, u := range ups {
 			if u.b.up(now) {
 				mh.Healthy++
 			}
@@ -700,7 +718,7 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 		if _, err := g.secretAuth.check(hdr, r.RemoteAddr, now, secretMaster|secretMetrics, errAdminAuth); err != nil {
 			g.operatorDenied(err)
 		} else {
-			for _, b := range g.backends {
+			for _, b := range g.allBackends() {
 				body.Upstreams = append(body.Upstreams, upstreamHealth{b.pool, b.name, b.up(now), b.inflight.Load()})
 			}
 			return writeJSON(w, status, body)

@@ -170,7 +170,7 @@ func (g *Gateway) initSeries() {
 	}
 	for _, rt := range g.routes {
 		g.m.estimated.WithLabelValues(rt.name, rt.pool.name)
-		for _, up := range rt.upstreams {
+		for _, up := range rt.configured {
 			g.m.retries.WithLabelValues(rt.pool.name, up.name)
 		}
 	}

@@ -194,7 +194,7 @@ func (g *Gateway) roundTrip(ctx context.Context, x *exchange, body []byte) (*htt
 		if err == nil {
 			switch resp.StatusCode {
 			case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-				if attempt < g.cfg.Limits.Retries && len(tried) < len(rt.upstreams) {
+				if attempt < g.cfg.Limits.Retries && len(tried) < len(rt.upstreams()) {
 					drain(resp)
 					up.b.inflight.Add(-1)
 					lastErr = llmflow.Errorf(llmflow.EUPSTREAM, "upstream answered %d", resp.StatusCode)

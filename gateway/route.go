@@ -37,9 +37,21 @@ type route struct {
 	class         int // 0 interactive, 1 batch
 	cost          llmflow.Cost
 	maxTokens     int64 // per request, prompt and completion each (max_context_tokens, defaulted in newRoutes)
-	upstreams     []*upstream
-	rr            atomic.Uint32 // rotates the start of least-in-flight ties
+	// configured are the upstreams of the configuration, fixed; ups is
+	// what requests pick from: those and the runtime upstreams of the
+	// admin API, a copy-on-write list published whole (routing.go), so
+	// the request path reads it with one atomic load and no lock.
+	configured []*upstream
+	ups        atomic.Pointer[upstreamSet]
+	authHdr    []string      // the model's key_file as a header, for runtime upstreams; nil = none
+	rr         atomic.Uint32 // rotates the start of least-in-flight ties
 }
+
+// upstreamSet is one published list of a route's upstreams.
+type upstreamSet struct{ list []*upstream }
+
+// upstreams returns the list requests pick from now.
+func (r *route) upstreams() []*upstream { return r.ups.Load().list }
 
 // upstream is one engine endpoint of a route. Several routes may share an
 // engine (one vLLM serving two model names): they share its backend state.
@@ -67,12 +79,16 @@ func (b *backend) markDown(now time.Time, d time.Duration) { b.downUntil.Store(n
 // pick returns the healthy upstream with the fewest requests in flight,
 // skipping those in tried; ties rotate. nil when none is left.
 func (r *route) pick(now time.Time, tried []*upstream) *upstream {
-	n := len(r.upstreams)
+	ups := r.upstreams()
+	n := len(ups)
+	if n == 0 {
+		return nil
+	}
 	start := int(r.rr.Add(1)) % n
 	var best *upstream
 	var bestN int64
 	for i := range n {
-		u := r.upstreams[(start+i)%n]
+		u := ups[(start+i)%n]
 		if !u.b.up(now) || containsUpstream(tried, u) {
 			continue
 		}

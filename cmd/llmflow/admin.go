@@ -215,6 +215,7 @@ func adminCmd(e *env) *cobra.Command {
 		adminWhoami(e, run), adminUsers(e, run), adminTokens(e, run), adminRoles(e, run),
 		adminOrgs(e, run), adminTeams(e, run), adminProjects(e, run), adminModels(e, run),
 		adminKeys(e, run), adminAudit(e, run),
+		adminUpstreams(e, run), adminAliases(e, run), // admin_upstreams.go
 	)
 	return root
 }

@@ -1,0 +1,334 @@
+package gateway
+
+import (
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/authz"
+)
+
+// Runtime upstreams and aliases through the admin API (smol-llm-proxy's
+// /admin/servers and /admin/aliases, on llmflow's models):
+//
+//	GET    /admin/upstreams                           every model's upstreams
+//	GET    /admin/models/{model}/upstreams            one model's
+//	POST   /admin/models/{model}/upstreams            {"name","base_url"}: add (409 when the name exists)
+//	PUT    /admin/models/{model}/upstreams/{name}     {"base_url"}: add or replace
+//	DELETE /admin/models/{model}/upstreams/{name}     remove
+//	GET    /admin/aliases                             every alias
+//	PUT    /admin/aliases/{name...}                   {"model"}: create or switch
+//	DELETE /admin/aliases/{name...}                   remove
+//
+// Who: engine URLs and the model names every organisation's clients use
+// are proxy-wide, outside any organisation's or team's scope in the
+// spec's table, so proxy_admin (and the master key) writes them and
+// proxy_viewer reads them ("read every listing"); every other role gets
+// 403, as for the Slurm import history.
+//
+// The configuration is authoritative for what it declares: a configured
+// upstream cannot be replaced or removed here (409), an alias cannot take
+// a configured model's name (409). Runtime upstreams take the model's
+// key_file; a request body naming a key (or anything else unknown) is
+// refused, so no secret passes through this API, its listings or the
+// audit trail.
+
+// upstreamView is an upstream as listings and the audit trail show it.
+type upstreamView struct {
+	Model   string `json:"model"`
+	Name    string `json:"name"`
+	BaseURL string `json:"base_url"`
+	// Source is "config" (gateway.hcl, read-only here) or "admin".
+	Source    string     `json:"source"`
+	Served    bool       `json:"served"`           // in rotation's list (healthy or not)
+	Reason    string     `json:"reason,omitempty"` // why a stored row is not served
+	Healthy   *bool      `json:"healthy,omitempty"`
+	InFlight  *int64     `json:"in_flight,omitempty"`
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+	By        string     `json:"by,omitempty"`
+}
+
+// aliasView is an alias as listings and the audit trail show it.
+type aliasView struct {
+	Name      string    `json:"name"`
+	Model     string    `json:"model"`
+	Served    bool      `json:"served"`
+	Reason    string    `json:"reason,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
+	By        string    `json:"by,omitempty"`
+}
+
+func storedUpstreamView(u llmflow.RuntimeUpstream) upstreamView {
+	c, up := u.CreatedAt, u.UpdatedAt
+	return upstreamView{Model: u.Model, Name: u.Name, BaseURL: redactURL(u.BaseURL), Source: "admin", CreatedAt: &c, UpdatedAt: &up, By: u.By}
+}
+
+// redactURL shows a stored URL without what could hold a secret
+// (credentials, query, fragment). The API stores none; a row written
+// behind its back (or by an older version) may.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	if u.User == nil && u.RawQuery == "" && !u.ForceQuery && u.Fragment == "" && u.Opaque == "" {
+		return s
+	}
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment, u.Opaque = nil, "", false, "", "", ""
+	return u.String()
+}
+
+// upstreamViews lists the upstreams of model ("" = every model), the
+// configured ones first, with their live state.
+func (g *Gateway) upstreamViews(model string) []upstreamView {
+	ups, _, ignored := g.routingSnapshot()
+	now := g.now()
+	out := []upstreamView{}
+	live := func(v *upstreamView, b *backend) {
+		h, n := b.up(now), b.inflight.Load()
+		v.Healthy, v.InFlight = &h, &n
+	}
+	for _, mc := range g.cfg.Models {
+		if model != "" && mc.Name != model {
+			continue
+		}
+		rt := g.routes[mc.Name]
+		for _, c := range rt.configured {
+			v := upstreamView{Model: mc.Name, Name: c.name, BaseURL: c.b.base, Source: "config", Served: true}
+			live(&v, c.b)
+			out = append(out, v)
+		}
+		served := rt.upstreams()
+		for _, u := range ups {
+			if u.Model != mc.Name {
+				continue
+			}
+			v := storedUpstreamView(u)
+			v.Reason = ignored[upstreamKey(u.Model, u.Name)]
+			for _, s := range served[min(len(rt.configured), len(served)):] {
+				if s.name == u.Name {
+					v.Served = true
+					live(&v, s.b)
+				}
+			}
+			out = append(out, v)
+		}
+	}
+	for _, u := range ups { // rows of models no longer configured
+		if (model == "" || u.Model == model) && g.routes[u.Model] == nil {
+			v := storedUpstreamView(u)
+			v.Reason = ignored[upstreamKey(u.Model, u.Name)]
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func (g *Gateway) mayReadRouting(p Principal) error {
+	if !p.may(authz.Read, authz.Proxy) {
+		return forbidden("upstreams and aliases are proxy-wide: proxy admins and proxy viewers read them")
+	}
+	return nil
+}
+
+func (g *Gateway) mayWriteRouting(p Principal) error {
+	if !p.may(authz.ManageRouting, authz.Proxy) {
+		return forbidden("only a proxy admin changes upstreams and aliases")
+	}
+	return nil
+}
+
+func (g *Gateway) listAllUpstreams(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := knownParams(r, "model"); err != nil {
+		return err
+	}
+	if err := g.mayReadRouting(p); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": g.upstreamViews(r.URL.Query().Get("model"))})
+}
+
+func (g *Gateway) listModelUpstreams(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := knownParams(r); err != nil {
+		return err
+	}
+	if err := g.mayReadRouting(p); err != nil {
+		return err
+	}
+	model := r.PathValue("model")
+	if g.routes[model] == nil {
+		return llmflow.Errorf(llmflow.ENOTFOUND, "no configured model %s", quote(model))
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": g.upstreamViews(model)})
+}
+
+// UpstreamRequest adds or replaces a runtime upstream. Name comes from
+// the path on PUT (and must then be empty or equal).
+type UpstreamRequest struct {
+	Name    string `json:"name,omitempty"`
+	BaseURL string `json:"base_url"`
+}
+
+func (g *Gateway) createUpstream(w http.ResponseWriter, r *http.Request, p Principal) error {
+	return g.writeUpstream(w, r, p, r.PathValue("model"), "", true)
+}
+
+func (g *Gateway) replaceUpstream(w http.ResponseWriter, r *http.Request, p Principal) error {
+	return g.writeUpstream(w, r, p, r.PathValue("model"), r.PathValue("name"), false)
+}
+
+func (g *Gateway) writeUpstream(w http.ResponseWriter, r *http.Request, p Principal, model, name string, create bool) error {
+	if err := g.mayWriteRouting(p); err != nil {
+		return err
+	}
+	var req UpstreamRequest
+	if err := decodeAdmin(w, r, &req); err != nil {
+		return err
+	}
+	switch {
+	case create:
+		name = req.Name
+	case req.Name != "" && req.Name != name:
+		return &llmflow.Error{Code: llmflow.EINVALID, Param: "name", Message: "name in the body differs from the path"}
+	}
+	if req.BaseURL == "" {
+		return &llmflow.Error{Code: llmflow.EINVALID, Param: "base_url", Message: "base_url is required"}
+	}
+	now := g.now().UTC()
+	u := llmflow.RuntimeUpstream{Model: model, Name: name, BaseURL: req.BaseURL, CreatedAt: now, UpdatedAt: now, By: p.Name}
+	before, err := g.putUpstream(r.Context(), u, create)
+	if err != nil {
+		return err
+	}
+	after := g.upstreamOf(model, name)
+	status, action := http.StatusCreated, "upstream.create"
+	var bv any
+	if before != nil {
+		status, action = http.StatusOK, "upstream.update"
+		bv = storedUpstreamView(*before)
+	}
+	g.audit(r, p, action, "upstream "+model+"/"+name, authz.Proxy, bv, auditUpstream(after))
+	g.log.Info("runtime upstream stored", "model", model, "upstream", name, "by", p.Name)
+	return writeJSON(w, status, after)
+}
+
+// auditUpstream is the stored part of a view: live state (health, in
+// flight) does not belong in the trail.
+func auditUpstream(v upstreamView) upstreamView {
+	v.Healthy, v.InFlight = nil, nil
+	return v
+}
+
+// upstreamOf is the view of one upstream of a model after a change.
+func (g *Gateway) upstreamOf(model, name string) upstreamView {
+	for _, v := range g.upstreamViews(model) {
+		if v.Name == name && v.Source == "admin" {
+			return v
+		}
+	}
+	return upstreamView{Model: model, Name: name, Source: "admin"}
+}
+
+func (g *Gateway) removeUpstream(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := knownParams(r); err != nil {
+		return err
+	}
+	if err := g.mayWriteRouting(p); err != nil {
+		return err
+	}
+	model, name := r.PathValue("model"), r.PathValue("name")
+	before, err := g.deleteUpstream(r.Context(), model, name)
+	if err != nil {
+		return err
+	}
+	v := storedUpstreamView(before)
+	g.audit(r, p, "upstream.delete", "upstream "+model+"/"+name, authz.Proxy, v, nil)
+	g.log.Info("runtime upstream removed", "model", model, "upstream", name, "by", p.Name)
+	return writeJSON(w, http.StatusOK, v)
+}
+
+func (g *Gateway) aliasViews() []aliasView {
+	_, als, ignored := g.routingSnapshot()
+	out := make([]aliasView, 0, len(als))
+	for _, a := range als {
+		why := ignored[aliasKey(a.Name)]
+		out = append(out, aliasView{Name: a.Name, Model: a.Model, Served: why == "", Reason: why, UpdatedAt: a.UpdatedAt, By: a.By})
+	}
+	return out
+}
+
+func (g *Gateway) listAliases(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := knownParams(r); err != nil {
+		return err
+	}
+	if err := g.mayReadRouting(p); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": g.aliasViews()})
+}
+
+// AliasRequest creates an alias or switches it to another model.
+type AliasRequest struct {
+	Model string `json:"model"`
+}
+
+func (g *Gateway) setAlias(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := g.mayWriteRouting(p); err != nil {
+		return err
+	}
+	var req AliasRequest
+	if err := decodeAdmin(w, r, &req); err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	a := llmflow.ModelAlias{Name: name, Model: req.Model, UpdatedAt: g.now().UTC(), By: p.Name}
+	before, err := g.putAlias(r.Context(), a)
+	if err != nil {
+		return err
+	}
+	after := aliasView{Name: a.Name, Model: a.Model, Served: true, UpdatedAt: a.UpdatedAt, By: a.By}
+	status, action := http.StatusCreated, "alias.create"
+	var bv any
+	if before != nil {
+		status, action = http.StatusOK, "alias.update"
+		bv = aliasView{Name: before.Name, Model: before.Model, Served: true, UpdatedAt: before.UpdatedAt, By: before.By}
+	}
+	g.audit(r, p, action, "alias "+name, authz.Proxy, bv, after)
+	g.log.Info("model alias stored", "alias", name, "model", a.Model, "by", p.Name)
+	return writeJSON(w, status, after)
+}
+
+func (g *Gateway) removeAlias(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := knownParams(r); err != nil {
+		return err
+	}
+	if err := g.mayWriteRouting(p); err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	before, err := g.deleteAlias(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	v := aliasView{Name: before.Name, Model: before.Model, UpdatedAt: before.UpdatedAt, By: before.By}
+	g.audit(r, p, "alias.delete", "alias "+name, authz.Proxy, v, nil)
+	g.log.Info("model alias removed", "alias", name, "by", p.Name)
+	return writeJSON(w, http.StatusOK, v)
+}
+
+// routingRoutes registers the routes above (adminRoutes).
+func (g *Gateway) routingRoutes(a func(h func(w http.ResponseWriter, r *http.Request, p Principal) error) handler) {
+	g.handle(http.MethodGet, "/admin/upstreams", a(g.listAllUpstreams))
+	g.handleMethods("/admin/models/{model}/upstreams", map[string]handler{
+		http.MethodGet: a(g.listModelUpstreams), http.MethodPost: a(g.createUpstream),
+	})
+	g.handleMethods("/admin/models/{model}/upstreams/{name}", map[string]handler{
+		http.MethodPut: a(g.replaceUpstream), http.MethodDelete: a(g.removeUpstream),
+	})
+	g.handle(http.MethodGet, "/admin/aliases", a(g.listAliases))
+	g.handleMethods("/admin/aliases/{name...}", map[string]handler{
+		http.MethodPut: a(g.setAlias), http.MethodDelete: a(g.removeAlias),
+	})
+}

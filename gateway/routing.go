@@ -1,0 +1,562 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/engine"
+)
+
+// RoutingStore keeps the upstreams and aliases registered through the
+// admin API (store.SQLite and store.Postgres implement it). The gateway
+// uses it when its admin store (Options.Admin) implements it; without
+// one, the routing admin routes answer 503 and only the configuration
+// routes.
+type RoutingStore interface {
+	PutUpstream(ctx context.Context, u llmflow.RuntimeUpstream) error
+	DeleteUpstream(ctx context.Context, model, name string) error
+	Upstreams(ctx context.Context) ([]llmflow.RuntimeUpstream, error)
+	PutAlias(ctx context.Context, a llmflow.ModelAlias) error
+	DeleteAlias(ctx context.Context, name string) error
+	Aliases(ctx context.Context) ([]llmflow.ModelAlias, error)
+}
+
+// routingState is the runtime part of routing: the upstreams and aliases
+// of the admin API on top of the configuration.
+//
+// The request path never takes mu. What it reads is published whole: each
+// route's upstream list (route.ups) and the alias table (aliases), both
+// copy-on-write snapshots behind atomic pointers, rebuilt under mu by
+// apply from the stored rows and the configuration. A request that picked
+// an upstream or a route keeps it until it ends, even when a change
+// removes it meanwhile.
+//
+// The configuration is authoritative for what it declares: a stored row
+// that a configured name shadows (an upstream named like a configured one
+// of its model, an alias named like a configured model) or that names a
+// model the configuration no longer has is not served, and listed with
+// the reason; the admin API refuses to write such a row in the first
+// place.
+type routingState struct {
+	store   RoutingStore // nil: no runtime routing
+	aliases atomic.Pointer[aliasTable]
+	all     atomic.Pointer[[]*backend] // every backend in use (healthz)
+
+	mu         sync.Mutex
+	upstreams  []llmflow.RuntimeUpstream // as stored, applied
+	aliasRows  []llmflow.ModelAlias
+	ignored    map[string]string               // rowKey → why it is not served
+	backends   map[string]*backend             // base URL → backend, configured and runtime
+	configured map[*backend]bool               // backends of the configuration
+	probes     map[*backend]context.CancelFunc // runtime backends' health probes
+	gauges     map[*backend][]prometheus.Collector
+	ctx        context.Context // Start's, nil before: probes start with it
+	wg         sync.WaitGroup  // probe goroutines
+}
+
+// aliasTable is the published alias snapshot: alias → route, and the
+// /v1/models cards (configured models, then aliases by name).
+type aliasTable struct {
+	routes map[string]*route
+	cards  []modelCard
+}
+
+// routeOf resolves a client model name: a configured model, else an
+// alias. One map lookup, one more with an atomic load for an alias.
+func (g *Gateway) routeOf(name string) *route {
+	if rt := g.routes[name]; rt != nil {
+		return rt
+	}
+	return g.routing.aliases.Load().routes[name]
+}
+
+// allBackends returns every backend in use, configured and runtime.
+func (g *Gateway) allBackends() []*backend { return *g.routing.all.Load() }
+
+// initRouting sets up runtime routing (New, after newRoutes) and applies
+// what the store keeps.
+func (g *Gateway) initRouting(ctx context.Context) error {
+	rs := &routingState{
+		backends: make(map[string]*backend), configured: make(map[*backend]bool),
+		probes: make(map[*backend]context.CancelFunc), gauges: make(map[*backend][]prometheus.Collector),
+		ignored: map[string]string{},
+	}
+	for _, b := range g.backends {
+		rs.backends[b.base] = b
+		rs.configured[b] = true
+	}
+	all := slices.Clone(g.backends)
+	rs.all.Store(&all)
+	rs.aliases.Store(&aliasTable{cards: g.models})
+	if s, ok := g.admins.(RoutingStore); ok && g.admins != nil {
+		rs.store = s
+	}
+	g.routing = rs
+	if rs.store == nil {
+		return nil
+	}
+	ups, err := rs.store.Upstreams(ctx)
+	if err != nil {
+		return fmt.Errorf("read runtime upstreams: %w", err)
+	}
+	als, err := rs.store.Aliases(ctx)
+	if err != nil {
+		return fmt.Errorf("read model aliases: %w", err)
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	g.applyLocked(ups, als)
+	return nil
+}
+
+// reloadRouting reads the stored rows again and applies them (another
+// gateway sharing the store changed them; adminReloadLoop).
+func (g *Gateway) reloadRouting(ctx context.Context) error {
+	rs := g.routing
+	if rs.store == nil {
+		return nil
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	ups, err := rs.store.Upstreams(ctx)
+	if err != nil {
+		return err
+	}
+	als, err := rs.store.Aliases(ctx)
+	if err != nil {
+		return err
+	}
+	g.applyLocked(ups, als)
+	return nil
+}
+
+func upstreamKey(model, name string) string { return "upstream\x00" + model + "\x00" + name }
+func aliasKey(name string) string           { return "alias\x00" + name }
+
+// upstreamName is the rule for the name of a runtime upstream: like a
+// label of the configuration, letters, digits, '.', '_', '-', at most 64.
+func checkUpstreamName(name string) error {
+	if name == "" || len(name) > 64 {
+		return &llmflow.Error{Code: llmflow.EINVALID, Param: "name", Message: "upstream name must be 1 to 64 characters"}
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return &llmflow.Error{Code: llmflow.EINVALID, Param: "name", Message: "upstream name may hold letters, digits, '.', '_' and '-' only"}
+		}
+	}
+	return nil
+}
+
+// checkAliasName is the rule for an alias: a model name as clients send
+// it (slashes and colons allowed), printable, no spaces, at most 256 bytes.
+func checkAliasName(name string) error {
+	if name == "" || len(name) > 256 || !utf8.ValidString(name) {
+		return &llmflow.Error{Code: llmflow.EINVALID, Param: "name", Message: "alias must be 1 to 256 bytes of UTF-8"}
+	}
+	for _, c := range name {
+		if unicode.IsSpace(c) || !unicode.IsPrint(c) {
+			return &llmflow.Error{Code: llmflow.EINVALID, Param: "name", Message: "alias must not hold spaces or control characters"}
+		}
+	}
+	return nil
+}
+
+// checkRuntimeUpstream checks u against the configuration and the runtime
+// upstreams accepted before it (accepted, by model); it returns u's parsed
+// base URL. The same rules answer the admin API (with these errors) and
+// decide which stored rows are served.
+func (g *Gateway) checkRuntimeUpstream(u llmflow.RuntimeUpstream, accepted map[string][]acceptedUpstream) (*url.URL, error) {
+	rt := g.routes[u.Model]
+	if rt == nil {
+		return nil, llmflow.Errorf(llmflow.ENOTFOUND, "no configured model %s (runtime upstreams extend models of the configuration)", quote(u.Model))
+	}
+	if err := checkUpstreamName(u.Name); err != nil {
+		return nil, err
+	}
+	base, err := config.ParseUpstreamURL(u.BaseURL)
+	if err != nil {
+		return nil, &llmflow.Error{Code: llmflow.EINVALID, Param: "base_url", Message: "base_url: " + err.Error()}
+	}
+	bs := base.String()
+	for _, c := range rt.configured {
+		if c.name == u.Name {
+			return nil, llmflow.Errorf(llmflow.ECONFLICT, "upstream %s of model %s is declared in the configuration, which is authoritative: change or remove it there", quote(u.Name), quote(u.Model))
+		}
+		if c.b.base == bs {
+			return nil, llmflow.Errorf(llmflow.ECONFLICT, "model %s already has this base_url as its configured upstream %s", quote(u.Model), quote(c.name))
+		}
+	}
+	for _, a := range accepted[u.Model] {
+		if a.base == bs {
+			return nil, llmflow.Errorf(llmflow.ECONFLICT, "model %s already has this base_url as its upstream %s", quote(u.Model), quote(a.name))
+		}
+	}
+	// in a pool an upstream name means one engine (it labels the
+	// upstream's metrics), as the configuration requires
+	pool := rt.pool.name
+	for _, other := range g.cfg.Models {
+		if other.Pool != pool {
+			continue
+		}
+		for _, c := range other.Upstreams {
+			if c.Name == u.Name && c.BaseURL.String() != bs {
+				return nil, llmflow.Errorf(llmflow.ECONFLICT, "in pool %s the upstream name %s is a configured engine with another base_url (model %s); give each engine its own name", quote(pool), quote(u.Name), quote(other.Name))
+			}
+		}
+		for _, a := range accepted[other.Name] {
+			if a.name == u.Name && a.base != bs {
+				return nil, llmflow.Errorf(llmflow.ECONFLICT, "in pool %s the upstream name %s is another engine (model %s); give each engine its own name", quote(pool), quote(u.Name), quote(other.Name))
+			}
+		}
+	}
+	return base, nil
+}
+
+type acceptedUpstream struct {
+	name, base string
+	u          *url.URL
+}
+
+// checkAlias checks an alias against the configuration.
+func (g *Gateway) checkAlias(a llmflow.ModelAlias) error {
+	if err := checkAliasName(a.Name); err != nil {
+		return err
+	}
+	if g.routes[a.Name] != nil {
+		return llmflow.Errorf(llmflow.ECONFLICT, "%s is a configured model, which is authoritative: an alias cannot take its name", quote(a.Name))
+	}
+	if g.routes[a.Model] == nil {
+		return &llmflow.Error{Code: llmflow.EINVALID, Param: "model", Message: "an alias names a configured model; " + quote(a.Model) + " is none"}
+	}
+	return nil
+}
+
+// applyLocked rebuilds and publishes the routes' upstream lists and the
+// alias table from the stored rows (rs.mu held): rows the configuration
+// shadows are left out with their reason; runtime backends no longer used
+// stop being probed, new ones start (down until their first good probe).
+func (g *Gateway) applyLocked(ups []llmflow.RuntimeUpstream, als []llmflow.ModelAlias) {
+	rs := g.routing
+	ignored := map[string]string{}
+	accepted := map[string][]acceptedUpstream{}
+	for _, u := range ups {
+		base, err := g.checkRuntimeUpstream(u, accepted)
+		if err != nil {
+			ignored[upstreamKey(u.Model, u.Name)] = llmflow.ErrorMessage(err)
+			continue
+		}
+		accepted[u.Model] = append(accepted[u.Model], acceptedUpstream{name: u.Name, base: base.String(), u: base})
+	}
+	// backends: reuse the state of an engine already known by its URL
+	inUse := map[*backend]bool{}
+	lists := map[*route][]*upstream{}
+	for _, mc := range g.cfg.Models {
+		rt := g.routes[mc.Name]
+		list := rt.configured
+		if extra := accepted[mc.Name]; len(extra) > 0 {
+			list = slices.Clip(slices.Clone(rt.configured))
+			for _, a := range extra {
+				b := rs.backends[a.base]
+				if b == nil {
+					b = &backend{base: a.base, pool: rt.pool.name, name: a.name}
+				}
+				inUse[b] = true
+				up := &upstream{name: a.name, b: b, authHdr: rt.authHdr}
+				ok := true
+				for ep := range engine.NumEndpoints {
+					var err error
+					if up.urls[ep], err = url.Parse(a.base + ep.Path()); err != nil {
+						ok = false // not for a URL that parsed once; as newRoutes
+					}
+				}
+				if ok {
+					list = append(list, up)
+				}
+			}
+		}
+		lists[rt] = list
+	}
+	// start what is new before publishing, stop what is gone after
+	for b := range inUse {
+		if rs.backends[b.base] == nil {
+			rs.backends[b.base] = b
+			g.startBackendLocked(b)
+		}
+	}
+	for rt, list := range lists {
+		if cur := rt.ups.Load(); !sameUpstreams(cur.list, list) {
+			rt.ups.Store(&upstreamSet{list: list})
+		}
+	}
+	all := slices.Clone(g.backends)
+	for base, b := range rs.backends {
+		if rs.configured[b] {
+			continue
+		}
+		if !inUse[b] {
+			delete(rs.backends, base)
+			g.stopBackendLocked(b)
+			continue
+		}
+		all = append(all, b)
+	}
+	rs.all.Store(&all)
+
+	at := &aliasTable{routes: map[string]*route{}, cards: slices.Clip(g.models)}
+	for _, a := range als {
+		if err := g.checkAlias(a); err != nil {
+			ignored[aliasKey(a.Name)] = llmflow.ErrorMessage(err)
+			continue
+		}
+		at.routes[a.Name] = g.routes[a.Model]
+		at.cards = append(at.cards, modelCard{ID: a.Name, Object: "model", Created: a.UpdatedAt.Unix(), OwnedBy: "llmflow"})
+	}
+	rs.aliases.Store(at)
+	rs.upstreams, rs.aliasRows, rs.ignored = ups, als, ignored
+	for k, why := range ignored {
+		g.log.Warn("stored routing row not served", "row", strings.ReplaceAll(k, "\x00", " "), "reason", why)
+	}
+}
+
+// sameUpstreams reports whether two lists route alike (same names, same
+// engines), so that an unrelated change keeps a route's list.
+func sameUpstreams(a, b []*upstream) bool {
+	return slices.EqualFunc(a, b, func(x, y *upstream) bool { return x.name == y.name && x.b == y.b })
+}
+
+// startBackendLocked registers the gauges of a new runtime backend and
+// probes it (when the gateway runs); it stays out of rotation until its
+// first good probe, so an engine added before it is ready gets no
+// traffic.
+func (g *Gateway) startBackendLocked(b *backend) {
+	rs := g.routing
+	labels := prometheus.Labels{"pool": b.pool, "upstream": b.name}
+	cs := []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "llmflow_upstream_healthy", Help: "1 when the upstream is in rotation.", ConstLabels: labels},
+			func() float64 {
+				if b.up(g.now()) {
+					return 1
+				}
+				return 0
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "llmflow_upstream_inflight", Help: "Requests in flight to the upstream.", ConstLabels: labels},
+			func() float64 { return float64(b.inflight.Load()) }),
+	}
+	for _, c := range cs {
+		if err := g.reg.Register(c); err == nil {
+			rs.gauges[b] = append(rs.gauges[b], c)
+		}
+	}
+	if rs.ctx != nil {
+		g.probeLocked(b)
+	}
+}
+
+// probeLocked starts the health probe of a runtime backend.
+func (g *Gateway) probeLocked(b *backend) {
+	rs := g.routing
+	b.downUntil.Store(g.now().Add(100 * 365 * 24 * time.Hour).UnixNano())
+	ctx, cancel := context.WithCancel(rs.ctx)
+	rs.probes[b] = cancel
+	rs.wg.Go(func() { g.health.loop(ctx, b) })
+}
+
+func (g *Gateway) stopBackendLocked(b *backend) {
+	rs := g.routing
+	if cancel := rs.probes[b]; cancel != nil {
+		cancel()
+		delete(rs.probes, b)
+	}
+	for _, c := range rs.gauges[b] {
+		g.reg.Unregister(c)
+	}
+	delete(rs.gauges, b)
+}
+
+// runRuntimeProbes probes the runtime backends until ctx ends (Start);
+// backends added later are probed from their addition.
+func (g *Gateway) runRuntimeProbes(ctx context.Context) {
+	rs := g.routing
+	rs.mu.Lock()
+	rs.ctx = ctx
+	for _, b := range rs.backends {
+		if !rs.configured[b] {
+			g.probeLocked(b)
+		}
+	}
+	rs.mu.Unlock()
+	<-ctx.Done()
+	rs.mu.Lock()
+	rs.ctx = nil // a change from now on starts no probe
+	rs.mu.Unlock()
+	rs.wg.Wait()
+}
+
+// errNoRouting answers the routing admin routes of a gateway whose store
+// keeps no runtime routing.
+var errNoRouting = llmflow.Errorf(llmflow.EUNAVAILABLE, "this gateway's store keeps no runtime upstreams or aliases: only the configuration routes")
+
+// putUpstream validates u against the configuration and the stored rows
+// read now, stores it and publishes the new routes. It returns the stored
+// row before (nil when new).
+func (g *Gateway) putUpstream(ctx context.Context, u llmflow.RuntimeUpstream, create bool) (before *llmflow.RuntimeUpstream, err error) {
+	rs := g.routing
+	if rs.store == nil {
+		return nil, errNoRouting
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	ups, err := rs.store.Upstreams(ctx)
+	if err != nil {
+		return nil, err
+	}
+	others := make([]llmflow.RuntimeUpstream, 0, len(ups)+1)
+	for i := range ups {
+		if ups[i].Model == u.Model && ups[i].Name == u.Name {
+			if create {
+				return nil, llmflow.Errorf(llmflow.ECONFLICT, "model %s already has an upstream %s (PUT replaces it)", quote(u.Model), quote(u.Name))
+			}
+			b := ups[i]
+			before = &b
+			u.CreatedAt = b.CreatedAt
+			continue
+		}
+		others = append(others, ups[i])
+	}
+	// check u after every other served row, as apply will
+	accepted := map[string][]acceptedUpstream{}
+	for _, o := range others {
+		if base, err := g.checkRuntimeUpstream(o, accepted); err == nil {
+			accepted[o.Model] = append(accepted[o.Model], acceptedUpstream{name: o.Name, base: base.String(), u: base})
+		}
+	}
+	base, err := g.checkRuntimeUpstream(u, accepted)
+	if err != nil {
+		return nil, err
+	}
+	u.BaseURL = base.String()
+	if err := rs.store.PutUpstream(ctx, u); err != nil {
+		return nil, err
+	}
+	return before, g.reapplyLocked(ctx)
+}
+
+// deleteUpstream removes a runtime upstream; a configured one answers 409.
+func (g *Gateway) deleteUpstream(ctx context.Context, model, name string) (llmflow.RuntimeUpstream, error) {
+	rs := g.routing
+	if rs.store == nil {
+		return llmflow.RuntimeUpstream{}, errNoRouting
+	}
+	rt := g.routes[model]
+	if rt == nil {
+		return llmflow.RuntimeUpstream{}, llmflow.Errorf(llmflow.ENOTFOUND, "no configured model %s", quote(model))
+	}
+	for _, c := range rt.configured {
+		if c.name == name {
+			return llmflow.RuntimeUpstream{}, llmflow.Errorf(llmflow.ECONFLICT, "upstream %s of model %s is declared in the configuration, which is authoritative: remove it there", quote(name), quote(model))
+		}
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	ups, err := rs.store.Upstreams(ctx)
+	if err != nil {
+		return llmflow.RuntimeUpstream{}, err
+	}
+	i := slices.IndexFunc(ups, func(u llmflow.RuntimeUpstream) bool { return u.Model == model && u.Name == name })
+	if i < 0 {
+		return llmflow.RuntimeUpstream{}, llmflow.Errorf(llmflow.ENOTFOUND, "model %s has no upstream %s", quote(model), quote(name))
+	}
+	if err := rs.store.DeleteUpstream(ctx, model, name); err != nil {
+		if errors.Is(err, llmflow.ErrNotFound) {
+			return llmflow.RuntimeUpstream{}, llmflow.Errorf(llmflow.ENOTFOUND, "model %s has no upstream %s", quote(model), quote(name))
+		}
+		return llmflow.RuntimeUpstream{}, err
+	}
+	return ups[i], g.reapplyLocked(ctx)
+}
+
+// putAlias creates or switches an alias; it returns the row before.
+func (g *Gateway) putAlias(ctx context.Context, a llmflow.ModelAlias) (*llmflow.ModelAlias, error) {
+	rs := g.routing
+	if rs.store == nil {
+		return nil, errNoRouting
+	}
+	if err := g.checkAlias(a); err != nil {
+		return nil, err
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	als, err := rs.store.Aliases(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var before *llmflow.ModelAlias
+	if i := slices.IndexFunc(als, func(x llmflow.ModelAlias) bool { return x.Name == a.Name }); i >= 0 {
+		before = &als[i]
+	}
+	if err := rs.store.PutAlias(ctx, a); err != nil {
+		return nil, err
+	}
+	return before, g.reapplyLocked(ctx)
+}
+
+func (g *Gateway) deleteAlias(ctx context.Context, name string) (llmflow.ModelAlias, error) {
+	rs := g.routing
+	if rs.store == nil {
+		return llmflow.ModelAlias{}, errNoRouting
+	}
+	if g.routes[name] != nil {
+		return llmflow.ModelAlias{}, llmflow.Errorf(llmflow.ECONFLICT, "%s is a configured model, not an alias: remove it in the configuration", quote(name))
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	als, err := rs.store.Aliases(ctx)
+	if err != nil {
+		return llmflow.ModelAlias{}, err
+	}
+	i := slices.IndexFunc(als, func(x llmflow.ModelAlias) bool { return x.Name == name })
+	if i < 0 {
+		return llmflow.ModelAlias{}, llmflow.Errorf(llmflow.ENOTFOUND, "no alias %s", quote(name))
+	}
+	if err := rs.store.DeleteAlias(ctx, name); err != nil && !errors.Is(err, llmflow.ErrNotFound) {
+		return llmflow.ModelAlias{}, err
+	}
+	return als[i], g.reapplyLocked(ctx)
+}
+
+// reapplyLocked reads the rows back and applies them (rs.mu held). The
+// write is stored by then: a failed read leaves this gateway on its old
+// routes until the next reload, and says so.
+func (g *Gateway) reapplyLocked(ctx context.Context) error {
+	rs := g.routing
+	ups, err := rs.store.Upstreams(ctx)
+	if err == nil {
+		var als []llmflow.ModelAlias
+		if als, err = rs.store.Aliases(ctx); err == nil {
+			g.applyLocked(ups, als)
+			return nil
+		}
+	}
+	return &llmflow.Error{Code: llmflow.EUNAVAILABLE, Message: "stored, but not applied yet: the store could not be read back (the next reload applies it)", Err: err}
+}
+
+// routingSnapshot returns the applied rows and why some are not served.
+func (g *Gateway) routingSnapshot() ([]llmflow.RuntimeUpstream, []llmflow.ModelAlias, map[string]string) {
+	rs := g.routing
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return slices.Clone(rs.upstreams), slices.Clone(rs.aliasRows), rs.ignored
+}

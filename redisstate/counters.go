@@ -541,7 +541,7 @@ func (c *Counters) Release(ch *fairshare.Chain, p fairshare.Placement, gpuHours 
 	defer c.gate.RUnlock()
 	if p.Room == roomLocal {
 		p.Room = 0
-		c.local.Release(c.slice(ch), p, 0, now)
+		c.local.Release(ch, p, 0, now) // Release reads no reservation: the slice is not needed
 		// Redis may have counted it at a rebuild: the next one takes it off.
 		c.dirty.Store(true)
 		c.chargeLater(ch, gpuHours, now)
@@ -767,7 +767,7 @@ func toFloat(v any) (float64, bool) {
 }
 
 // Counts implements fairshare.Counters: the totals of every replica (in
-// fallback, this replica's own).
+// fallback, this replica's own: what it counted before and admits alone).
 func (c *Counters) Counts(s fairshare.Slot) (inflight, within int64) {
 	if c.down.Load() {
 		cell := (*c.tally.cells.Load())[s]

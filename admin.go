@@ -36,6 +36,13 @@ type User struct {
 	Org        string
 	CreatedAt  time.Time
 	DisabledAt time.Time // zero while the user is enabled
+	// Source is SourceSlurm for a user the Slurm import created (a Slurm
+	// user that gained a role), else SourceAdmin.
+	Source string
+	// DisabledBy is SourceSlurm when the Slurm import disabled the user
+	// (removed from Slurm: it re-enables them when they come back), ""
+	// otherwise (an admin disabled them: the import leaves them so).
+	DisabledBy string
 }
 
 // Active reports whether the user may still authenticate.
@@ -87,6 +94,10 @@ type RoleGrant struct {
 	Org       string
 	Team      string
 	CreatedAt time.Time
+	// Source is where the grant comes from: SourceAdmin (by hand through
+	// the admin API; "" is read as that) or SourceSlurm (the Slurm import,
+	// which removes it when Slurm no longer says so).
+	Source string
 }
 
 // AdminAccount is an account change made through the admin API, kept on

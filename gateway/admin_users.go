@@ -16,6 +16,9 @@ type grantView struct {
 	Role string `json:"role"`
 	Org  string `json:"org,omitempty"`
 	Team string `json:"team,omitempty"`
+	// Source is "slurm" for a role the Slurm import granted (it goes
+	// when Slurm drops it), omitted for a role granted by hand.
+	Source string `json:"source,omitempty"`
 }
 
 func grantViews(gs []authz.Grant) []grantView {
@@ -88,7 +91,11 @@ func (g *Gateway) userView(p Principal, v *accountView, u llmflow.User, roles []
 	for _, r := range roles {
 		if r.User == u.Name && grantVisible(p, v, r) {
 			s := v.grantScope(r)
-			uv.Roles = append(uv.Roles, grantView{Role: r.Role, Org: s.Org, Team: r.Team})
+			gv := grantView{Role: r.Role, Org: s.Org, Team: r.Team}
+			if r.Source == llmflow.SourceSlurm {
+				gv.Source = r.Source
+			}
+			uv.Roles = append(uv.Roles, gv)
 		}
 	}
 	return uv

@@ -281,9 +281,10 @@ func (t *Tree) Clone() *Tree {
 	if t == nil {
 		return nil
 	}
-	c := &Tree{Cluster: t.Cluster}
+	c := &Tree{Cluster: t.Cluster, CoordsKnown: t.CoordsKnown}
 	c.Accounts = append([]Account(nil), t.Accounts...)
 	c.Users = append([]User(nil), t.Users...)
+	c.Coords = append([]Coord(nil), t.Coords...)
 	return c
 }
 

@@ -13,6 +13,14 @@ type Tree struct {
 	Cluster  string
 	Accounts []Account // parents before children; root first; siblings by name
 	Users    []User    // user associations, in tree order
+	// Coords are the account coordinators, when the source read them
+	// (see Coord; slurmsync reduces them to each user's top-most
+	// accounts of the tree).
+	Coords []Coord `json:",omitempty"`
+	// CoordsKnown says whether the source read the coordinators: when it
+	// is false, an empty Coords means "not read", not "none" (a sacctmgr
+	// listing file given alone), and no role may be taken away for it.
+	CoordsKnown bool `json:",omitempty"`
 }
 
 // Account is an account association (user = ”): one node of the tree.

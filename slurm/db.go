@@ -78,7 +78,8 @@ func (d *DB) Close() error { return d.db.Close() }
 // of its acct; lft/rgt are not used. Deleted rows (deleted=1) are returned
 // flagged Deleted; shares = 2147483647 is Fairshare=parent (UseParent);
 // names are lower-cased (slurmdbd stores them so); is_def=1 is Default;
-// accounts carry their GrpTRESMins and GrpTRES GPU limits (readLimits).
+// accounts carry their GrpTRESMins and GrpTRES GPU limits (readLimits);
+// the account coordinators come from acct_coord_table (readCoords).
 // The rows come in the table's order: the caller normalises the tree.
 func (d *DB) Associations(ctx context.Context, cluster string) (*sacctmgr.Tree, error) {
 	cluster = strings.ToLower(strings.TrimSpace(cluster))
@@ -185,6 +186,9 @@ func (d *DB) associations(ctx context.Context, cluster string) (*sacctmgr.Tree, 
 		return nil, err
 	}
 	if err := readLimits(ctx, tx, cluster, t); err != nil {
+		return nil, err
+	}
+	if err := readCoords(ctx, tx, t); err != nil {
 		return nil, err
 	}
 	return t, nil

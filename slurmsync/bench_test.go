@@ -77,6 +77,21 @@ func genTree() *sacctmgr.Tree {
 		}
 		t.Users = append(t.Users, u)
 	}
+	// Coordinators: one per organisation, one on every third team, and
+	// redundant ones (an organisation's coordinator on one of its teams,
+	// on a deleted project) that the reduction drops.
+	for o := range benchOrgs {
+		org := fmt.Sprintf("org%03d", o)
+		t.Coords = append(t.Coords, sacctmgr.Coord{User: "c-" + org, Account: org}, sacctmgr.Coord{User: "c-" + org, Account: org + "-team1"})
+		for tm := 0; tm < benchTeams; tm += 3 {
+			t.Coords = append(t.Coords, sacctmgr.Coord{User: fmt.Sprintf("u%05d", o*10+tm), Account: fmt.Sprintf("%s-team%d", org, tm)})
+		}
+	}
+	for proj := range deleted {
+		t.Coords = append(t.Coords, sacctmgr.Coord{User: "u00001", Account: proj})
+		break
+	}
+	t.CoordsKnown = true
 	if err := Normalize(t); err != nil {
 		panic(err)
 	}
@@ -157,6 +172,36 @@ func writeListings(t *sacctmgr.Tree, dir string) (map[Listing]string, error) {
 	}); err != nil {
 		return nil, err
 	}
+	// As sacctmgr lists them: every live sub-account of a coordinated
+	// account too.
+	kids := map[string][]string{}
+	for _, a := range t.Accounts {
+		if !a.Deleted {
+			kids[a.Parent] = append(kids[a.Parent], a.Name)
+		}
+	}
+	byUser := map[string][]string{}
+	var users []string
+	for _, c := range t.Coords {
+		if byUser[c.User] == nil {
+			users = append(users, c.User)
+		}
+		var walk func(string)
+		walk = func(a string) {
+			byUser[c.User] = append(byUser[c.User], a)
+			for _, k := range kids[a] {
+				walk(k)
+			}
+		}
+		walk(c.Account)
+	}
+	if err := write(Coordinators, "User|Def Acct|Admin|Coord Accounts", func(w *bufio.Writer) {
+		for _, u := range users {
+			fmt.Fprintf(w, "%s||None|%s\n", u, strings.Join(byUser[u], ","))
+		}
+	}); err != nil {
+		return nil, err
+	}
 	return files, nil
 }
 
@@ -180,8 +225,8 @@ func loadBenchDB(t *sacctmgr.Tree, dsn string) error {
 	}
 	assocTable := t.Cluster + "_assoc_table"
 	for _, q := range []string{
-		"DROP TABLE IF EXISTS acct_table", "DROP TABLE IF EXISTS `" + assocTable + "`",
-		create("acct_table", "acct_table"), create("hgx_assoc_table", assocTable),
+		"DROP TABLE IF EXISTS acct_table", "DROP TABLE IF EXISTS `" + assocTable + "`", "DROP TABLE IF EXISTS acct_coord_table",
+		create("acct_table", "acct_table"), create("hgx_assoc_table", assocTable), create("acct_coord_table", "acct_coord_table"),
 	} {
 		if _, err := db.Exec(q); err != nil {
 			return err
@@ -252,6 +297,12 @@ func loadBenchDB(t *sacctmgr.Tree, dsn string) error {
 			a := t.Accounts[i]
 			return []any{now, now, 0, a.Name, a.Description, a.Organization}
 		}, "(?,?,?,?,?,?)"); err != nil {
+		return err
+	}
+	if err := bulk("INSERT INTO acct_coord_table (creation_time, mod_time, deleted, acct, user) VALUES ",
+		len(t.Coords), func(i int) []any {
+			return []any{now, now, 0, t.Coords[i].Account, t.Coords[i].User}
+		}, "(?,?,?,?,?)"); err != nil {
 		return err
 	}
 	ins := "INSERT INTO `" + assocTable + "` (creation_time, mod_time, deleted, is_def, user, acct, `partition`, parent_acct, lft, rgt, shares) VALUES "

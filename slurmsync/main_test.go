@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -62,6 +63,8 @@ func fakeSacctmgr(mode string, args []string) int {
 	switch {
 	case strings.Contains(a, " show account withdeleted "):
 		file = "account.withdeleted.psv"
+	case strings.Contains(a, " show user withcoord "):
+		file = "user.withcoord.psv"
 	case !strings.Contains(a, " show assoc ") || !strings.Contains(a, " where cluster=hgx "):
 		fmt.Fprintln(os.Stderr, "fake sacctmgr: unexpected arguments:", a)
 		return 1
@@ -90,6 +93,7 @@ func captureFiles() map[Listing]string {
 		Defaults:      filepath.Join(d, "assoc.onlydefaults.psv"),
 		Descriptions:  filepath.Join(d, "account.withdeleted.psv"),
 		Organizations: filepath.Join(d, "account.withdeleted.psv"),
+		Coordinators:  filepath.Join(d, "user.withcoord.psv"),
 	}
 }
 
@@ -287,6 +291,9 @@ func diffTrees(a, b *sacctmgr.Tree) string {
 		case a.Users[i] != b.Users[i]:
 			return fmt.Sprintf("user %d: %+v != %+v", i, a.Users[i], b.Users[i])
 		}
+	}
+	if a.CoordsKnown != b.CoordsKnown || !slices.Equal(a.Coords, b.Coords) {
+		return fmt.Sprintf("coordinators (known %v) %v != (known %v) %v", a.CoordsKnown, a.Coords, b.CoordsKnown, b.Coords)
 	}
 	return ""
 }

@@ -41,11 +41,17 @@ const (
 	// (separate from Descriptions: sacctmgr does not escape '|', so each
 	// free-text column goes last in its own listing).
 	Organizations
+	// Coordinators: the account coordinators, who administer in llmflow
+	// (roles.go):
+	//   sacctmgr --parsable2 show user withcoord format=User,Coord
+	// A file may also hold `sacctmgr -P show account withcoord` (see
+	// sacctmgr.ParseCoordinators). Without it no coordinator is known.
+	Coordinators
 
 	numListings
 )
 
-var listingNames = [numListings]string{"assocs", "live-assocs", "defaults", "descriptions", "organizations"}
+var listingNames = [numListings]string{"assocs", "live-assocs", "defaults", "descriptions", "organizations", "coordinators"}
 
 func (l Listing) String() string {
 	if l >= 0 && l < numListings {
@@ -73,6 +79,8 @@ func DefaultArgs(l Listing, cluster string) []string {
 		return []string{"--parsable2", "show", "account", "withdeleted", "format=Account,Descr"}
 	case Organizations:
 		return []string{"--parsable2", "show", "account", "withdeleted", "format=Account,Org"}
+	case Coordinators:
+		return []string{"--parsable2", "show", "user", "withcoord", "format=User,Coord"}
 	}
 	return nil
 }
@@ -257,6 +265,13 @@ func combine(cluster string, outs [numListings][]byte, have [numListings]bool, c
 			}
 		}
 		t.Annotate(accts, nil)
+	}
+	if have[Coordinators] {
+		cs, err := sacctmgr.ParseCoordinators(bytes.NewReader(outs[Coordinators]))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", names[Coordinators], err)
+		}
+		t.Coords, t.CoordsKnown = cs, true
 	}
 	if err := Normalize(t); err != nil {
 		return nil, err

@@ -38,7 +38,9 @@ type Source interface {
 //     by user name, then partition ("" first; sacctmgr itself prints one
 //     user's partition rows in lft order);
 //   - the structure is checked (Tree.Validate: one root, known parents, no
-//     cycle, no duplicates).
+//     cycle, no duplicates);
+//   - coordinators are reduced to each user's top-most live accounts of
+//     the tree (ReduceCoords), sorted by user and account.
 func Normalize(t *sacctmgr.Tree) error {
 	accts := make(map[string]string, len(t.Accounts)) // name -> parent
 	for i := range t.Accounts {
@@ -99,5 +101,6 @@ func Normalize(t *sacctmgr.Tree) error {
 		return err
 	}
 	t.Sort()
+	t.Coords = ReduceCoords(t)
 	return nil
 }

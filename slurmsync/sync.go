@@ -19,12 +19,29 @@ type Sink interface {
 	SaveSync(ctx context.Context, next llmflow.Accounts, run llmflow.SyncRun) (int64, error)
 }
 
+// RoleSink is where the roles Slurm implies go (roles.go): llmflow's
+// admin store.
+type RoleSink interface {
+	Users(ctx context.Context) ([]llmflow.User, error)
+	// Roles returns every user's roles ("") with their sources.
+	Roles(ctx context.Context, user string) ([]llmflow.RoleGrant, error)
+	// SaveSyncRoles is SaveSync that also applies role changes, in the
+	// same transaction, bumping the admin generation when a row changed
+	// (cached principals are read again: a revoked role or a disabled
+	// user's token stops at the next request).
+	SaveSyncRoles(ctx context.Context, next llmflow.Accounts, run llmflow.SyncRun, changes []llmflow.RoleChange) (int64, error)
+}
+
 // Syncer imports the tree of one Slurm source into a Sink.
 type Syncer struct {
 	Source Source
 	Name   string // the source as runs show it, e.g. "slurmdbd:hgx"
 	Sink   Sink
-	Now    func() time.Time // nil: time.Now
+	// Roles, when set, also brings the users and roles Slurm implies
+	// (coordinators, user associations) in line, in the same
+	// transaction as the tree. nil: the tree only.
+	Roles RoleSink
+	Now   func() time.Time // nil: time.Now
 }
 
 // Result is one run: its record, the changes and the tree now stored.
@@ -32,6 +49,10 @@ type Result struct {
 	Run      llmflow.SyncRun
 	Changes  []Change
 	Accounts llmflow.Accounts // the stored tree after the run
+	// RoleChanges are the changes of users and roles (Syncer.Roles set),
+	// RoleNotes what Slurm says that gives no role, and why.
+	RoleChanges []llmflow.RoleChange
+	RoleNotes   []string
 }
 
 // Run imports the tree, computes the changes against the stored tree and,
@@ -71,17 +92,43 @@ func (s *Syncer) Run(ctx context.Context, dryRun bool) (Result, error) {
 	res.Changes = changes
 	Count(&res.Run, changes, len(next))
 	switch {
+	case s.Roles != nil && !tree.CoordsKnown:
+		res.RoleNotes = []string{"roles not synced: " + s.Name + " did not read the coordinators " +
+			"(sacctmgr files: give the output of `sacctmgr -P show user withcoord` too; " +
+			"slurmdbd: the database user needs SELECT on acct_coord_table)"}
+	case s.Roles != nil:
+		want, notes := Roles(tree, cur)
+		users, err := s.Roles.Users(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		have, err := s.Roles.Roles(ctx, "")
+		if err != nil {
+			return fail(err)
+		}
+		rc, more := RoleDiff(want, have, users)
+		res.RoleChanges, res.RoleNotes = rc, append(notes, more...)
+	}
+	switch {
 	case dryRun:
 		res.Run.Outcome, res.Accounts = "dry-run", old
 		next = nil
-	case len(changes) == 0:
+	case len(changes) == 0 && len(res.RoleChanges) == 0:
 		res.Run.Outcome, res.Accounts = "unchanged", old
+		next = nil
+	case len(changes) == 0:
+		res.Run.Outcome, res.Accounts = "applied", old
 		next = nil
 	default:
 		res.Run.Outcome, res.Accounts = "applied", next
 	}
 	res.Run.Finished = now().UTC()
-	id, err := s.Sink.SaveSync(ctx, next, res.Run)
+	var id int64
+	if s.Roles != nil && !dryRun && len(res.RoleChanges) > 0 {
+		id, err = s.Roles.SaveSyncRoles(ctx, next, res.Run, res.RoleChanges)
+	} else {
+		id, err = s.Sink.SaveSync(ctx, next, res.Run)
+	}
 	if err != nil {
 		res.Accounts = old
 		return fail(err)

@@ -148,11 +148,11 @@ func (a *adminDB) CreateUser(ctx context.Context, u llmflow.User) error {
 	})
 }
 
-const userColumns = `name, org, created_at, disabled_at`
+const userColumns = `name, org, created_at, disabled_at, source, disabled_by`
 
 func scanUser(r interface{ Scan(...any) error }) (llmflow.User, error) {
 	var u llmflow.User
-	err := r.Scan(&u.Name, &u.Org, dbTime{&u.CreatedAt}, dbTime{&u.DisabledAt})
+	err := r.Scan(&u.Name, &u.Org, dbTime{&u.CreatedAt}, dbTime{&u.DisabledAt}, &u.Source, &u.DisabledBy)
 	return u, err
 }
 
@@ -160,7 +160,7 @@ func scanUser(r interface{ Scan(...any) error }) (llmflow.User, error) {
 func (a *adminDB) User(ctx context.Context, name string) (llmflow.User, error) {
 	var u llmflow.User
 	err := a.one(ctx, "user", `SELECT `+userColumns+` FROM admin_users WHERE name = ?`, []any{name},
-		&u.Name, &u.Org, dbTime{&u.CreatedAt}, dbTime{&u.DisabledAt})
+		&u.Name, &u.Org, dbTime{&u.CreatedAt}, dbTime{&u.DisabledAt}, &u.Source, &u.DisabledBy)
 	return u, err
 }
 
@@ -186,7 +186,8 @@ func (a *adminDB) DisableUser(ctx context.Context, name string, at time.Time) er
 		return &llmflow.Error{Code: llmflow.EINVALID, Message: "disable time is required"}
 	}
 	return a.tx(ctx, func(q adminQuerier) error {
-		n, err := q.exec(ctx, `UPDATE admin_users SET disabled_at = COALESCE(disabled_at, ?) WHERE name = ?`, a.time(at), name)
+		// disabled by hand: the Slurm import leaves the user disabled
+		n, err := q.exec(ctx, `UPDATE admin_users SET disabled_at = COALESCE(disabled_at, ?), disabled_by = '' WHERE name = ?`, a.time(at), name)
 		if err != nil {
 			return fmt.Errorf("disable user: %w", err)
 		}
@@ -288,15 +289,17 @@ func (a *adminDB) RevokeAdminToken(ctx context.Context, user, id string, at time
 	})
 }
 
-// GrantRole stores g (idempotent: a role held already is kept with its
-// first time); ENOTFOUND for an unknown user.
+// GrantRole stores g, granted by hand (idempotent: a role held already is
+// kept with its first time; a role the Slurm import granted becomes a
+// hand grant, which the import never removes); ENOTFOUND for an unknown
+// user.
 func (a *adminDB) GrantRole(ctx context.Context, g llmflow.RoleGrant) error {
 	return a.tx(ctx, func(q adminQuerier) error {
 		if err := userExists(ctx, q, g.User); err != nil {
 			return fmt.Errorf("grant role: %w", err)
 		}
-		_, err := q.exec(ctx, `INSERT INTO admin_roles (user_name, role, org, team, created_at) VALUES (?, ?, ?, ?, ?)
-ON CONFLICT (user_name, role, org, team) DO NOTHING`, g.User, g.Role, g.Org, g.Team, a.time(g.CreatedAt))
+		_, err := q.exec(ctx, `INSERT INTO admin_roles (user_name, role, org, team, created_at, source) VALUES (?, ?, ?, ?, ?, 'admin')
+ON CONFLICT (user_name, role, org, team) DO UPDATE SET source = 'admin'`, g.User, g.Role, g.Org, g.Team, a.time(g.CreatedAt))
 		if err != nil {
 			return fmt.Errorf("grant role: %w", err)
 		}
@@ -322,7 +325,7 @@ func (a *adminDB) RevokeRole(ctx context.Context, g llmflow.RoleGrant) error {
 // Roles returns the roles of user ("" for every user's), by user, role,
 // organisation and team.
 func (a *adminDB) Roles(ctx context.Context, user string) ([]llmflow.RoleGrant, error) {
-	q, args := `SELECT user_name, role, org, team, created_at FROM admin_roles`, []any(nil)
+	q, args := `SELECT user_name, role, org, team, created_at, source FROM admin_roles`, []any(nil)
 	if user != "" {
 		q, args = q+` WHERE user_name = ?`, []any{user}
 	}
@@ -333,7 +336,7 @@ func (a *adminDB) Roles(ctx context.Context, user string) ([]llmflow.RoleGrant, 
 	defer rows.Close()
 	out, err := scanRows(rows, func() (llmflow.RoleGrant, error) {
 		var g llmflow.RoleGrant
-		err := rows.Scan(&g.User, &g.Role, &g.Org, &g.Team, dbTime{&g.CreatedAt})
+		err := rows.Scan(&g.User, &g.Role, &g.Org, &g.Team, dbTime{&g.CreatedAt}, &g.Source)
 		return g, err
 	})
 	if err != nil {

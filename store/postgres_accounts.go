@@ -54,6 +54,19 @@ grp_gpu_minutes, grp_gpus FROM accounts ORDER BY position`)
 // neither. It returns the run's ID. Two gateways importing at once are
 // serialised by a lock on the accounts table.
 func (s *Postgres) SaveSync(ctx context.Context, next llmflow.Accounts, run llmflow.SyncRun) (id int64, err error) {
+	return s.saveSync(ctx, next, run, nil)
+}
+
+// SaveSyncRoles is SaveSync that also applies the import's changes of
+// users and roles (applyRoleChanges), in the same transaction.
+func (s *Postgres) SaveSyncRoles(ctx context.Context, next llmflow.Accounts, run llmflow.SyncRun, changes []llmflow.RoleChange) (int64, error) {
+	return s.saveSync(ctx, next, run, func(tx pgx.Tx) error {
+		return s.adminDB.applyRoleChanges(ctx, pgQuerier{tx}, changes, run.Finished)
+	})
+}
+
+// saveSync is SaveSync running also (when not nil) in its transaction.
+func (s *Postgres) saveSync(ctx context.Context, next llmflow.Accounts, run llmflow.SyncRun, also func(tx pgx.Tx) error) (id int64, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if next != nil {
 			if _, err := tx.Exec(ctx, `LOCK TABLE accounts IN EXCLUSIVE MODE`); err != nil {
@@ -73,12 +86,18 @@ func (s *Postgres) SaveSync(ctx context.Context, next llmflow.Accounts, run llmf
 				return err
 			}
 		}
-		return tx.QueryRow(ctx, `INSERT INTO sync_runs
+		if err := tx.QueryRow(ctx, `INSERT INTO sync_runs
 (started, finished, source, dry_run, created, shares_changed, reparented, disabled, reenabled, members, unchanged, outcome, error,
 limits_changed)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id`,
 			pgTime(run.Started), pgTime(run.Finished), run.Source, run.DryRun, run.Created, run.SharesChanged,
-			run.Reparented, run.Disabled, run.Reenabled, run.Members, run.Unchanged, run.Outcome, run.Error, run.LimitsChanged).Scan(&id)
+			run.Reparented, run.Disabled, run.Reenabled, run.Members, run.Unchanged, run.Outcome, run.Error, run.LimitsChanged).Scan(&id); err != nil {
+			return err
+		}
+		if also != nil {
+			return also(tx)
+		}
+		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("save sync: %w", err)

@@ -374,3 +374,10 @@ func TestPostgres_Admin(t *testing.T) {
 		return MustOpenPostgres(t, pgSchema(t))
 	})
 }
+
+func TestPostgres_RoleSync(t *testing.T) {
+	pgDSN(t)
+	storetest.RunRoleSync(t, func(t *testing.T) storetest.RoleSyncStore {
+		return MustOpenPostgres(t, pgSchema(t))
+	})
+}

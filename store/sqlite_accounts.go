@@ -50,6 +50,19 @@ grp_gpu_minutes, grp_gpus FROM accounts ORDER BY position`)
 // stored tree with next, in one transaction: either both happen or
 // neither. It returns the run's ID.
 func (s *SQLite) SaveSync(ctx context.Context, next llmflow.Accounts, run llmflow.SyncRun) (id int64, err error) {
+	return s.saveSync(ctx, next, run, nil)
+}
+
+// SaveSyncRoles is SaveSync that also applies the import's changes of
+// users and roles (applyRoleChanges), in the same transaction.
+func (s *SQLite) SaveSyncRoles(ctx context.Context, next llmflow.Accounts, run llmflow.SyncRun, changes []llmflow.RoleChange) (int64, error) {
+	return s.saveSync(ctx, next, run, func(tx *sql.Tx) error {
+		return s.adminDB.applyRoleChanges(ctx, sqlQuerier{tx}, changes, run.Finished)
+	})
+}
+
+// saveSync is SaveSync running also (when not nil) in its transaction.
+func (s *SQLite) saveSync(ctx context.Context, next llmflow.Accounts, run llmflow.SyncRun, also func(tx *sql.Tx) error) (id int64, err error) {
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("save sync: %w", err)
@@ -95,6 +108,11 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	}
 	if id, err = res.LastInsertId(); err != nil {
 		return 0, err
+	}
+	if also != nil {
+		if err := also(tx); err != nil {
+			return 0, err
+		}
 	}
 	return id, tx.Commit()
 }

@@ -367,3 +367,9 @@ func TestSQLite_Admin(t *testing.T) {
 		return MustOpenSQLite(t, filepath.Join(t.TempDir(), "llmflow.db"))
 	})
 }
+
+func TestSQLite_RoleSync(t *testing.T) {
+	storetest.RunRoleSync(t, func(t *testing.T) storetest.RoleSyncStore {
+		return MustOpenSQLite(t, filepath.Join(t.TempDir(), "llmflow.db"))
+	})
+}

@@ -34,7 +34,9 @@ func newSlurmImport(ctx context.Context, cfg *config.Config, as accountStore, lo
 	if err != nil {
 		return nil, err
 	}
-	imp := &slurmImport{cfg: cfg, syncer: &slurmsync.Syncer{Source: src, Name: name, Sink: as},
+	// Slurm is the source of who administers (coordinators, members).
+	syncer := &slurmsync.Syncer{Source: src, Name: name, Sink: as, Roles: as}
+	imp := &slurmImport{cfg: cfg, syncer: syncer,
 		closeSrc: closeSrc, log: log, cfgAccts: cfg.Accounts()}
 	stored, err := as.Accounts(ctx)
 	if err != nil {
@@ -99,6 +101,12 @@ func (imp *slurmImport) run(ctx context.Context, gw *gateway.Gateway) {
 		"reenabled", res.Run.Reenabled, "took", time.Since(start).Round(time.Millisecond))
 	for _, c := range res.Changes {
 		imp.log.Info("slurm change", "change", c.String())
+	}
+	for _, c := range res.RoleChanges {
+		imp.log.Info("slurm role change", "change", slurmsync.RoleChangeString(c))
+	}
+	for _, n := range res.RoleNotes {
+		imp.log.Info("slurm role note", "note", n)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,6 +23,7 @@ import (
 type accountStore interface {
 	slurmsync.Sink
 	gateway.SyncHistory
+	slurmsync.RoleSink // who administers, from Slurm
 }
 
 // slurmFlags override the configuration's slurm block on the command line.
@@ -111,7 +113,54 @@ func slurmSource(cfg *config.Config, f slurmFlags) (src slurmsync.Source, name s
 // content (the withdeleted one holds every row of the other). A
 // withdeleted listing alone cannot tell deleted associations from live
 // ones: a file that looks like one gets a warning.
+//
+// A file whose header has a Coord Accounts column is the coordinator
+// listing (`sacctmgr -P show user withcoord`, or `show account withcoord`),
+// given next to the others: without it the import does not know the
+// coordinators and changes no role.
 func listingFiles(files []string, warn io.Writer) (map[slurmsync.Listing]string, error) {
+	var coord string
+	var rest []string
+	for _, f := range files {
+		isCoord, err := coordListing(f)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case isCoord && coord != "":
+			return nil, fmt.Errorf("--file %s and %s are both coordinator listings: pass one", coord, f)
+		case isCoord:
+			coord = f
+		default:
+			rest = append(rest, f)
+		}
+	}
+	if coord != "" && len(rest) == 0 {
+		return nil, fmt.Errorf("--file %s is a coordinator listing: pass the association listing too", coord)
+	}
+	m, err := assocFiles(rest, warn)
+	if err == nil && coord != "" {
+		m[slurmsync.Coordinators] = coord
+	}
+	return m, err
+}
+
+// coordListing reports whether the file's header line has the Coord
+// Accounts column of `sacctmgr show user withcoord`.
+func coordListing(file string) (bool, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return false, fmt.Errorf("--file: %w", err)
+	}
+	defer f.Close()
+	head := make([]byte, 4096)
+	n, _ := io.ReadFull(f, head)
+	line, _, _ := strings.Cut(string(head[:n]), "\n")
+	return slices.Contains(strings.Split(strings.TrimRight(line, "|\r"), "|"), "Coord Accounts"), nil
+}
+
+// assocFiles maps the association listings among the --file arguments.
+func assocFiles(files []string, warn io.Writer) (map[slurmsync.Listing]string, error) {
 	switch len(files) {
 	case 1:
 		if warn != nil && strings.Contains(strings.ToLower(files[0]), "withdeleted") {
@@ -141,7 +190,8 @@ func listingFiles(files []string, warn io.Writer) (map[slurmsync.Listing]string,
 		}
 		return map[slurmsync.Listing]string{slurmsync.Assocs: all, slurmsync.LiveAssocs: live}, nil
 	}
-	return nil, fmt.Errorf("--file given %d times: pass one sacctmgr listing (or dump file), or the plain and the withdeleted listing", len(files))
+	return nil, fmt.Errorf("--file: %d association listings: pass one sacctmgr listing (or dump file), or the plain and the withdeleted listing "+
+		"(and the coordinator listing)", len(files))
 }
 
 // timeoutSource bounds one import.
@@ -167,7 +217,11 @@ func syncCmd(e *env) *cobra.Command {
 			"llmflow's organisation tree in line: accounts under root become organisations, their\n" +
 			"children teams, deeper accounts projects; Slurm's Fairshare values are the shares; users with\n" +
 			"an association are the members, and each user association (root's own too) with its shares is\n" +
-			"a leaf of the fair-share tree, as in sshare -a. Accounts removed in Slurm are disabled, never\n" +
+			"a leaf of the fair-share tree, as in sshare -a. With the slurm block, Slurm also says who\n" +
+			"administers: a coordinator (sacctmgr add coordinator) of an organisation account is its org_admin,\n" +
+			"of a team account its team_admin, and users with an association are members of their teams;\n" +
+			"these roles go at the next sync once Slurm drops them (roles granted by hand stay), and a user\n" +
+			"removed from Slurm with no hand-granted role is disabled. Accounts removed in Slurm are disabled, never\n" +
 			"deleted; one deleted before llmflow saw it is not imported. The\n" +
 			"changes are printed and applied in one transaction (--dry-run only prints them). Every run is\n" +
 			"recorded: --history lists them. A running gateway picks the tree up at its next scheduled\n" +
@@ -204,11 +258,20 @@ func syncCmd(e *env) *cobra.Command {
 				return err
 			}
 			defer closeSrc()
-			res, err := (&slurmsync.Syncer{Source: src, Name: name, Sink: db}).Run(ctx, dryRun)
+			syncer := &slurmsync.Syncer{Source: src, Name: name, Sink: db}
+			if cfg.Slurm != nil {
+				// Slurm is the source of who administers only where the
+				// gateway serves Slurm's tree.
+				syncer.Roles = db
+			}
+			res, err := syncer.Run(ctx, dryRun)
 			if err != nil && len(f.files) > 0 && f.columns == "" && strings.Contains(err.Error(), "--noheader (-n)") {
 				err = fmt.Errorf("%w; name them with --columns, e.g. --columns Cluster,Account,User,Partition,Share,ParentName", err)
 			}
 			writeChanges(e.stdout, res)
+			for _, n := range res.RoleNotes {
+				fmt.Fprintln(e.stderr, "note: "+n)
+			}
 			if err == nil && cfg.Slurm == nil {
 				fmt.Fprintln(e.stderr, "note: the configuration has no slurm { } block: `llmflow serve` serves the tree the "+
 					"configuration declares and ignores this import; add slurm { source, cluster, … } to serve the imported tree")
@@ -225,7 +288,9 @@ func syncCmd(e *env) *cobra.Command {
 		"sacctmgr -P show assoc where cluster=C format=Cluster,Account,User,Partition,Share,ParentName[,GrpTRESMins,GrpTRES]\n"+
 		"(any columns with Account, User, Share and the parents; -p and -n too, see --columns), or the file\n"+
 		"sacctmgr dump C file=F writes; twice: that listing and the same with withdeleted, so that\n"+
-		"deleted associations are known as such")
+		"deleted associations are known as such; and the coordinators, the output of\n"+
+		"sacctmgr -P show user withcoord format=User,Coord (or show account withcoord), recognised by its\n"+
+		"Coord Accounts column: without it no role changes")
 	fl.StringVar(&f.columns, "columns", "", "the `COLUMNS` of --file listings printed with -n (--noheader), comma-separated as in format=")
 	fl.StringVar(&f.sacctmgrPath, "sacctmgr", "", "the sacctmgr `COMMAND` (overrides slurm { sacctmgr_path })")
 	fl.DurationVar(&f.timeout, "timeout", 0, "bound on the import (default slurm { timeout }, 2m)")
@@ -239,6 +304,15 @@ func syncCmd(e *env) *cobra.Command {
 func writeChanges(w io.Writer, res slurmsync.Result) {
 	for _, c := range res.Changes {
 		fmt.Fprintln(w, c)
+	}
+	var counts [llmflow.OpDisableUser + 1]int
+	for _, c := range res.RoleChanges {
+		fmt.Fprintln(w, slurmsync.RoleChangeString(c))
+		counts[c.Op]++
+	}
+	if len(res.RoleChanges) > 0 {
+		fmt.Fprintf(w, "roles: %d granted, %d revoked; users: %d created, %d disabled, %d re-enabled\n",
+			counts[llmflow.OpGrant], counts[llmflow.OpRevoke], counts[llmflow.OpCreateUser], counts[llmflow.OpDisableUser], counts[llmflow.OpEnableUser])
 	}
 	r := res.Run
 	fmt.Fprintf(w, "%s from %s: %d created, %d shares changed, %d re-parented, %d disabled, %d re-enabled, %d members changed, %d limits changed, %d unchanged\n",

@@ -86,8 +86,8 @@ func testUsers(t *testing.T, s AdminStore) {
 	}
 	_, err := s.User(ctx, "alice")
 	checkCode(t, err, llmflow.ENOTFOUND)
-	alice := llmflow.User{Name: "alice", Org: "etabA", CreatedAt: base}
-	bob := llmflow.User{Name: "bob", CreatedAt: base.Add(time.Second)}
+	alice := llmflow.User{Name: "alice", Org: "etabA", CreatedAt: base, Source: llmflow.SourceAdmin}
+	bob := llmflow.User{Name: "bob", CreatedAt: base.Add(time.Second), Source: llmflow.SourceAdmin}
 	mustNil(t, s.CreateUser(ctx, bob))
 	mustNil(t, s.CreateUser(ctx, alice))
 	checkCode(t, s.CreateUser(ctx, llmflow.User{Name: "alice", CreatedAt: base}), llmflow.ECONFLICT)
@@ -187,9 +187,9 @@ func testRoles(t *testing.T, s AdminStore) {
 	mustNil(t, s.CreateUser(ctx, llmflow.User{Name: "bob", CreatedAt: base}))
 	checkCode(t, s.GrantRole(ctx, llmflow.RoleGrant{User: "carol", Role: "viewer", Org: "etabA", CreatedAt: base}), llmflow.ENOTFOUND)
 	gs := []llmflow.RoleGrant{
-		{User: "alice", Role: "org_admin", Org: "etabA", CreatedAt: base},
-		{User: "alice", Role: "viewer", Team: "lab-chem", CreatedAt: base},
-		{User: "bob", Role: "proxy_viewer", CreatedAt: base},
+		{User: "alice", Role: "org_admin", Org: "etabA", CreatedAt: base, Source: llmflow.SourceAdmin},
+		{User: "alice", Role: "viewer", Team: "lab-chem", CreatedAt: base, Source: llmflow.SourceAdmin},
+		{User: "bob", Role: "proxy_viewer", CreatedAt: base, Source: llmflow.SourceAdmin},
 	}
 	for _, g := range gs {
 		mustNil(t, s.GrantRole(ctx, g))

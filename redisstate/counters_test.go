@@ -19,7 +19,7 @@ import (
 // testRedis connects to the real Redis (LLMFLOW_TEST_REDIS_ADDR, default
 // 127.0.0.1:6379) and returns a key prefix of the test's own, deleted
 // afterwards.
-func testRedis(t *testing.T) (*redis.Client, string) {
+func testRedis(t testing.TB) (*redis.Client, string) {
 	t.Helper()
 	addr := os.Getenv("LLMFLOW_TEST_REDIS_ADDR")
 	if addr == "" {

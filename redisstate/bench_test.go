@@ -12,7 +12,7 @@ import (
 //	go test ./redisstate -run '^$' -bench AdmitRelease
 func BenchmarkAdmitRelease(b *testing.B) {
 	rdb, prefix := testRedis(b)
-	c := New(rdb, "bench", time.Hour, Options{Prefix: prefix})
+	c := started(New(rdb, "bench", time.Hour, Options{Prefix: prefix}))
 	ch := deepChain(c, 1<<20, 1<<19, 1<<18)
 	now := time.Now()
 	b.ReportAllocs()

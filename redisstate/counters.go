@@ -280,7 +280,8 @@ end
 `
 
 // releaseScript uncounts one request and charges its usage. A count
-// never goes below zero. KEYS: totals, this replica's hash. ARGV: n,
+// never goes below zero. It returns 0, uncounting nothing, when this
+// replica's part is missing (see admitScript). KEYS: totals, this replica's hash. ARGV: n,
 // within ('0'/'1' per account), top (1/0), GPU-hours (≤ 0: none), now
 // (unix seconds), half-life (seconds), then the n path keys. The usage of
 // each account and of the pool ("") is decayed to now and charged, as
@@ -297,16 +298,24 @@ local function dec(f)
   if redis.call('HINCRBY', h, f, -1) < 0 then redis.call('HSET', h, f, 0) end
   if redis.call('HINCRBY', r, f, -1) < 0 then redis.call('HSET', r, f, 0) end
 end
-dec('inflight')
-if not top then dec('borrowing') end
+-- This replica's part is gone (Redis lost it, or the replica was reaped
+-- and its counts taken off the totals): uncounting here would take off
+-- other replicas' counts. The rebuild this asks for makes the part right.
+local registered = redis.call('HEXISTS', r, 'live')
+if registered == 1 then
+  dec('inflight')
+  if not top then dec('borrowing') end
+end
 for i = 1, n do
   local k = ARGV[6 + i]
-  dec('i:' .. k)
-  if string.sub(within, i, i) == '1' then dec('w:' .. k) end
+  if registered == 1 then
+    dec('i:' .. k)
+    if string.sub(within, i, i) == '1' then dec('w:' .. k) end
+  end
   if g > 0 then charge(h, k, g, now, hl) end
 end
 if g > 0 then charge(h, '', g, now, hl) end
-return 1
+return registered
 `)
 
 // beatScript renews this replica's lease, reaps the replicas whose lease
@@ -567,7 +576,12 @@ func (c *Counters) Release(ch *fairshare.Chain, p fairshare.Placement, gpuHours 
 	}
 	ctx, cancel := c.ctx()
 	defer cancel()
-	if err := releaseScript.Run(ctx, c.rdb, []string{c.key, c.mine}, args...).Err(); err != nil {
+	reg, err := releaseScript.Run(ctx, c.rdb, []string{c.key, c.mine}, args...).Int64()
+	if err == nil && reg == 0 {
+		c.dirty.Store(true)
+		c.poke()
+	}
+	if err != nil {
 		// Whether it ran or not, the rebuild makes the counts right. The
 		// charge is kept for the rebuild: if the script ran and only its
 		// answer was lost, the usage is charged twice (a loss would be
@@ -724,6 +738,11 @@ func (c *Counters) rebuildArgs(args []any) ([]any, map[fairshare.Slot]usageAt) {
 // leave gives up the lease and this replica's part (taken off the
 // totals), for a clean stop.
 func (c *Counters) leave() {
+	c.gate.Lock()
+	defer c.gate.Unlock()
+	// From now on admissions and releases stay in this process: the part
+	// given up is no longer this replica's to change.
+	c.down.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*c.timeout)
 	defer cancel()
 	if err := leaveScript.Run(ctx, c.rdb, []string{c.key, c.mine, c.live}, c.replica).Err(); err != nil {

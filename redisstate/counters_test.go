@@ -65,7 +65,7 @@ func chainsFor(ctr fairshare.Counters) []fairshare.Chain {
 func TestSameAsMemCounters(t *testing.T) {
 	rdb, prefix := testRedis(t)
 	hl := time.Hour
-	rc := New(rdb, "p", hl, Options{Prefix: prefix})
+	rc := started(New(rdb, "p", hl, Options{Prefix: prefix}))
 	mc := fairshare.NewMemCounters(hl)
 	rch, mch := chainsFor(rc), chainsFor(mc)
 	type held struct {
@@ -124,7 +124,7 @@ func TestSameAsMemCounters(t *testing.T) {
 // everything is uncounted at the end.
 func TestReplicasShareReservation(t *testing.T) {
 	rdb, prefix := testRedis(t)
-	a, b := New(rdb, "p", time.Hour, Options{Prefix: prefix}), New(rdb, "p", time.Hour, Options{Prefix: prefix})
+	a, b := started(New(rdb, "p", time.Hour, Options{Prefix: prefix})), started(New(rdb, "p", time.Hour, Options{Prefix: prefix}))
 	mk := func(c *Counters) fairshare.Chain {
 		return fairshare.Chain{N: 3, Slots: []fairshare.Slot{c.Bind("o"), c.Bind("o\x00t"), c.Bind("o\x00t\x00p")},
 			Res: []int64{8, 5, 3}, Level: []bool{true, true, true}}
@@ -185,8 +185,8 @@ func testTree() *fairshare.Node {
 func TestPoolOverRedis(t *testing.T) {
 	rdb, prefix := testRedis(t)
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	r1 := fairshare.NewPoolWith(8, testTree(), New(rdb, "p", time.Hour, Options{Prefix: prefix}), now)
-	r2 := fairshare.NewPoolWith(8, testTree(), New(rdb, "p", time.Hour, Options{Prefix: prefix}), now)
+	r1 := fairshare.NewPoolWith(8, testTree(), started(New(rdb, "p", time.Hour, Options{Prefix: prefix})), now)
+	r2 := fairshare.NewPoolWith(8, testTree(), started(New(rdb, "p", time.Hour, Options{Prefix: prefix})), now)
 	one := fairshare.NewPool(8, testTree(), time.Hour, now)
 	paths := []fairshare.Path{{Org: "a", Team: "a1"}, {Org: "a", Team: "a2"}, {Org: "b", Team: "b1"}}
 	var tr, tm []fairshare.Ticket
@@ -219,4 +219,11 @@ func TestPoolOverRedis(t *testing.T) {
 // implementation).
 func same(a, b fairshare.Placement) bool {
 	return a.Within == b.Within && a.Top == b.Top && a.Borrow == b.Borrow
+}
+
+// started registers c as a live replica (its first beat, which Run does
+// at once in a gateway).
+func started(c *Counters) *Counters {
+	c.Beat()
+	return c
 }

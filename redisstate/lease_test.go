@@ -25,7 +25,7 @@ func TestPlaceScript(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(12, 34))
 	for run := range 300 {
-		c := New(rdb, "p"+strconv.Itoa(run), time.Hour, Options{Prefix: prefix})
+		c := started(New(rdb, "p"+strconv.Itoa(run), time.Hour, Options{Prefix: prefix}))
 		n := 1 + rng.IntN(40)
 		if run%3 == 0 {
 			n = 1 + rng.IntN(4)
@@ -341,5 +341,44 @@ func TestFallbackSliceAndRecovery(t *testing.T) {
 	}
 	if u := reps[0].Usage(chs[0].Slots[0], time.Now()); u < 0.1*float64(len(out))*0.99 {
 		t.Fatalf("usage %g after %d releases of 0.1 GPU-hours (charges made during the outage lost?)", u, len(out))
+	}
+}
+
+// TestReapedWhileAlive: a replica whose beats stalled past its lease (a
+// long pause, not a crash) is reaped while it still has requests in
+// flight. Its releases then must not take the other replica's counts off
+// the totals, and its next beats put back exactly what it has in flight.
+func TestReapedWhileAlive(t *testing.T) {
+	rdb, prefix := testRedis(t)
+	o := Options{Prefix: prefix, Beat: 50 * time.Millisecond}
+	slow, live := started(New(rdb, "p", time.Hour, o)), started(New(rdb, "p", time.Hour, o))
+	sc, lc := deepChain(slow, 10), deepChain(live, 10)
+	p1, p2 := slow.Admit(sc), slow.Admit(sc)
+	for range 3 {
+		live.Admit(lc)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		time.Sleep(o.Beat)
+		live.Beat()
+		if i, _ := live.PoolCounts(); i == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stalled replica was not reaped")
+		}
+	}
+	slow.Release(sc, p1, 0, time.Now()) // its part is gone: must not touch the totals
+	if i, w := live.Counts(lc.Slots[0]); i != 3 || w != 3 {
+		t.Fatalf("after a reaped replica's release: %d in flight, %d within; want the live replica's 3, 3", i, w)
+	}
+	slow.Beat() // sees its part missing
+	slow.Beat() // rebuilds it
+	if i, w := live.Counts(lc.Slots[0]); i != 4 || w != 4 {
+		t.Fatalf("after the rebuild: %d in flight, %d within; want 4, 4", i, w)
+	}
+	slow.Release(sc, p2, 0, time.Now())
+	if i, _ := live.PoolCounts(); i != 3 {
+		t.Fatalf("pool %d in flight, want 3", i)
 	}
 }

@@ -32,10 +32,14 @@ type Key struct {
 
 	CreatedAt time.Time
 	RevokedAt time.Time // zero while the key is active
+	// Disabled is a deactivation an administrator can undo (revocation
+	// cannot): the key is refused while set.
+	Disabled bool
 }
 
-// Active reports whether the key may still be used.
-func (k Key) Active() bool { return k.RevokedAt.IsZero() }
+// Active reports whether the key may be used now: neither revoked nor
+// disabled.
+func (k Key) Active() bool { return k.RevokedAt.IsZero() && !k.Disabled }
 
 // KeyFilter selects keys in listings. Empty fields match everything.
 type KeyFilter struct {

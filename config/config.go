@@ -111,8 +111,13 @@ type Model struct {
 	// (EstimateInvalidUsage). Default DefaultMaxContextTokens, at most
 	// llmflow.MaxRecordTokens.
 	MaxContextTokens int64
-	Upstreams        []Upstream
-	DefRange         hcl.Range
+	// MaxOutputTokens is what a request that sets neither max_tokens nor
+	// max_completion_tokens may generate when a budget applies to it: its
+	// budget hold, and the max_tokens sent upstream. Default
+	// DefaultMaxOutputTokens (at most MaxContextTokens).
+	MaxOutputTokens int64
+	Upstreams       []Upstream
+	DefRange        hcl.Range
 }
 
 // Upstream is one engine endpoint of a model.
@@ -128,7 +133,8 @@ type Store struct {
 	Kind          string        // "sqlite" (default) or "postgres"
 	Path          string        // sqlite: the database file, default "llmflow.db" next to the configuration file; "" for postgres
 	DSNFile       string        // postgres (required): file holding the DSN; refused with sqlite
-	FailClosed    bool          // default true
+	FailClosed    bool          // default true: 503 when budgets could not be refreshed for 3 intervals
+	BudgetRefresh time.Duration // budget_refresh_interval: how often budgets and their spend are read, default 10s
 	QueueSize     int           // accounting queue, default 10000
 	BatchSize     int           // records per write, default 500
 	FlushInterval time.Duration // longest wait before a partial batch is written, default 1s
@@ -199,8 +205,9 @@ type Health struct {
 	Path     string        // default "/health"
 }
 
-// Tags is the request header clients may tag requests with. Not enforced
-// yet: Parse refuses a tags block, so Tags is always zero.
+// Tags is the request header clients may tag requests with: a request's
+// tags are its key's and, from this header, comma-separated allowed tags
+// (at most MaxRequestTags; an unknown one or more is a 400).
 type Tags struct {
 	Header  string // "" = tags only come from keys
 	Allowed []string
@@ -246,7 +253,8 @@ type SMTP struct {
 }
 
 // Slurm is where the account tree and shares are imported from:
-// slurm { source, cluster, dsn_file, sacctmgr_path, schedule, timeout }.
+// slurm { source, cluster, dsn_file, sacctmgr_path, schedule, timeout,
+// budget_period }.
 // When present, Slurm's shares replace this file's for the accounts both
 // declare.
 type Slurm struct {
@@ -256,6 +264,10 @@ type Slurm struct {
 	SacctmgrPath string        // sacctmgr: the command, default "sacctmgr"
 	Schedule     string        // cron schedule of the import inside serve, default every 10 minutes
 	Timeout      time.Duration // one import, default 2m
+	// BudgetPeriod is the period of the budgets an account's
+	// GrpTRESMins=gres/gpu=N becomes (N/60 GPU-hours per period): "day",
+	// "week" or "month" (default), Slurm's PriorityUsageResetPeriod idea.
+	BudgetPeriod string
 	DefRange     hcl.Range
 }
 

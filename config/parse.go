@@ -41,6 +41,14 @@ const (
 	// block does not set it: generous (1 Mi tokens), so that only nonsense
 	// is refused.
 	DefaultMaxContextTokens = 1 << 20
+	// DefaultMaxOutputTokens is a model's max_output_tokens when the block
+	// does not set it: what a request without max_tokens holds of a
+	// budget, and the output limit it gets when a budget applies.
+	DefaultMaxOutputTokens = 4096
+	// DefaultBudgetRefresh is store.budget_refresh_interval when not set.
+	DefaultBudgetRefresh = 10 * time.Second
+	// MaxRequestTags bounds the tags of one request's header.
+	MaxRequestTags = 8
 	// DefaultStreamIdleTimeout is limits.stream_idle_timeout when not set.
 	DefaultStreamIdleTimeout = 2 * time.Minute
 
@@ -263,16 +271,18 @@ var slurmSchema = &hcl.BodySchema{
 		{Name: "sacctmgr_path"},
 		{Name: "schedule"},
 		{Name: "timeout"},
+		{Name: "budget_period"},
 	},
 }
 
 // decodeSlurm decodes slurm { source, cluster, dsn_file, sacctmgr_path,
-// schedule, timeout }: where the account tree and shares come from.
+// schedule, timeout, budget_period }: where the account tree, shares and
+// GPU budgets come from.
 func (d *decoder) decodeSlurm(b *hcl.Block) {
 	if b == nil {
 		return
 	}
-	s := &Slurm{SacctmgrPath: "sacctmgr", Schedule: DefaultSlurmSchedule, Timeout: 2 * time.Minute, DefRange: b.DefRange}
+	s := &Slurm{SacctmgrPath: "sacctmgr", Schedule: DefaultSlurmSchedule, Timeout: 2 * time.Minute, BudgetPeriod: "month", DefRange: b.DefRange}
 	c := d.content(b.Body, slurmSchema)
 	src := d.enum(c.Attributes, "source", &s.Source, "slurmdbd", "sacctmgr")
 	if a := d.str(c.Attributes, "cluster", &s.Cluster); a != nil && !llmflow.ValidClusterName(s.Cluster) {
@@ -286,6 +296,7 @@ func (d *decoder) decodeSlurm(b *hcl.Block) {
 		}
 	}
 	d.duration(c.Attributes, "timeout", &s.Timeout)
+	d.enum(c.Attributes, "budget_period", &s.BudgetPeriod, "day", "week", "month")
 	if src != nil && s.Source == "slurmdbd" && s.DSNFile == "" && dsn == nil {
 		d.errorf(b.DefRange, "slurm source \"slurmdbd\" needs dsn_file (the MySQL DSN of slurmdbd's database, in a file)")
 	}
@@ -408,6 +419,7 @@ var (
 			{Name: "class"},
 			{Name: "key_file"},
 			{Name: "max_context_tokens"},
+			{Name: "max_output_tokens"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{
 			{Type: "cost"},
@@ -444,7 +456,7 @@ func (d *decoder) decodeModels(blocks hcl.Blocks) {
 	for _, b := range blocks.OfType("model") {
 		name, ok := d.label(b, "model", seen)
 		c := d.content(b.Body, modelSchema)
-		m := Model{Name: name, UpstreamModel: name, Class: DefaultClass, MaxContextTokens: DefaultMaxContextTokens, DefRange: b.DefRange}
+		m := Model{Name: name, UpstreamModel: name, Class: DefaultClass, MaxContextTokens: DefaultMaxContextTokens, MaxOutputTokens: DefaultMaxOutputTokens, DefRange: b.DefRange}
 		d.str(c.Attributes, "upstream_model", &m.UpstreamModel)
 		if a := d.str(c.Attributes, "pool", &m.Pool); a != nil {
 			if !d.poolDefined(blocks, m.Pool) {
@@ -454,6 +466,16 @@ func (d *decoder) decodeModels(blocks hcl.Blocks) {
 		d.enum(c.Attributes, "class", &m.Class, "interactive", "batch")
 		d.secretPath(c.Attributes, "key_file", fmt.Sprintf("model %q key_file", name), &m.KeyFile)
 		intAttr(d, c.Attributes, "max_context_tokens", 1, llmflow.MaxRecordTokens, &m.MaxContextTokens)
+		if a := c.Attributes["max_output_tokens"]; a != nil {
+			intAttr(d, c.Attributes, "max_output_tokens", 1, llmflow.MaxRecordTokens, &m.MaxOutputTokens)
+		} else {
+			m.MaxOutputTokens = min(m.MaxOutputTokens, m.MaxContextTokens)
+		}
+		if m.MaxOutputTokens > m.MaxContextTokens {
+			if a := c.Attributes["max_output_tokens"]; a != nil {
+				d.errorf(a.Expr.Range(), "max_output_tokens (%d) is more than max_context_tokens (%d)", m.MaxOutputTokens, m.MaxContextTokens)
+			}
+		}
 
 		if cb := d.single(c.Blocks, "cost"); cb != nil {
 			cc := d.content(cb.Body, costSchema)
@@ -533,6 +555,7 @@ var storeSchema = &hcl.BodySchema{
 		{Name: "retention"},
 		{Name: "spool_dir"},
 		{Name: "spool_sync"},
+		{Name: "budget_refresh_interval"},
 	},
 }
 
@@ -546,6 +569,7 @@ func (d *decoder) decodeStore(b *hcl.Block) {
 		Kind:          DefaultStoreKind,
 		Path:          d.resolve(DefaultStorePath),
 		FailClosed:    true,
+		BudgetRefresh: DefaultBudgetRefresh,
 		QueueSize:     10000,
 		BatchSize:     500,
 		FlushInterval: time.Second,
@@ -574,6 +598,7 @@ func (d *decoder) decodeStore(b *hcl.Block) {
 	d.duration(c.Attributes, "retention", &s.Retention)
 	d.path(c.Attributes, "spool_dir", &s.SpoolDir)
 	d.enum(c.Attributes, "spool_sync", &s.SpoolSync, "interval", "always", "never")
+	d.duration(c.Attributes, "budget_refresh_interval", &s.BudgetRefresh)
 	if kind == nil && c.Attributes["kind"] != nil {
 		return // an invalid kind, reported already
 	}
@@ -701,16 +726,18 @@ var tagsSchema = &hcl.BodySchema{
 	},
 }
 
-// decodeTags decodes tags { header, allowed } and refuses the block: the
-// gateway does not act on it yet, and a configuration never holds what is
-// not enforced. Its content is still checked, so that a later release
-// that enforces it accepts what this one reported as only not enforced.
+// decodeTags decodes tags { header, allowed }: the request header clients
+// may tag requests with (comma-separated, at most MaxRequestTags), and the
+// only tags it may carry. A header without an allowed list is refused: a
+// client could otherwise escape a tag budget or fill reports with tags.
 func (d *decoder) decodeTags(b *hcl.Block) {
 	if b == nil {
 		return
 	}
-	d.errorf(b.DefRange, "the tags block is not enforced yet (request tags come from keys only); remove it")
 	t := &d.cfg.Tags
+	if c, _ := b.Body.JustAttributes(); c["header"] != nil && c["allowed"] == nil {
+		d.errorf(b.DefRange, "tags: header is set but allowed is not (list the tags clients may send)")
+	}
 	c := d.content(b.Body, tagsSchema)
 	if a := d.str(c.Attributes, "header", &t.Header); a != nil && !isToken(t.Header) {
 		d.errorf(a.Expr.Range(), "tags header %q is not a valid HTTP header name", t.Header)

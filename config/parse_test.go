@@ -62,6 +62,7 @@ func defaults(filename string) config.Config {
 			Kind:          "sqlite",
 			Path:          filepath.Join(filepath.Dir(filename), "llmflow.db"),
 			FailClosed:    true,
+			BudgetRefresh: config.DefaultBudgetRefresh,
 			QueueSize:     10000,
 			BatchSize:     500,
 			FlushInterval: time.Second,
@@ -120,6 +121,7 @@ func TestLoad_Examples(t *testing.T) {
 		KeyFile:          "/etc/llmflow/vllm.key",
 		Cost:             llmflow.Cost{InputPerMTok: 0.02, OutputPerMTok: 0.20, CachedPerMTok: 0.002},
 		MaxContextTokens: config.DefaultMaxContextTokens,
+		MaxOutputTokens:  config.DefaultMaxOutputTokens,
 		Upstreams: []config.Upstream{
 			{Name: "gpu01", BaseURL: mustURL(t, "http://10.0.0.11:8000"), KeyFile: "/etc/llmflow/vllm.key"},
 			{Name: "gpu02", BaseURL: mustURL(t, "http://10.0.0.12:8000"), KeyFile: "/etc/llmflow/gpu02.key"},
@@ -138,6 +140,7 @@ func TestLoad_Examples(t *testing.T) {
 		KeyFile:          filepath.Join("..", "examples", "vllm.key"),
 		Cost:             llmflow.Cost{InputPerMTok: 0.02, OutputPerMTok: 0.20, CachedPerMTok: 0.002},
 		MaxContextTokens: config.DefaultMaxContextTokens,
+		MaxOutputTokens:  config.DefaultMaxOutputTokens,
 		Upstreams: []config.Upstream{
 			{Name: "sim0", BaseURL: mustURL(t, "http://127.0.0.1:8001"), KeyFile: filepath.Join("..", "examples", "vllm.key")},
 		},
@@ -265,6 +268,7 @@ func TestParse_Full(t *testing.T) {
 			Pool:             "q",
 			Class:            "batch",
 			MaxContextTokens: 131072,
+			MaxOutputTokens:  config.DefaultMaxOutputTokens,
 			Upstreams: []config.Upstream{
 				{Name: "u1", BaseURL: mustURL(t, "https://gpu.example.org:8443/vllm"), KeyFile: "testdata/good/u1.key"},
 				{Name: "u2", BaseURL: mustURL(t, "http://[fd00::1]:8000")},
@@ -274,6 +278,7 @@ func TestParse_Full(t *testing.T) {
 			Kind:          "postgres",
 			DSNFile:       "testdata/good/dsn",
 			FailClosed:    false,
+			BudgetRefresh: config.DefaultBudgetRefresh,
 			QueueSize:     100,
 			BatchSize:     10,
 			FlushInterval: 250 * time.Millisecond,

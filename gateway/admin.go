@@ -352,7 +352,8 @@ func (g *Gateway) adminRoutes() {
 	g.handle(http.MethodGet, "/admin/spend", a(g.spendFiltered))
 	g.handle(http.MethodGet, "/admin/usage.csv", a(g.usageCSVFiltered))
 	g.handle(http.MethodGet, "/admin/audit", s(g.listAudit))
-	g.routingRoutes(a) // admin_upstreams.go
+	g.routingRoutes(a)    // admin_upstreams.go
+	g.adminBudgetRoutes() // admin_budgets.go
 }
 
 // decodeAdmin decodes an admin JSON body: at most 64 KiB, unknown fields
@@ -388,8 +389,9 @@ func knownParams(r *http.Request, names ...string) error {
 }
 
 // KeyRequest creates a key. Project, when set, must be an account under
-// Team in the tree served now. RPM, TPM and MaxInFlight are not enforced
-// yet: a request setting any of them is refused.
+// Team in the tree served now. RPM, TPM and MaxInFlight are the key's
+// limits (0 = unlimited): requests per minute and tokens per minute on a
+// sliding 60 s window, and requests in flight.
 type KeyRequest struct {
 	Team        string   `json:"team"`
 	Project     string   `json:"project,omitempty"`
@@ -401,8 +403,7 @@ type KeyRequest struct {
 	Tags        []string `json:"tags,omitempty"`
 }
 
-// keyView is a key as listings show it: never the secret, never its hash,
-// and no rate or concurrency limit, since none is enforced yet.
+// keyView is a key as listings show it: never the secret, never its hash.
 type keyView struct {
 	ID        string     `json:"id"`
 	Key       string     `json:"key,omitempty"` // the secret, on creation only
@@ -413,13 +414,18 @@ type keyView struct {
 	Project   string     `json:"project,omitempty"`
 	Owner     string     `json:"owner,omitempty"`
 	Tags      []string   `json:"tags"`
+	RPM       int        `json:"rpm"`
+	TPM       int        `json:"tpm"`
+	MaxIn     int        `json:"max_inflight"`
+	Active    bool       `json:"active"` // false: deactivated or revoked
+	Disabled  bool       `json:"disabled,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
 }
 
 func viewOf(k llmflow.Key) keyView {
 	v := keyView{ID: k.ID, Hint: k.Hint, Name: k.Name, Org: k.Org, Team: k.Team, Project: k.Project, Owner: k.Owner,
-		Tags: k.Tags, CreatedAt: k.CreatedAt}
+		Tags: k.Tags, RPM: k.RPM, TPM: k.TPM, MaxIn: k.MaxInFlight, Active: k.Active(), Disabled: k.Disabled, CreatedAt: k.CreatedAt}
 	if v.Tags == nil {
 		v.Tags = []string{}
 	}
@@ -447,9 +453,6 @@ func (g *Gateway) CreateKey(ctx context.Context, req KeyRequest, p Principal) (l
 			Message: fmt.Sprintf("a member creates keys owned by themselves: owner must be %q or left out", p.Name)}
 	case team.Disabled:
 		return llmflow.Key{}, "", llmflow.Errorf(llmflow.EFORBIDDEN, "team %q is disabled", req.Team)
-	}
-	if err := notEnforced(req); err != nil {
-		return llmflow.Key{}, "", err
 	}
 	if req.Project != "" {
 		switch under, off := g.accts.Load().projectChain(req.Project, team.Name); {
@@ -480,22 +483,6 @@ func (g *Gateway) CreateKey(ctx context.Context, req KeyRequest, p Principal) (l
 	g.auth.misses.remove(hash)
 	g.log.Info("key created", "id", k.ID, "team", k.Team, "project", k.Project, "by", p.Name)
 	return k, secret, nil
-}
-
-// notEnforced refuses the limits a key request may name but the gateway
-// does not enforce yet (rate and concurrency limits come with budgets):
-// a key must never look limited when it is not.
-func notEnforced(req KeyRequest) error {
-	for _, f := range []struct {
-		param string
-		v     int
-	}{{"rpm", req.RPM}, {"tpm", req.TPM}, {"max_inflight", req.MaxInFlight}} {
-		if f.v != 0 {
-			return &llmflow.Error{Code: llmflow.EINVALID, Param: f.param,
-				Message: f.param + " is not enforced yet; create the key without it (per-key limits come with budgets)"}
-		}
-	}
-	return nil
 }
 
 func quote(s string) string { b, _ := json.Marshal(s); return string(b) }

@@ -54,7 +54,7 @@ func newAdminEnv(t testing.TB, extra string, mod ...func(*Options)) *adminEnv {
 	t.Cleanup(func() { db.Close() })
 	e := &adminEnv{db: db, tokens: map[string]string{"master": testMasterKey}}
 	e.testEnv = newEnv(t, []string{up.srv.URL}, extra, append([]func(*Options){func(o *Options) {
-		o.Keys, o.Admin, o.Spend, o.Records = db, db, db, db
+		o.Keys, o.Admin, o.Spend, o.Records, o.Budgets = db, db, db, db, db
 	}}, mod...)...)
 	e.must(t, "POST", "/admin/teams/lab-nlp/projects", "master", `{"name":"nlp-p1"}`, 201)
 	e.must(t, "POST", "/admin/teams/lab-chem/projects", "master", `{"name":"chem-p1"}`, 201)
@@ -64,6 +64,9 @@ func newAdminEnv(t testing.TB, extra string, mod ...func(*Options)) *adminEnv {
 	// users that are the targets of user routes: one in each organisation
 	e.newUser(t, "targetA", RoleRequest{Role: "member", Team: "lab-nlp"})
 	e.newUser(t, "targetB", RoleRequest{Role: "viewer", Team: "lab-chem"})
+	// a budget on each organisation's team (admin_budgets.go)
+	e.must(t, "PUT", "/admin/budgets", "master", `{"kind":"team","name":"lab-nlp","period":"month","max_cost":100}`, 200)
+	e.must(t, "PUT", "/admin/budgets", "master", `{"kind":"team","name":"lab-chem","period":"month","max_cost":100}`, 200)
 	e.keyA = e.newKeyOf(t, `{"team":"lab-nlp","name":"a"}`)
 	e.keyOwn = e.newKeyOf(t, `{"team":"lab-nlp","name":"own","owner":"member"}`)
 	e.keyB = e.newKeyOf(t, `{"team":"lab-chem","name":"b"}`)

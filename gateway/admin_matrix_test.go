@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // matrixRow is one admin route of the route × role matrix: how to call it
@@ -173,6 +174,35 @@ var matrix = map[string]matrixRow{
 	"GET /admin/audit": {call: fixed("/admin/audit?limit=10000", ""), ok: 200, listing: true,
 		shows:   func(e *adminEnv) shown { return each(readersTeam, "project nlp-p1") },
 		outMark: mark("project chem-p1")},
+
+	// budgets (admin_budgets.go): the spec's "set by" column — a team's
+	// budget by its organisation's admins and above, not by the team
+	// admin (authz.BudgetTeam)
+	"GET /admin/budgets": {call: fixed("/admin/budgets", ""), ok: 200, listing: true,
+		shows:   func(e *adminEnv) shown { return each(readersTeam, `"name":"lab-nlp"`) },
+		outMark: mark(`"name":"lab-chem"`)},
+	"PUT /admin/budgets": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
+		return "/admin/budgets", fmt.Sprintf(`{"kind":"team","name":%q,"period":"month","max_cost":%d}`, scoped(in, "lab-nlp", "lab-chem"), c)
+	}, in: writersOrg, out: proxyAdmins, ok: 200},
+	"DELETE /admin/budgets": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
+		team := scoped(in, "lab-nlp", "lab-chem")
+		e.must(t, "PUT", "/admin/budgets", "master", `{"kind":"team","name":"`+team+`","period":"day","max_cost":1}`, 200)
+		return "/admin/budgets?kind=team&name=" + team, ""
+	}, in: writersOrg, out: proxyAdmins, ok: 200},
+	"POST /admin/budgets/increase": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
+		team := scoped(in, "lab-nlp", "lab-chem")
+		e.must(t, "PUT", "/admin/budgets", "master", `{"kind":"team","name":"`+team+`","period":"day","max_cost":1}`, 200)
+		return "/admin/budgets/increase", fmt.Sprintf(`{"kind":"team","name":%q,"amount":1,"expires_at":%q}`,
+			team, time.Now().Add(24*time.Hour).UTC().Format(time.RFC3339))
+	}, in: writersOrg, out: proxyAdmins, ok: 201},
+	"PUT /admin/keys/{id}/limits": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
+		k := e.newKeyOf(t, fmt.Sprintf(`{"team":%q,"name":"l%d","owner":"member"}`, scoped(in, "lab-nlp", "lab-chem"), c))
+		return "/admin/keys/" + k.ID + "/limits", `{"rpm":10,"tpm":1000,"max_inflight":2}`
+	}, in: writersTeam, out: proxyAdmins, ok: 200},
+	"PUT /admin/keys/{id}/active": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
+		k := e.newKeyOf(t, fmt.Sprintf(`{"team":%q,"name":"a%d","owner":"member"}`, scoped(in, "lab-nlp", "lab-chem"), c))
+		return "/admin/keys/" + k.ID + "/active", `{"active":false}`
+	}, in: writersTeam, out: proxyAdmins, ok: 200},
 
 	// runtime routing is proxy-wide (admin_upstreams.go): proxy admins
 	// write, proxy readers read, in and out of scope alike

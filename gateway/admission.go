@@ -38,6 +38,9 @@ func (g *Gateway) admissionSteps() []step {
 		{name: "request", admit: g.admitRequest, reason: reasonBadRequest,
 			byCode: map[string]string{llmflow.ETOOLARGE: reasonTooLarge}},
 		{name: "model", admit: g.admitModel, reason: reasonModel},
+		{name: "tags", admit: g.admitTags, reason: reasonBadTags},
+		// budgets and per-key limits: one ledger call (budgets.Ledger)
+		{name: "budget", admit: g.admitBudget, release: g.releaseBudget, reason: reasonBudget},
 		{name: "queue", admit: g.admitQueue, release: g.releaseQueue, reason: reasonQueue},
 		{name: "fair_share", admit: g.admitFairShare, release: g.releaseFairShare, reason: reasonQueue},
 	}
@@ -50,6 +53,10 @@ var authByCode = map[string]string{llmflow.ERATELIMIT: reasonAuthLimited}
 // deniedReason is the llmflow_denied_total reason of err: byCode's for
 // err's code, else reason.
 func deniedReason(err error, reason string, byCode map[string]string) string {
+	var own interface{ deniedReason() string }
+	if errors.As(err, &own) {
+		return own.deniedReason()
+	}
 	if r, ok := byCode[llmflow.ErrorCode(err)]; ok {
 		return r
 	}
@@ -99,7 +106,7 @@ func (g *Gateway) refused(x *exchange, s *step, err error) error {
 	}
 	if x.key != nil {
 		rec.KeyID, rec.Project, rec.Team, rec.Org = x.key.ID, x.key.Project, x.key.Team, cmp.Or(x.org, x.key.Org)
-		rec.Tags = x.key.Tags
+		rec.Tags = x.requestTags()
 	}
 	if x.rt != nil {
 		rec.Model, rec.Pool = x.rt.name, x.rt.pool.name
@@ -133,7 +140,7 @@ func (g *Gateway) admitKey(ctx context.Context, x *exchange) error {
 		}
 		return err
 	}
-	x.key = &ck.key
+	x.key, x.ck = &ck.key, ck
 	return nil
 }
 

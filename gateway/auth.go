@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-llmflow/llmflow"
@@ -39,6 +40,9 @@ type keyCache struct {
 type cachedKey struct {
 	key     llmflow.Key
 	expires time.Time // re-read from the store after this
+	// chain is the key's budget chain and limit state (budgets.go),
+	// computed at its first request under a budget table.
+	chain atomic.Pointer[keyChain]
 }
 
 func newKeyCache(max int, ttl time.Duration) *keyCache {
@@ -312,7 +316,7 @@ func (a *authenticator) authenticate(ctx context.Context, header, remoteAddr str
 	}
 	if inactive, ok := a.misses.get(h, now); ok {
 		a.limiter.fail(net, now)
-		return nil, knownKey(inactive, errBadKey)
+		return nil, knownKey(inactive, inactiveError(inactive))
 	}
 	if a.lookups != nil {
 		a.lookups()
@@ -330,7 +334,7 @@ func (a *authenticator) authenticate(ctx context.Context, header, remoteAddr str
 	case !k.Active():
 		a.misses.add(h, now, &k)
 		a.limiter.fail(net, now)
-		return nil, knownKey(&k, errBadKey)
+		return nil, knownKey(&k, inactiveError(&k))
 	}
 	return a.hits.put(h, k, now), nil
 }
@@ -351,7 +355,7 @@ func (a *authenticator) refresh(ctx context.Context, h [32]byte, stale *cachedKe
 	case err == nil && !k.Active():
 		a.hits.remove(h)
 		a.misses.add(h, now, &k)
-		return nil, knownKey(&k, errBadKey)
+		return nil, knownKey(&k, inactiveError(&k))
 	case err != nil:
 		return stale, nil
 	}
@@ -365,6 +369,18 @@ func (a *authenticator) failed(remoteAddr string, now time.Time, err error) erro
 	}
 	a.limiter.fail(net, now)
 	return err
+}
+
+var errKeyDisabled = &llmflow.Error{Code: llmflow.EFORBIDDEN, Message: "the API key is deactivated; ask your administrator to reactivate it"}
+
+// inactiveError is the refusal of a key the store knows as inactive: a
+// revoked key is as invalid as an unknown one; a deactivated one is told
+// so (its holder knows the key already).
+func inactiveError(k *llmflow.Key) error {
+	if k != nil && k.RevokedAt.IsZero() && k.Disabled {
+		return errKeyDisabled
+	}
+	return errBadKey
 }
 
 // knownKeyError is a refusal of a key the store knows (a revoked key): the

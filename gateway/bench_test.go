@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/budgets"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/gateway"
 	"github.com/go-llmflow/llmflow/store"
@@ -217,7 +220,14 @@ limits { auth_failures_per_minute = 0 }
 	if e.db, err = store.OpenSQLite(context.Background(), cfg.Store.Path); err != nil {
 		b.Fatal(err)
 	}
-	opts := gateway.Options{Config: cfg, Keys: e.db, Records: e.db}
+	// A project under the team (projects come from Slurm), so that the key
+	// falls under a budget on every scope.
+	accts := append(cfg.Accounts(), llmflow.Account{Name: "proj", Kind: llmflow.KindProject, Parent: "t", Shares: 1})
+	opts := gateway.Options{Config: cfg, Keys: e.db, Records: e.db, Accounts: accts}
+	budgetsOn := os.Getenv("LLMFLOW_BENCH_BUDGETS") == ""
+	if budgetsOn {
+		opts.Budgets = e.db
+	}
 	if os.Getenv("LLMFLOW_BENCH_LOG") == "json" {
 		// what serve --log-format json does, minus the disk
 		opts.Log = slog.New(slog.NewJSONHandler(io.Discard, nil))
@@ -225,10 +235,33 @@ limits { auth_failures_per_minute = 0 }
 	if e.gw, err = gateway.New(opts); err != nil {
 		b.Fatal(err)
 	}
-	_, e.key, err = e.gw.CreateKey(b.Context(), gateway.KeyRequest{Team: "t", Name: "bench"},
-		gateway.Principal{Name: "bench", Role: gateway.RoleProxyAdmin})
+	admin := gateway.Principal{Name: "bench", Role: gateway.RoleProxyAdmin}
+	req := gateway.KeyRequest{Team: "t", Name: "bench"}
+	switch os.Getenv("LLMFLOW_BENCH_BUDGETS") {
+	case "off": // the key as before budgets: no project, no tag
+	case "key-only": // the same key as with budgets, without budgets or limits
+		req.Project, req.Tags = "proj", []string{"bench"}
+	default: // budgets on every scope (and one per model), limits on the key
+		req.Project, req.Tags = "proj", []string{"bench"}
+		req.RPM, req.TPM, req.MaxInFlight = 1_000_000_000, 1_000_000_000, 1000
+	}
+	var k llmflow.Key
+	k, e.key, err = e.gw.CreateKey(b.Context(), req, admin)
 	if err != nil {
 		b.Fatal(err)
+	}
+	if budgetsOn {
+		for _, sc := range []budgets.Scope{{Kind: budgets.KindOrg, Name: "a"}, {Kind: budgets.KindTeam, Name: "t"},
+			{Kind: budgets.KindTeam, Name: "t", Model: "m"}, {Kind: budgets.KindProject, Name: "proj"},
+			{Kind: budgets.KindKey, Name: k.ID}, {Kind: budgets.KindTag, Name: "bench"}} {
+			if err := e.db.PutBudget(b.Context(), budgets.Budget{Scope: sc, Period: budgets.Month, MaxCost: 1e6, SoftLimit: 1e5}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		e.gw.Start(b.Context()) // loads them
+		if n := gatewayBudgets(b, e); n != 6 {
+			b.Fatalf("%d budgets in force, want 6", n)
+		}
 	}
 	b.Cleanup(func() {
 		e.gw.Close(context.Background())
@@ -236,4 +269,18 @@ limits { auth_failures_per_minute = 0 }
 		e.upstream.Close()
 	})
 	return e
+}
+
+// gatewayBudgets returns how many budgets the gateway has in force, from
+// GET /admin/budgets.
+func gatewayBudgets(b *testing.B, e *benchEnv) int {
+	req := httptest.NewRequest(http.MethodGet, "/admin/budgets", nil)
+	req.Header.Set("Authorization", "Bearer bench-master-0123456789abcdef0123456789")
+	rec := httptest.NewRecorder()
+	e.gw.ServeHTTP(rec, req)
+	var out struct{ Data []json.RawMessage }
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+		b.Fatalf("GET /admin/budgets: %d %s", rec.Code, rec.Body)
+	}
+	return len(out.Data)
 }

@@ -30,6 +30,7 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/accounting"
+	"github.com/go-llmflow/llmflow/budgets"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/engine"
 	"github.com/go-llmflow/llmflow/fairshare"
@@ -110,6 +111,21 @@ type Options struct {
 	// Shared, when set, reports on the state shared with other replicas
 	// (Redis) in /healthz: a fallback makes it "degraded".
 	Shared SharedState
+
+	// Budgets keeps the budgets and their increases, and reads their
+	// spend; nil = no budgets (per-key limits still hold).
+	Budgets BudgetStore
+	// SlurmBudgets, when set, returns the budgets that come from Slurm
+	// (accounts' GrpTRESMins) at each refresh; budgets.Merge puts an
+	// admin-set budget on the same scope first.
+	SlurmBudgets func() []budgets.Budget
+	// Alerts is told when a budget first reaches its soft limit in a
+	// period; nil = nobody.
+	Alerts AlertSink
+	// Ledger replaces the in-memory ledger of holds, rate windows and
+	// in-flight counts (several replicas share one); nil = in this
+	// process.
+	Ledger budgets.Ledger
 }
 
 // ClampCounter is implemented by record writers that clamp impossible
@@ -164,6 +180,7 @@ type Gateway struct {
 	saltKey   string // cache_salt derivation secret
 
 	steps          []step // admission, in order (admission.go)
+	bud            *budgetState
 	health         *healthChecker
 	metricsHandler http.Handler
 	version        string
@@ -229,6 +246,7 @@ func New(o Options) (*Gateway, error) {
 	g.sync = newSyncState(g.reg, g.cfg.Slurm != nil)
 	view := g.setView(accts)
 	g.auth = newAuthenticator(o, g.cfg.Limits, g.m)
+	g.bud = newBudgetState(o, g.cfg, g.reg)
 	if err := g.newPools(o, view); err != nil {
 		return nil, err
 	}
@@ -397,6 +415,10 @@ func (g *Gateway) newRoutes() error {
 		if rt.maxTokens <= 0 { // a Config built in code, not parsed
 			rt.maxTokens = config.DefaultMaxContextTokens
 		}
+		rt.maxOutput = mc.MaxOutputTokens
+		if rt.maxOutput <= 0 {
+			rt.maxOutput = min(config.DefaultMaxOutputTokens, rt.maxTokens)
+		}
 		if mc.Class == "batch" {
 			rt.class = 1
 		}
@@ -490,12 +512,18 @@ func (g *Gateway) registerGauges() {
 	}))
 }
 
-// Start runs the active health checks until Close.
+// Start loads the budgets, then runs the active health checks and the
+// budget refresh until Close.
 func (g *Gateway) Start(ctx context.Context) {
 	ctx, g.cancel = context.WithCancel(ctx)
 	g.done = make(chan struct{})
+	g.startBudgets(ctx)
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		g.budgetLoop(ctx)
+	}()
 	go func() {
 		defer wg.Done()
 		g.health.run(ctx)
@@ -658,6 +686,7 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 		Slurm     *syncHealth      `json:"slurm_sync,omitempty"`
 		Acct      *acctHealth      `json:"accounting,omitempty"`
 		Shared    *SharedHealth    `json:"shared,omitempty"`
+		Budgets   string           `json:"budgets"`
 	}
 	body := details{Status: "ok", Version: g.version, Store: "ok", Slurm: g.sync.health()}
 	if body.Slurm != nil && body.Slurm.Outcome == "failed" {
@@ -714,6 +743,13 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 			body.Status = "degraded" // serving on this replica's slice
 		}
 	}
+	summary, budgetsOK := g.bud.health(false)
+	body.Budgets, _ = g.bud.health(true)
+	if !budgetsOK && g.cfg.Store.FailClosed {
+		// requests are refused (admitBudget): say so, and why
+		body.Status = "unavailable"
+		status = http.StatusServiceUnavailable
+	}
 	if hdr := r.Header.Get("Authorization"); hdr != "" {
 		if _, err := g.secretAuth.check(hdr, r.RemoteAddr, now, secretMaster|secretMetrics, errAdminAuth); err != nil {
 			g.operatorDenied(err)
@@ -724,9 +760,14 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 			return writeJSON(w, status, body)
 		}
 	}
-	return writeJSON(w, status, struct {
-		Status string `json:"status"`
-	}{body.Status})
+	out := struct {
+		Status  string `json:"status"`
+		Budgets string `json:"budgets,omitempty"`
+	}{Status: body.Status}
+	if !budgetsOK {
+		out.Budgets = summary // why requests are refused
+	}
+	return writeJSON(w, status, out)
 }
 
 var errMetricsAuth = &llmflow.Error{Code: llmflow.EUNAUTHORIZED, Message: "metrics need Authorization: Bearer <metrics token>"}

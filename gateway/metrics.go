@@ -153,7 +153,7 @@ func (c *children) request(m *metrics, status int) {
 var deniedReasons = []string{
 	reasonAuth, reasonAuthLimited, reasonBadRequest, reasonTooLarge, reasonModel,
 	reasonNoUpstream, reasonDisabled, reasonQueue, reasonAdminAuth, reasonAdminAuthLimited,
-	reasonClientGone,
+	reasonClientGone, reasonBudget, reasonRPM, reasonTPM, reasonMaxInFlight, reasonStale, reasonBadTags,
 }
 
 // initSeries creates at zero the series of fixed label sets (denial and

@@ -56,6 +56,12 @@ type exchange struct {
 	// idleness (limits.stream_idle_timeout); nil otherwise.
 	cancelUp context.CancelFunc
 	rec      llmflow.Record
+
+	ck  *cachedKey // the key's cache entry (nil for a refused key)
+	bud budgetReq  // budgets and per-key limits (budgets.go)
+	// outputLimit, when > 0, is the output limit sent upstream in place
+	// of the client's: what the request's budgets hold for it.
+	outputLimit int64
 }
 
 // inference returns the handler of one proxied OpenAI route: admission
@@ -73,6 +79,7 @@ func (g *Gateway) inference(ep engine.Endpoint) handler {
 			}
 			return err
 		}
+		g.setBudgetHeaders(w, x)
 		err := g.forward(ctx, w, x)
 		g.finish(x)
 		return err
@@ -113,7 +120,7 @@ func readAll(r io.Reader, n, limit int64) ([]byte, error) {
 // relays the answer. It fills x.rec's outcome, status and usage.
 func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, x *exchange) error {
 	rt, pl := x.rt, x.rt.pool
-	ub := upstreamBody{engine: &pl.engine, model: rt.upstreamModel, cacheSalt: x.view.salts[x.org]}
+	ub := upstreamBody{engine: &pl.engine, model: rt.upstreamModel, cacheSalt: x.view.salts[x.org], outputLimit: x.outputLimit}
 	if pl.engine.PriorityBody {
 		ub.priority, ub.withPrio = x.ticket.Priority, true
 	}
@@ -556,7 +563,7 @@ func (g *Gateway) finish(x *exchange) {
 	rec.RequestID = x.id
 	rec.KeyID, rec.Project, rec.Team, rec.Org = x.key.ID, x.key.Project, x.key.Team, x.org
 	rec.Model, rec.Pool = x.rt.name, x.rt.pool.name
-	rec.Tags = x.key.Tags
+	rec.Tags = x.requestTags()
 	rec.Stream = x.rq.stream
 	if x.rt.pool.engine.SendsPriority() || x.queued {
 		rec.Priority = x.ticket.Priority // sent to the engine, or the queue's order

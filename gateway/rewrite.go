@@ -30,6 +30,16 @@ type clientRequest struct {
 	wantsUsage   bool // the client asked for stream_options.include_usage
 	continuousOK bool // stream_options.continuous_usage_stats = true
 	promptBytes  int  // size of messages / prompt / input, for estimates
+	// maxOutput is the client's output limit: max_completion_tokens, else
+	// max_tokens (vLLM's precedence); 0 when it gave none usable.
+	maxOutput int64
+	// completionField: the client named max_completion_tokens, which an
+	// output limit the gateway sets replaces.
+	completionField bool
+	// badOutput names the output limit field the client set to something
+	// other than a positive integer ("" = none): under a budget that is a
+	// 400, since the gateway could not bound the engine by it.
+	badOutput string
 }
 
 func invalid(param, format string, args ...any) error {
@@ -109,7 +119,36 @@ func parseRequest(body []byte, ep engine.Endpoint) (*clientRequest, error) {
 	for _, f := range [...]string{"messages", "prompt", "input"} {
 		rq.promptBytes += len(rq.get(f))
 	}
+	if raw := rq.get("max_completion_tokens"); raw != nil && string(raw) != "null" {
+		rq.maxOutput, rq.completionField = positiveInt(raw), true
+		if rq.maxOutput == 0 {
+			rq.badOutput = "max_completion_tokens"
+		}
+	} else if raw := rq.get("max_tokens"); raw != nil && string(raw) != "null" {
+		if rq.maxOutput = positiveInt(raw); rq.maxOutput == 0 {
+			rq.badOutput = "max_tokens"
+		}
+	}
 	return rq, nil
+}
+
+// positiveInt returns the JSON integer b when it is one between 1 and
+// 2^40, else 0 (the engine refuses what is not a positive integer).
+func positiveInt(b []byte) int64 {
+	if len(b) == 0 || len(b) > 13 {
+		return 0
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if n < 1 || n > 1<<40 {
+		return 0
+	}
+	return n
 }
 
 // add appends m, or replaces the value of an earlier member of that name.
@@ -156,6 +195,9 @@ type upstreamBody struct {
 	cacheSalt string             // per-organisation salt; "" = none
 	priority  int
 	withPrio  bool // put priority in the body
+	// outputLimit, when > 0, replaces the client's max_tokens and
+	// max_completion_tokens: what the request's budgets pay for.
+	outputLimit int64
 }
 
 // encode writes the upstream body: the client's members in their order,
@@ -173,6 +215,10 @@ func (rq *clientRequest) encode(u upstreamBody) []byte {
 		switch string(m.name) {
 		case "model", "stream_options":
 			continue
+		case "max_tokens", "max_completion_tokens":
+			if u.outputLimit > 0 {
+				continue
+			}
 		}
 		if u.engine.Strips(m.name) {
 			continue
@@ -194,6 +240,14 @@ func (rq *clientRequest) encode(u upstreamBody) []byte {
 			b = append(b, `,"continuous_usage_stats":true`...)
 		}
 		b = append(b, '}')
+	}
+	if u.outputLimit > 0 {
+		if rq.completionField {
+			b = append(b, `,"max_completion_tokens":`...)
+		} else {
+			b = append(b, `,"max_tokens":`...)
+		}
+		b = strconv.AppendInt(b, u.outputLimit, 10)
 	}
 	if u.cacheSalt != "" {
 		b = append(b, `,"cache_salt":`...)

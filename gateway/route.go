@@ -42,6 +42,7 @@ type route struct {
 	// admin API, a copy-on-write list published whole (routing.go), so
 	// the request path reads it with one atomic load and no lock.
 	configured []*upstream
+	maxOutput  int64 // output limit of a request under a budget that sets none (max_output_tokens)
 	ups        atomic.Pointer[upstreamSet]
 	authHdr    []string      // the model's key_file as a header, for runtime upstreams; nil = none
 	rr         atomic.Uint32 // rotates the start of least-in-flight ties

@@ -8,7 +8,7 @@ import (
 
 // keyColumns are the columns of keys in the order scanKey and pgScanKey
 // read them.
-const keyColumns = `id, hash, hint, name, org, team, project, owner, rpm, tpm, max_inflight, tags, created_at, revoked_at`
+const keyColumns = `id, hash, hint, name, org, team, project, owner, rpm, tpm, max_inflight, tags, created_at, revoked_at, disabled`
 
 // listKeysQuery is the ListKeys query of every backend, in d's SQL.
 func (d dialect) listKeysQuery(f llmflow.KeyFilter) (string, []any) {

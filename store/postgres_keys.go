@@ -20,9 +20,9 @@ func (s *Postgres) CreateKey(ctx context.Context, k llmflow.Key) error {
 		return &llmflow.Error{Code: llmflow.EINVALID, Message: "key id is required", Param: "id"}
 	}
 	_, err := s.pool.Exec(ctx, `INSERT INTO keys (`+keyColumns+`)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
 		k.ID, k.Hash[:], k.Hint, k.Name, k.Org, k.Team, k.Project, k.Owner,
-		k.RPM, k.TPM, k.MaxInFlight, nonNil(k.Tags), pgTime(k.CreatedAt), pgNullTime(k.RevokedAt))
+		k.RPM, k.TPM, k.MaxInFlight, nonNil(k.Tags), pgTime(k.CreatedAt), pgNullTime(k.RevokedAt), k.Disabled)
 	if err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "23505" {
@@ -106,7 +106,7 @@ func pgScanKey(row pgx.Row) (llmflow.Key, error) {
 		revoked *time.Time
 	)
 	err := row.Scan(&k.ID, &hash, &k.Hint, &k.Name, &k.Org, &k.Team, &k.Project, &k.Owner,
-		&k.RPM, &k.TPM, &k.MaxInFlight, &k.Tags, &created, &revoked)
+		&k.RPM, &k.TPM, &k.MaxInFlight, &k.Tags, &created, &revoked, &k.Disabled)
 	if err != nil {
 		return llmflow.Key{}, err
 	}

@@ -23,9 +23,9 @@ func (s *SQLite) CreateKey(ctx context.Context, k llmflow.Key) error {
 		return fmt.Errorf("create key: %w", err)
 	}
 	_, err = s.write.ExecContext(ctx, `INSERT INTO keys (`+keyColumns+`)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		k.ID, k.Hash[:], k.Hint, k.Name, k.Org, k.Team, k.Project, k.Owner,
-		k.RPM, k.TPM, k.MaxInFlight, tags, toMicros(k.CreatedAt), nullMicros(k.RevokedAt))
+		k.RPM, k.TPM, k.MaxInFlight, tags, toMicros(k.CreatedAt), nullMicros(k.RevokedAt), k.Disabled)
 	if err != nil {
 		// The driver error names the column, never the values.
 		switch sqliteCode(err) {
@@ -119,7 +119,7 @@ func scanKey(row rowScanner) (llmflow.Key, error) {
 		revoked sql.NullInt64
 	)
 	err := row.Scan(&k.ID, &hash, &k.Hint, &k.Name, &k.Org, &k.Team, &k.Project, &k.Owner,
-		&k.RPM, &k.TPM, &k.MaxInFlight, &tags, &created, &revoked)
+		&k.RPM, &k.TPM, &k.MaxInFlight, &tags, &created, &revoked, &k.Disabled)
 	if err != nil {
 		return llmflow.Key{}, err
 	}

@@ -25,6 +25,23 @@ type adminClient struct {
 	http  *http.Client
 }
 
+// newAdminClient returns a client of the gateway at base (http(s), no
+// credentials in the URL) that sends token. It never goes through an
+// environment proxy and never follows a redirect: the token goes to the
+// gateway named and nowhere else.
+func newAdminClient(base, token string) (*adminClient, error) {
+	base = strings.TrimRight(base, "/")
+	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return nil, fmt.Errorf("--url %q: want http(s)://host:port without credentials", base)
+	}
+	return &adminClient{base: base, token: token, http: &http.Client{
+		Transport: &http.Transport{Proxy: nil},
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}}, nil
+}
+
 // apiError is an admin API refusal: the status and the gateway's message.
 type apiError struct {
 	status int
@@ -193,13 +210,7 @@ func adminCmd(e *env) *cobra.Command {
 		if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 && os.Getenv(config.AllowInsecureSecretFilesEnv) != "1" {
 			return nil, fmt.Errorf("token file %s: mode %04o gives access to group or others; chmod 600 it", path, fi.Mode().Perm())
 		}
-		base := strings.TrimSuffix(e.v.GetString("admin.url"), "/")
-		if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("--url %q is not an http(s) URL", base)
-		}
-		return &adminClient{base: base, token: tok, http: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse // never send the token elsewhere
-		}}}, nil
+		return newAdminClient(e.v.GetString("admin.url"), tok)
 	}
 	// run wraps a subcommand body with its client.
 	run := func(f func(ctx context.Context, c *adminClient, args []string) error) func(*cobra.Command, []string) error {

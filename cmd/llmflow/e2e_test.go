@@ -39,7 +39,11 @@ type e2e struct {
 	gw     *gateway.Gateway
 }
 
-func startE2E(t *testing.T) *e2e {
+func startE2E(t *testing.T) *e2e { t.Helper(); return startE2EWith(t, "", nil) }
+
+// startE2EWith starts the gateway of startE2E with extra appended to its
+// configuration, after prepare has written what extra names into dir.
+func startE2EWith(t *testing.T, extra string, prepare func(dir string)) *e2e {
 	t.Helper()
 	sim := vllmsim.New(vllmsim.Config{APIKey: "sim-secret", StepInterval: time.Millisecond})
 	simSrv := httptest.NewServer(sim)
@@ -73,7 +77,10 @@ store {
   path           = "llmflow.db"
   flush_interval = "20ms"
 }
-`, simSrv.URL)
+`, simSrv.URL) + extra
+	if prepare != nil {
+		prepare(dir)
+	}
 	cfgPath := filepath.Join(dir, "gateway.hcl")
 	os.WriteFile(cfgPath, []byte(src), 0o600)
 	cfg, err := config.Load(cfgPath)

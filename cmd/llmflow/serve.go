@@ -319,6 +319,9 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) 
 	}
 	opts := gateway.Options{Config: cfg, Version: buildVersion(), Keys: keys, Records: db, Recorder: s.rec, ShareUsage: db,
 		Registry: reg, Log: s.log, SyncHistory: db, Spend: db, Admin: admin, Counters: s.counters, KeepUsage: keepUsage}
+	if bs, ok := db.(gateway.BudgetStore); ok { // both stores: cmd/llmflow/budgets.go
+		opts.Budgets = bs
+	}
 	if s.counters.rdb != nil {
 		opts.Shared = s.counters
 	}
@@ -329,7 +332,9 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) 
 	if err != nil {
 		return nil, err
 	}
-	_ = alertOutbox // wired to the budgets with them
+	if alertOutbox != nil {
+		opts.Alerts = outboxSink{alertOutbox, s.log}
+	}
 	g.stopAlerts = stopAlerts
 	ok := false
 	defer func() {
@@ -342,6 +347,7 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) 
 			return nil, err
 		}
 		opts.Accounts = g.imp.accounts
+		opts.SlurmBudgets = g.imp.budgets(cfg.Alerts.SoftLimitPercent)
 	}
 	if g.gw, err = gateway.New(opts); err != nil {
 		if g.imp != nil {

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/robfig/cron/v3"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/budgets"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/gateway"
 	"github.com/go-llmflow/llmflow/slurmsync"
@@ -24,7 +26,8 @@ type slurmImport struct {
 	closeSrc func() error
 	log      *slog.Logger
 	cfgAccts llmflow.Accounts
-	accounts llmflow.Accounts // the tree to serve at start
+	accounts llmflow.Accounts                 // the tree to serve at start
+	current  atomic.Pointer[llmflow.Accounts] // the tree served now (budgets from Slurm read it)
 	cron     *cron.Cron
 	mu       sync.Mutex // one import at a time
 }
@@ -47,6 +50,7 @@ func newSlurmImport(ctx context.Context, cfg *config.Config, as accountStore, lo
 		closeSrc()
 		return nil, err
 	}
+	imp.current.Store(&imp.accounts)
 	return imp, nil
 }
 
@@ -63,6 +67,15 @@ func (imp *slurmImport) combine(slurm llmflow.Accounts) (llmflow.Accounts, error
 }
 
 func pos(file string, line, col int) string { return fmt.Sprintf("%s:%d:%d", file, line, col) }
+
+// budgets are the budgets Slurm sets (GrpTRESMins) on the tree served
+// now, for gateway.Options.SlurmBudgets: read at each budget refresh, so
+// a limit changed in sacctmgr applies after the next import and refresh.
+func (imp *slurmImport) budgets(softPercent float64) func() []budgets.Budget {
+	return func() []budgets.Budget {
+		return budgets.FromSlurm(*imp.current.Load(), budgets.Period(imp.cfg.Slurm.BudgetPeriod), softPercent)
+	}
+}
 
 // start runs an import now and then on the schedule, until ctx ends.
 func (imp *slurmImport) start(ctx context.Context, gw *gateway.Gateway) {
@@ -86,6 +99,7 @@ func (imp *slurmImport) run(ctx context.Context, gw *gateway.Gateway) {
 	if err == nil && res.Run.Outcome == "applied" {
 		var accts llmflow.Accounts
 		if accts, err = imp.combine(res.Accounts); err == nil {
+			imp.current.Store(&accts)
 			gw.SetAccounts(accts)
 		} else {
 			res.Run.Outcome, res.Run.Error = "failed", err.Error()

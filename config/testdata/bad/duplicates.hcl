@@ -36,7 +36,7 @@ limits {}
 limits {} # ERROR: duplicate limits block
 health {}
 health {} # ERROR: duplicate health block
-tags {} # ERROR: the tags block is not enforced yet
+tags {}
 tags {} # ERROR: duplicate tags block
 alerts {
   smtp {

@@ -2,6 +2,6 @@
 health {
   path = "/health?full=1" # ERROR@col=10: health path "/health?full=1" must be a plain path
 }
-tags { # ERROR: the tags block is not enforced yet
+tags {
   allowed = ["a", null] # ERROR@col=13: allowed must not contain null
 }

@@ -55,3 +55,14 @@ model "context3" {
   max_context_tokens = "lots" # ERROR: Incorrect attribute value type
   upstream "u" { base_url = "http://10.0.0.1:8000" }
 }
+model "output" {
+  pool               = "p"
+  max_context_tokens = 1000
+  max_output_tokens  = 2000 # ERROR@col=24: max_output_tokens (2000) is more than max_context_tokens (1000)
+  upstream "u" { base_url = "http://10.0.0.1:8000" }
+}
+model "output0" {
+  pool              = "p"
+  max_output_tokens = 0 # ERROR@col=23: max_output_tokens must be
+  upstream "u" { base_url = "http://10.0.0.1:8000" }
+}

@@ -1,4 +1,4 @@
 # Blocks that are well formed but not enforced yet are refused, not ignored.
-tags { # ERROR@col=1: the tags block is not enforced yet (request tags come from keys only); remove it
+tags { # ERROR@col=1: tags: header is set but allowed is not (list the tags clients may send)
   header = "X-LLMflow-Tags"
 }

@@ -27,7 +27,7 @@ store {
   fail_closed = "maybe" # ERROR@col=17: Inappropriate value for attribute "fail_closed": a bool is required
 }
 
-tags { # ERROR: the tags block is not enforced yet
+tags {
   header  = "X-Tags"
   allowed = "a" # ERROR: Inappropriate value for attribute "allowed": list of string required
 }

@@ -1,0 +1,432 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/authz"
+	"github.com/go-llmflow/llmflow/budgets"
+)
+
+// budgetScope is where a budget's scope sits in the tree served now, for
+// authorization: an organisation's budget on the organisation, a team's or
+// a project's on its team, a key's on its key's team, a tag's proxy-wide
+// (tags cross organisations). ok is false when the scope names nothing in
+// the tree (a deleted team, an unknown key): only proxy-wide callers see
+// or change those.
+func (g *Gateway) budgetScope(ctx context.Context, sc budgets.Scope) (s authz.Scope, ok bool) {
+	v := g.accts.Load()
+	switch sc.Kind {
+	case budgets.KindOrg:
+		a := v.byName[sc.Name]
+		return authz.OrgScope(sc.Name), a != nil && a.Kind == llmflow.KindOrg
+	case budgets.KindTeam:
+		return g.teamScope(sc.Name)
+	case budgets.KindProject:
+		// The project's team: its nearest team ancestor (projects nest).
+		a := v.byName[sc.Name]
+		for i := 0; a != nil && a.Kind == llmflow.KindProject && i < 64; i++ {
+			a = v.byName[a.Parent]
+		}
+		if a == nil || a.Kind != llmflow.KindTeam {
+			return authz.Proxy, false
+		}
+		return g.teamScope(a.Name)
+	case budgets.KindKey:
+		k, err := g.keys.KeyByID(ctx, sc.Name)
+		if err != nil {
+			return authz.Proxy, false
+		}
+		return g.teamScope(k.Team)
+	}
+	return authz.Proxy, true // tag
+}
+
+// mayBudget refuses with 403 a change of the budget on sc that p may not
+// make: the spec's "set by" column (authz.BudgetAction).
+func (g *Gateway) mayBudget(ctx context.Context, p Principal, sc budgets.Scope) (authz.Scope, error) {
+	a, ok := authz.BudgetAction(string(sc.Kind))
+	if !ok {
+		return authz.Proxy, nil // Validate names the bad kind
+	}
+	s, known := g.budgetScope(ctx, sc)
+	if p.everywhere(a) {
+		return s, nil
+	}
+	if !known || !p.may(a, s) {
+		return s, forbidden("%s may not change the budget on %s", p.Name, sc)
+	}
+	return s, nil
+}
+
+func (g *Gateway) adminBudgetRoutes() {
+	g.handleMethods("/admin/budgets", map[string]handler{
+		http.MethodGet:    g.admin(g.listBudgets),
+		http.MethodPut:    g.admin(g.putBudget),
+		http.MethodDelete: g.admin(g.deleteBudget),
+	})
+	g.handle(http.MethodPost, "/admin/budgets/increase", g.admin(g.increaseBudget))
+	g.handle(http.MethodPut, "/admin/keys/{id}/limits", g.admin(g.setKeyLimits))
+	g.handle(http.MethodPut, "/admin/keys/{id}/active", g.admin(g.setKeyActive))
+}
+
+// BudgetRequest sets a budget: PUT /admin/budgets.
+type BudgetRequest struct {
+	Kind      budgets.Kind   `json:"kind"`
+	Name      string         `json:"name"`
+	Model     string         `json:"model"`
+	Period    budgets.Period `json:"period"`
+	MaxCost   *float64       `json:"max_cost"`
+	SoftLimit float64        `json:"soft_limit"`
+}
+
+// IncreaseRequest raises a budget until ExpiresAt: POST
+// /admin/budgets/increase.
+type IncreaseRequest struct {
+	Kind      budgets.Kind `json:"kind"`
+	Name      string       `json:"name"`
+	Model     string       `json:"model"`
+	Amount    float64      `json:"amount"`
+	ExpiresAt time.Time    `json:"expires_at"`
+}
+
+// budgetView is a budget as GET /admin/budgets lists it: its setting and
+// its live figures, GPU-hours.
+type budgetView struct {
+	Kind           budgets.Kind   `json:"kind"`
+	Name           string         `json:"name"`
+	Model          string         `json:"model"`
+	Period         budgets.Period `json:"period"`
+	MaxCost        float64        `json:"max_cost"`
+	SoftLimit      float64        `json:"soft_limit"`
+	Source         budgets.Source `json:"source"`
+	PeriodStart    time.Time      `json:"period_start"`
+	PeriodEnd      time.Time      `json:"period_end"`
+	Increase       float64        `json:"increase"`
+	EffectiveLimit float64        `json:"effective_limit"`
+	Spent          float64        `json:"spent"`
+	Held           float64        `json:"held"`
+	Remaining      float64        `json:"remaining"`
+}
+
+func viewOfBudget(s budgets.Status) budgetView {
+	return budgetView{
+		Kind: s.Kind, Name: s.Name, Model: s.Model, Period: s.Period, MaxCost: s.MaxCost, SoftLimit: s.SoftLimit,
+		Source: s.Source, PeriodStart: s.PeriodStart, PeriodEnd: s.Period.End(s.PeriodStart),
+		Increase: s.Increase, EffectiveLimit: s.EffectiveLimit, Spent: s.Spent, Held: s.Held,
+		Remaining: max(0, s.EffectiveLimit-s.Spent-s.Held),
+	}
+}
+
+var errNoBudgets = &llmflow.Error{Code: llmflow.EUNAVAILABLE, Message: "budgets need a store; this gateway has none"}
+
+func (g *Gateway) listBudgets(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if !g.bud.enabled() {
+		return errNoBudgets
+	}
+	for name := range r.URL.Query() {
+		switch name {
+		case "kind", "name", "model":
+		default:
+			return llmflow.Errorf(llmflow.EINVALID, "unknown query parameter %q (known: kind, name, model)", name)
+		}
+	}
+	q := r.URL.Query()
+	out := []budgetView{}
+	all := p.everywhere(authz.Read) // else: the budgets of the scopes p may read, none for a member
+	for _, s := range g.bud.mem.Table().Status() {
+		if (q.Has("kind") && string(s.Kind) != q.Get("kind")) || (q.Has("name") && s.Name != q.Get("name")) ||
+			(q.Has("model") && s.Model != q.Get("model")) {
+			continue
+		}
+		if !all {
+			if sc, known := g.budgetScope(r.Context(), s.Scope); !known || sc == authz.Proxy || !p.may(authz.Read, sc) {
+				continue
+			}
+		}
+		out = append(out, viewOfBudget(s))
+	}
+	slices.SortFunc(out, func(a, b budgetView) int {
+		return strings.Compare(string(a.Kind)+"\x00"+a.Name+"\x00"+a.Model, string(b.Kind)+"\x00"+b.Name+"\x00"+b.Model)
+	})
+	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+}
+
+// checkScope refuses a budget scope that names nothing: an organisation,
+// team or project not in the tree served now, a key that does not exist,
+// a model that is not configured. A typo must not set a budget that
+// never applies.
+func (g *Gateway) checkScope(ctx context.Context, sc budgets.Scope) error {
+	if err := sc.Validate(); err != nil {
+		return fieldError(err)
+	}
+	notFound := func(param, format string, args ...any) error {
+		e := llmflow.Errorf(llmflow.ENOTFOUND, format, args...)
+		e.Param = param
+		return e
+	}
+	if sc.Model != "" && g.routes[sc.Model] == nil {
+		return notFound("model", "no model %s is configured", quote(sc.Model))
+	}
+	v := g.accts.Load()
+	want := map[budgets.Kind]llmflow.Kind{budgets.KindOrg: llmflow.KindOrg, budgets.KindTeam: llmflow.KindTeam, budgets.KindProject: llmflow.KindProject}
+	switch sc.Kind {
+	case budgets.KindOrg, budgets.KindTeam, budgets.KindProject:
+		if a := v.byName[sc.Name]; a == nil || a.Kind != want[sc.Kind] {
+			return notFound("name", "no %s %s in the account tree", sc.Kind, quote(sc.Name))
+		}
+	case budgets.KindKey:
+		if _, err := g.keys.KeyByID(ctx, sc.Name); err != nil {
+			if llmflow.ErrorCode(err) == llmflow.ENOTFOUND {
+				return notFound("name", "no key %s", quote(sc.Name))
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func fieldError(err error) error {
+	var fe *budgets.FieldError
+	if errors.As(err, &fe) {
+		return &llmflow.Error{Code: llmflow.EINVALID, Message: fe.Message, Param: fe.Field}
+	}
+	return llmflow.Errorf(llmflow.EINVALID, "%s", err.Error())
+}
+
+func (g *Gateway) putBudget(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if !g.bud.enabled() {
+		return errNoBudgets
+	}
+	var req BudgetRequest
+	if err := decodeAdmin(w, r, &req); err != nil {
+		return err
+	}
+	if req.MaxCost == nil {
+		return &llmflow.Error{Code: llmflow.EINVALID, Message: "max_cost is required (GPU-hours per period; 0 refuses every request)", Param: "max_cost"}
+	}
+	b := budgets.Budget{Scope: budgets.Scope{Kind: req.Kind, Name: req.Name, Model: req.Model}, Period: req.Period,
+		MaxCost: *req.MaxCost, SoftLimit: req.SoftLimit, Source: budgets.SourceAdmin, UpdatedAt: g.now().UTC()}
+	if err := b.Validate(); err != nil {
+		return fieldError(err)
+	}
+	if err := g.checkScope(r.Context(), b.Scope); err != nil {
+		return err
+	}
+	as, err := g.mayBudget(r.Context(), p, b.Scope)
+	if err != nil {
+		return err
+	}
+	before := g.budgetOn(b.Scope)
+	if err := g.bud.store.PutBudget(r.Context(), b); err != nil {
+		return err
+	}
+	g.audit(r, p, "budget.set", "budget "+budgets.ID(b.Scope), as, before, b)
+	g.log.Info("budget set", "budget", b.ID(), "period", b.Period, "max_cost", b.MaxCost, "soft_limit", b.SoftLimit, "by", p.Name)
+	return g.answerBudget(w, r, b.Scope, http.StatusOK)
+}
+
+// answerBudget puts the budgets in force again and answers with the one
+// on sc.
+func (g *Gateway) answerBudget(w http.ResponseWriter, r *http.Request, sc budgets.Scope, status int) error {
+	if err := g.refreshNow(r); err != nil {
+		return &llmflow.Error{Code: llmflow.EUNAVAILABLE, Message: "saved, but the budgets could not be read back; they apply at the next refresh", Err: err}
+	}
+	for _, s := range g.bud.mem.Table().Status() {
+		if s.Scope == sc {
+			return writeJSON(w, status, viewOfBudget(s))
+		}
+	}
+	return llmflow.Errorf(llmflow.EINTERNAL, "budget %s not in force after setting it", sc)
+}
+
+func (g *Gateway) deleteBudget(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if !g.bud.enabled() {
+		return errNoBudgets
+	}
+	q := r.URL.Query()
+	for name := range q {
+		switch name {
+		case "kind", "name", "model":
+		default:
+			return llmflow.Errorf(llmflow.EINVALID, "unknown query parameter %q (known: kind, name, model)", name)
+		}
+	}
+	sc := budgets.Scope{Kind: budgets.Kind(q.Get("kind")), Name: q.Get("name"), Model: q.Get("model")}
+	if err := sc.Validate(); err != nil {
+		return fieldError(err)
+	}
+	as, err := g.mayBudget(r.Context(), p, sc)
+	if err != nil {
+		return err
+	}
+	before := g.budgetOn(sc)
+	if err := g.bud.store.DeleteBudget(r.Context(), sc); err != nil {
+		if llmflow.ErrorCode(err) == llmflow.ENOTFOUND {
+			return llmflow.Errorf(llmflow.ENOTFOUND, "no budget set on %s (a budget from Slurm is changed in Slurm)", sc)
+		}
+		return err
+	}
+	g.log.Info("budget deleted", "budget", budgets.ID(sc), "by", p.Name)
+	g.audit(r, p, "budget.delete", "budget "+budgets.ID(sc), as, before, nil)
+	if err := g.refreshNow(r); err != nil {
+		return &llmflow.Error{Code: llmflow.EUNAVAILABLE, Message: "deleted, but the budgets could not be read back; the change applies at the next refresh", Err: err}
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"deleted": true, "kind": sc.Kind, "name": sc.Name, "model": sc.Model})
+}
+
+func (g *Gateway) increaseBudget(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if !g.bud.enabled() {
+		return errNoBudgets
+	}
+	var req IncreaseRequest
+	if err := decodeAdmin(w, r, &req); err != nil {
+		return err
+	}
+	sc := budgets.Scope{Kind: req.Kind, Name: req.Name, Model: req.Model}
+	in := budgets.Increase{Scope: sc, Amount: req.Amount, ExpiresAt: req.ExpiresAt.UTC(), CreatedAt: g.now().UTC()}
+	if req.ExpiresAt.IsZero() {
+		return &llmflow.Error{Code: llmflow.EINVALID, Message: "expires_at is required (RFC 3339, within a year)", Param: "expires_at"}
+	}
+	if err := in.Validate(in.CreatedAt); err != nil {
+		return fieldError(err)
+	}
+	as, err := g.mayBudget(r.Context(), p, sc)
+	if err != nil {
+		return err
+	}
+	found := false
+	for _, b := range g.bud.mem.Table().Budgets() {
+		found = found || b.Scope == sc
+	}
+	if !found {
+		e := llmflow.Errorf(llmflow.ENOTFOUND, "no budget on %s to increase; set one first", sc)
+		e.Param = "name"
+		return e
+	}
+	in, err = g.bud.store.AddIncrease(r.Context(), in)
+	if err != nil {
+		return err
+	}
+	g.audit(r, p, "budget.increase", "budget "+budgets.ID(sc), as, nil, in)
+	g.log.Info("budget increased", "budget", budgets.ID(sc), "amount", in.Amount, "expires_at", in.ExpiresAt, "by", p.Name)
+	return g.answerBudget(w, r, sc, http.StatusCreated)
+}
+
+// LimitsRequest sets a key's limits: PUT /admin/keys/{id}/limits. Every
+// field is set (an absent one is 0, unlimited).
+type LimitsRequest struct {
+	RPM         int `json:"rpm"`
+	TPM         int `json:"tpm"`
+	MaxInFlight int `json:"max_inflight"`
+}
+
+// keyAdmin returns the key store's admin side, and the key {id} when the
+// caller may manage it.
+func (g *Gateway) keyAdmin(r *http.Request, p Principal) (KeyAdminStore, llmflow.Key, authz.Scope, error) {
+	ka, ok := g.keys.(KeyAdminStore)
+	if !ok {
+		return nil, llmflow.Key{}, authz.Proxy, llmflow.Errorf(llmflow.EUNAVAILABLE, "this key store cannot change keys")
+	}
+	id := r.PathValue("id")
+	k, err := g.keys.KeyByID(r.Context(), id)
+	if err != nil {
+		if llmflow.ErrorCode(err) == llmflow.ENOTFOUND {
+			return nil, k, authz.Proxy, llmflow.Errorf(llmflow.ENOTFOUND, "no key %q", id)
+		}
+		return nil, k, authz.Proxy, err
+	}
+	// as for revoking (admin.go): a key's limits and activation are the
+	// team's key managers' (team admin and above), not its owner's, so a
+	// member cannot lift a limit set on their key
+	scope := authz.TeamScope(g.accts.Load().orgOf(&k), k.Team)
+	if !p.may(authz.ManageKeys, scope) {
+		return nil, k, scope, forbidden("you may not change key %q", id)
+	}
+	return ka, k, scope, nil
+}
+
+func (g *Gateway) setKeyLimits(w http.ResponseWriter, r *http.Request, p Principal) error {
+	ka, k, ks, err := g.keyAdmin(r, p)
+	if err != nil {
+		return err
+	}
+	var req LimitsRequest
+	if err := decodeAdmin(w, r, &req); err != nil {
+		return err
+	}
+	if err := (llmflow.Key{RPM: req.RPM, TPM: req.TPM, MaxInFlight: req.MaxInFlight}).Validate(); err != nil {
+		return err
+	}
+	if err := ka.SetKeyLimits(r.Context(), k.ID, req.RPM, req.TPM, req.MaxInFlight); err != nil {
+		return err
+	}
+	g.auth.forget(k.Hash) // the next request reads the new limits
+	g.audit(r, p, "key.limits", "key "+k.ID, ks, LimitsRequest{RPM: k.RPM, TPM: k.TPM, MaxInFlight: k.MaxInFlight}, req)
+	g.log.Info("key limits set", "id", k.ID, "rpm", req.RPM, "tpm", req.TPM, "max_inflight", req.MaxInFlight, "by", p.Name)
+	return g.answerKey(w, r, k.ID)
+}
+
+// ActiveRequest deactivates or reactivates a key: PUT
+// /admin/keys/{id}/active.
+type ActiveRequest struct {
+	Active *bool `json:"active"`
+}
+
+func (g *Gateway) setKeyActive(w http.ResponseWriter, r *http.Request, p Principal) error {
+	ka, k, ks, err := g.keyAdmin(r, p)
+	if err != nil {
+		return err
+	}
+	var req ActiveRequest
+	if err := decodeAdmin(w, r, &req); err != nil {
+		return err
+	}
+	if req.Active == nil {
+		return &llmflow.Error{Code: llmflow.EINVALID, Message: "active is required (true or false)", Param: "active"}
+	}
+	if !k.RevokedAt.IsZero() {
+		return llmflow.Errorf(llmflow.ECONFLICT, "key %q is revoked; a revoked key cannot be reactivated", k.ID)
+	}
+	if err := ka.SetKeyDisabled(r.Context(), k.ID, !*req.Active); err != nil {
+		return err
+	}
+	g.auth.forget(k.Hash) // at once, both ways
+	g.audit(r, p, "key.active", "key "+k.ID, ks, map[string]bool{"active": !k.Disabled}, map[string]bool{"active": *req.Active})
+	g.log.Info("key activation set", "id", k.ID, "active", *req.Active, "by", p.Name)
+	return g.answerKey(w, r, k.ID)
+}
+
+// budgetOn is the budget set on sc now, for the audit trail (nil when
+// none).
+func (g *Gateway) budgetOn(sc budgets.Scope) any {
+	for _, b := range g.bud.mem.Table().Budgets() {
+		if b.Scope == sc {
+			return b
+		}
+	}
+	return nil
+}
+
+func (g *Gateway) answerKey(w http.ResponseWriter, r *http.Request, id string) error {
+	k, err := g.keys.KeyByID(r.Context(), id)
+	if err != nil {
+		return fmt.Errorf("read key back: %w", err)
+	}
+	return writeJSON(w, http.StatusOK, viewOf(k))
+}
+
+// refreshNow puts the budgets in force again after an admin change. The
+// admin client leaving must not cut the read short: a cancelled read would
+// count as a failed refresh toward the fail-closed state.
+func (g *Gateway) refreshNow(r *http.Request) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), max(g.bud.every, 5*time.Second))
+	defer cancel()
+	return g.refreshBudgets(ctx)
+}

@@ -1,0 +1,501 @@
+package gateway
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/budgets"
+	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/engine"
+)
+
+// BudgetStore is what the gateway needs of a store for budgets: the
+// budgets and increases admins set, and the spend of a scope from the
+// hourly rollups.
+type BudgetStore interface {
+	ListBudgets(ctx context.Context) ([]budgets.Budget, error)
+	PutBudget(ctx context.Context, b budgets.Budget) error
+	DeleteBudget(ctx context.Context, sc budgets.Scope) error
+	AddIncrease(ctx context.Context, in budgets.Increase) (budgets.Increase, error)
+	Increases(ctx context.Context, now time.Time) ([]budgets.Increase, error)
+	// BudgetSpend returns the stored GPU-hours of sc from from on: per
+	// hour from recent on, as one sum before.
+	BudgetSpend(ctx context.Context, sc budgets.Scope, from, recent time.Time) (budgets.StoredSpend, error)
+}
+
+// KeyAdminStore changes a key's limits and activation (PUT
+// /admin/keys/{id}/limits, PUT /admin/keys/{id}/active). Stores
+// implement it beside KeyStore.
+type KeyAdminStore interface {
+	SetKeyLimits(ctx context.Context, id string, rpm, tpm, maxInFlight int) error
+	SetKeyDisabled(ctx context.Context, id string, disabled bool) error
+}
+
+// AlertSink is told when a budget first reaches its soft limit in a
+// period (budgets.Crossing). The alerts package makes the delivery
+// durable; the gateway calls it off the request path, at most once per
+// budget and period in a process (a restart may call it again for a
+// period already alerted: the sink deduplicates by budget and period).
+type AlertSink interface {
+	SoftLimitCrossed(ctx context.Context, c budgets.Crossing)
+}
+
+// staleAfter is how many failed refreshes in a row make the budget state
+// stale: then requests are refused (store.fail_closed) and /healthz says
+// why.
+const staleAfter = 3
+
+// budgetState is the gateway's side of budgets and per-key limits: the
+// ledger, the refresh from the store, and the fail-closed state.
+type budgetState struct {
+	store  BudgetStore
+	slurm  func() []budgets.Budget
+	mem    *budgets.Mem
+	ledger budgets.Ledger
+	alerts AlertSink
+	tags   map[string]bool // allowed header tags
+	header string          // the allow-listed tag header; "" = none
+
+	every     time.Duration // store.budget_refresh_interval
+	refreshMu sync.Mutex    // one refresh at a time
+	failures  atomic.Int32
+	loaded    atomic.Bool
+	stale     atomic.Bool
+	lastErr   atomic.Pointer[string]
+	lastOK    atomic.Int64 // unix nanos of the last good refresh
+
+	refused   *prometheus.CounterVec // reason
+	lowered   prometheus.Counter
+	refreshes *prometheus.CounterVec // outcome
+}
+
+// Budget refusal reasons, in llmflow_denied_total and
+// llmflow_budget_refusals_total.
+const (
+	reasonBudget      = "budget"
+	reasonRPM         = "rpm"
+	reasonTPM         = "tpm"
+	reasonMaxInFlight = "max_inflight"
+	reasonStale       = "budget_stale"
+	reasonBadTags     = "bad_tags"
+)
+
+func newBudgetState(o Options, cfg *config.Config, reg prometheus.Registerer) *budgetState {
+	b := &budgetState{store: o.Budgets, slurm: o.SlurmBudgets, alerts: o.Alerts, header: cfg.Tags.Header,
+		every: cmp.Or(cfg.Store.BudgetRefresh, config.DefaultBudgetRefresh)}
+	b.mem = budgets.NewMem(cfg.Limits.MaxRequestDuration)
+	b.ledger = b.mem
+	if o.Ledger != nil {
+		b.ledger = o.Ledger
+	}
+	if len(cfg.Tags.Allowed) > 0 {
+		b.tags = make(map[string]bool, len(cfg.Tags.Allowed))
+		for _, t := range cfg.Tags.Allowed {
+			b.tags[t] = true
+		}
+	}
+	b.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "llmflow_budget_refusals_total", Help: "Requests refused by a budget or a per-key limit, by reason (budget, rpm, tpm, max_inflight, budget_stale).",
+	}, []string{"reason"})
+	b.lowered = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "llmflow_budget_output_lowered_total", Help: "Requests whose output limit was lowered to what their budgets could still pay for.",
+	})
+	b.refreshes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "llmflow_budget_refreshes_total", Help: "Reads of the budgets and their spend from the store, by outcome (ok, failed).",
+	}, []string{"outcome"})
+	for _, r := range []string{reasonBudget, reasonRPM, reasonTPM, reasonMaxInFlight, reasonStale} {
+		b.refused.WithLabelValues(r)
+	}
+	b.refreshes.WithLabelValues("ok")
+	b.refreshes.WithLabelValues("failed")
+	reg.MustRegister(b.refused, b.lowered, b.refreshes,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "llmflow_budget_held_gpu_hours", Help: "GPU-hours held by requests in flight, summed over the budgets in force.",
+		}, func() float64 { return b.mem.Table().Held() }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "llmflow_budget_stale", Help: "1 when the budgets could not be read from the store for 3 refresh intervals.",
+		}, func() float64 {
+			if b.stale.Load() {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "llmflow_budgets", Help: "Budgets in force.",
+		}, func() float64 { return float64(b.mem.Table().Len()) }),
+	)
+	return b
+}
+
+// enabled reports whether budgets are read from a store.
+func (b *budgetState) enabled() bool { return b.store != nil }
+
+// refresh reads the budgets, the increases and every budget's spend, and
+// puts them in force. After staleAfter failures in a row the state is
+// stale.
+func (g *Gateway) refreshBudgets(ctx context.Context) error {
+	b := g.bud
+	if !b.enabled() {
+		return nil
+	}
+	b.refreshMu.Lock()
+	defer b.refreshMu.Unlock()
+	err := g.readBudgets(ctx)
+	if err != nil {
+		b.refreshes.WithLabelValues("failed").Inc()
+		msg := err.Error()
+		b.lastErr.Store(&msg)
+		if b.failures.Add(1) >= staleAfter && !b.stale.Swap(true) {
+			g.log.Error("budgets stale: the store could not be read", "failures", staleAfter, "err", err, "fail_closed", g.cfg.Store.FailClosed)
+		} else {
+			g.log.Warn("budget refresh failed", "err", err)
+		}
+		return err
+	}
+	b.refreshes.WithLabelValues("ok").Inc()
+	b.failures.Store(0)
+	b.lastOK.Store(g.now().UnixNano())
+	b.loaded.Store(true)
+	if b.stale.Swap(false) {
+		g.log.Info("budgets readable again")
+	}
+	return nil
+}
+
+func (g *Gateway) readBudgets(ctx context.Context) error {
+	b := g.bud
+	now := g.now()
+	admin, err := b.store.ListBudgets(ctx)
+	if err != nil {
+		return fmt.Errorf("read budgets: %w", err)
+	}
+	var slurm []budgets.Budget
+	if b.slurm != nil {
+		slurm = b.slurm()
+	}
+	incs, err := b.store.Increases(ctx, now)
+	if err != nil {
+		return fmt.Errorf("read budget increases: %w", err)
+	}
+	all := budgets.Merge(admin, slurm)
+	type read struct {
+		sc    budgets.Scope
+		start time.Time
+		st    budgets.StoredSpend
+	}
+	reads := make([]read, 0, len(all))
+	recent := b.mem.RecentFrom(now)
+	for _, bu := range all {
+		start := bu.Period.Start(now)
+		st, err := b.store.BudgetSpend(ctx, bu.Scope, start, recent)
+		if err != nil {
+			return fmt.Errorf("read spend of %s: %w", bu.Scope, err)
+		}
+		reads = append(reads, read{bu.Scope, start, st})
+	}
+	b.mem.Apply(all, incs, now)
+	for _, r := range reads {
+		b.mem.Refresh(r.sc, r.start, r.st, now)
+	}
+	return nil
+}
+
+// budgetLoop refreshes the budgets every store.budget_refresh_interval
+// until ctx ends.
+func (g *Gateway) budgetLoop(ctx context.Context) {
+	if !g.bud.enabled() {
+		return
+	}
+	every := g.bud.every
+	t := time.NewTicker(every)
+	defer t.Stop()
+	// Periods end at UTC midnight: refresh then too, so a new day, week or
+	// month starts from its own spend at once.
+	midnight := time.NewTimer(untilMidnight(g.now()))
+	defer midnight.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-midnight.C:
+			midnight.Reset(untilMidnight(g.now()))
+		}
+		rctx, cancel := context.WithTimeout(ctx, every)
+		g.refreshBudgets(rctx)
+		cancel()
+	}
+}
+
+// untilMidnight is the time from now to just after the next UTC midnight.
+func untilMidnight(now time.Time) time.Duration {
+	return budgets.Day.End(budgets.Day.Start(now)).Sub(now) + 10*time.Millisecond
+}
+
+// health is what /healthz says of budgets: "ok", "off" (no store),
+// "loading", or "stale: …"; detail adds the last store error (for the
+// operator's view only: it may name hosts).
+func (b *budgetState) health(detail bool) (string, bool) {
+	switch {
+	case !b.enabled():
+		return "off", true
+	case b.stale.Load():
+		msg := "stale: the store could not be read for " + strconv.Itoa(staleAfter) + " refresh intervals"
+		if e := b.lastErr.Load(); e != nil && detail {
+			msg += " (" + *e + ")"
+		}
+		return msg, false
+	case !b.loaded.Load():
+		return "loading", false
+	}
+	return "ok", true
+}
+
+// keyChain is a key's budget chain and limit state, cached on its key
+// cache entry (cachedKey.chain) for one table and organisation.
+type keyChain struct {
+	chain *budgets.Chain
+	org   string
+	ks    *budgets.KeyState
+}
+
+// budgetReq is an exchange's part of budgets and limits.
+type budgetReq struct {
+	req      budgets.Request
+	slots    [12]*budgets.Slot // backing array of req.Slots
+	reserved bool
+	tags     []string // the request's tags: the key's and the header's; nil = the key's
+}
+
+// requestTags returns x's tags: the key's, and those of the allow-listed
+// header.
+func (x *exchange) requestTags() []string {
+	if x.bud.tags != nil {
+		return x.bud.tags
+	}
+	if x.key != nil {
+		return x.key.Tags
+	}
+	return nil
+}
+
+// admitTags reads the allow-listed tag header: comma-separated tags, each
+// allowed, at most config.MaxRequestTags; anything else is a 400.
+func (g *Gateway) admitTags(_ context.Context, x *exchange) error {
+	b := g.bud
+	if b.header == "" {
+		return nil
+	}
+	vals := x.r.Header.Values(b.header)
+	if len(vals) == 0 {
+		return nil
+	}
+	tags := append(make([]string, 0, len(x.key.Tags)+config.MaxRequestTags), x.key.Tags...)
+	n := 0
+	for _, v := range vals {
+		for t := range strings.SplitSeq(v, ",") {
+			t = strings.TrimSpace(t)
+			if t == "" {
+				continue
+			}
+			n++
+			if n > config.MaxRequestTags {
+				return headerError(b.header, fmt.Sprintf("at most %d tags per request", config.MaxRequestTags))
+			}
+			if !b.tags[t] {
+				return headerError(b.header, fmt.Sprintf("tag %s is not allowed", quote(truncate(t, 100))))
+			}
+			dup := false
+			for _, u := range tags {
+				dup = dup || u == t
+			}
+			if !dup {
+				tags = append(tags, t)
+			}
+		}
+	}
+	x.bud.tags = tags
+	return nil
+}
+
+func headerError(header, msg string) error {
+	e := llmflow.Errorf(llmflow.EINVALID, "%s header: %s", header, msg)
+	e.Param = header
+	return e
+}
+
+// budgetRefusal is a refusal by a budget or a limit: a 429 (Retry-After
+// for the rate limits) whose denial reason is its own.
+type budgetRefusal struct {
+	err    *llmflow.Error
+	reason string
+}
+
+func (e *budgetRefusal) Error() string        { return e.err.Error() }
+func (e *budgetRefusal) Unwrap() error        { return e.err }
+func (e *budgetRefusal) deniedReason() string { return e.reason }
+
+var errBudgetStale = &budgetRefusal{reason: reasonStale, err: &llmflow.Error{Code: llmflow.EUNAVAILABLE,
+	Message: "budgets cannot be checked: the store could not be read (fail closed); retry later"}}
+
+var errBudgetLoading = &budgetRefusal{reason: reasonStale, err: &llmflow.Error{Code: llmflow.EUNAVAILABLE,
+	Message: "budgets are not loaded yet (fail closed); retry later"}}
+
+// admitBudget is the budgets and limits step: one Reserve on the ledger
+// holds the request's maximum cost on every budget it falls under
+// (lowering its output limit when a budget cannot pay for all of it) and
+// takes its key's in-flight slot and rate-window share.
+func (g *Gateway) admitBudget(_ context.Context, x *exchange) error {
+	b := g.bud
+	if b.enabled() && g.cfg.Store.FailClosed {
+		if b.stale.Load() {
+			b.refused.WithLabelValues(reasonStale).Inc()
+			return withRetryAfter(errBudgetStale, b.every)
+		}
+		if !b.loaded.Load() {
+			b.refused.WithLabelValues(reasonStale).Inc()
+			return withRetryAfter(errBudgetLoading, b.every)
+		}
+	}
+	k := x.key
+	limits := budgets.KeyLimits{RPM: k.RPM, TPM: k.TPM, MaxInFlight: k.MaxInFlight}
+	t := b.mem.Table()
+	if t.Len() == 0 && !limits.Any() {
+		return nil
+	}
+	kc := x.chain(t, b)
+	r := &x.bud.req
+	r.Slots = kc.chain.Select(x.rt.name, x.bud.slots[:0])
+	if x.bud.tags != nil {
+		for _, tag := range x.bud.tags[len(k.Tags):] {
+			r.Slots = t.TagSlots(tag, x.rt.name, r.Slots)
+		}
+	}
+	if len(r.Slots) == 0 && !limits.Any() {
+		return nil
+	}
+	r.Key, r.Limits, r.Start = kc.ks, limits, x.start
+	rq, rt := x.rq, x.rt
+	if rq.badOutput != "" && len(r.Slots) > 0 {
+		return invalid(rq.badOutput, "%s must be a positive integer", rq.badOutput)
+	}
+	promptUpper := min(int64(rq.promptBytes), rt.maxTokens) // a token is at least a byte
+	inPrice := max(rt.cost.InputPerMTok, rt.cost.CachedPerMTok)
+	r.PromptCost = float64(promptUpper) * inPrice / 1e6
+	r.OutputCost = rt.cost.OutputPerMTok / 1e6
+	r.WantOutput = 0
+	switch {
+	case x.ep == engine.Embeddings:
+	case rq.maxOutput > 0:
+		r.WantOutput = min(rq.maxOutput, rt.maxTokens)
+	case x.ep == engine.Completions:
+		r.WantOutput = legacyDefaultMaxTokens
+	default:
+		r.WantOutput = rt.maxOutput
+	}
+	r.Tokens = int64(rq.promptBytes+3) / 4
+	if err := b.ledger.Reserve(x.start, r); err != nil {
+		return g.budgetRefused(err)
+	}
+	x.bud.reserved = true
+	if len(r.Slots) > 0 && r.WantOutput > 0 && r.Output != rq.maxOutput {
+		// Bound what the engine may generate by what was held: a lowered
+		// limit, a client's beyond the model's context, or none given.
+		x.outputLimit = r.Output
+		if r.Lowered {
+			b.lowered.Inc()
+		}
+	}
+	return nil
+}
+
+// legacyDefaultMaxTokens is /v1/completions' max_tokens when the client
+// gives none (OpenAI's and vLLM's default).
+const legacyDefaultMaxTokens = 16
+
+// budgetRefused maps a ledger refusal to the client's 429.
+func (g *Gateway) budgetRefused(err error) error {
+	rf, ok := err.(*budgets.Refusal)
+	if !ok {
+		return &llmflow.Error{Code: llmflow.EUNAVAILABLE, Message: "budgets cannot be checked; retry later", Err: err}
+	}
+	g.bud.refused.WithLabelValues(rf.Reason).Inc()
+	e := &budgetRefusal{reason: rf.Reason, err: &llmflow.Error{Code: llmflow.ERATELIMIT, Message: rf.Message}}
+	if rf.Reason == reasonBudget {
+		// Waiting does not help before the period ends or an admin
+		// raises the budget: no Retry-After.
+		e.err.Message += " (what is left does not pay for the prompt and one output token)"
+		return e
+	}
+	return withRetryAfter(e, rf.RetryAfter)
+}
+
+// releaseBudget settles the request: its hold becomes its real cost
+// (finish computed it; zero when it never reached an engine), its tokens
+// count in the key's TPM window, and its in-flight slot is given back.
+func (g *Gateway) releaseBudget(x *exchange) {
+	if !x.bud.reserved {
+		return
+	}
+	x.bud.reserved = false
+	at := x.end // set by finish; zero when a later admission step refused
+	if at.IsZero() {
+		at = g.now()
+	}
+	g.bud.ledger.Settle(at, &x.bud.req, x.rec.GPUHours, x.rec.PromptTokens+x.rec.CompletionTokens)
+}
+
+// chain returns the key's budget chain for table t, computing it once per
+// key, table and organisation.
+func (x *exchange) chain(t *budgets.Table, b *budgetState) *keyChain {
+	if x.ck != nil {
+		if kc := x.ck.chain.Load(); kc != nil && kc.chain.Gen == t.Gen() && kc.org == x.org {
+			return kc
+		}
+	}
+	k := x.key
+	kc := &keyChain{chain: t.Chain(x.org, k.Team, k.Project, k.ID, k.Tags), org: x.org, ks: b.mem.Key(k.ID)}
+	if x.ck != nil {
+		x.ck.chain.Store(kc)
+	}
+	return kc
+}
+
+// outputHeader says, on an answer whose output limit a budget lowered,
+// the limit the engine was given.
+const outputHeader = "X-LLMflow-Budget-Max-Tokens"
+
+func (g *Gateway) setBudgetHeaders(w http.ResponseWriter, x *exchange) {
+	if x.bud.reserved && x.bud.req.Lowered {
+		w.Header()[outputHeader] = []string{strconv.FormatInt(x.bud.req.Output, 10)}
+	}
+}
+
+// startBudgets loads the budgets once before serving, so they hold from
+// the first request, and wires soft-limit crossings to the alert sink.
+func (g *Gateway) startBudgets(ctx context.Context) {
+	b := g.bud
+	b.mem.OnCrossing = func(c budgets.Crossing) {
+		g.log.Warn("budget soft limit reached", "budget", c.BudgetID, "period", c.Period, "period_start", c.PeriodStart,
+			"spent", c.Spent, "soft_limit", c.SoftLimit, "limit", c.Limit)
+		if b.alerts != nil {
+			go b.alerts.SoftLimitCrossed(context.WithoutCancel(ctx), c)
+		}
+	}
+	if !b.enabled() {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, max(b.every, 5*time.Second))
+	defer cancel()
+	g.refreshBudgets(rctx)
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/accounting"
+	"github.com/go-llmflow/llmflow/spool"
 )
 
 // discardWriter writes nothing, instantly.
@@ -57,6 +58,29 @@ func BenchmarkEnqueue(b *testing.B) {
 		b.ReportMetric(float64(dropped), "dropped")
 		b.ReportMetric(float64(b.N)/float64(w.calls.Load()), "records/write")
 	})
+	for _, pol := range []spool.SyncPolicy{spool.SyncInterval, spool.SyncAlways} {
+		b.Run("Spool-"+pol.String(), func(b *testing.B) {
+			w := &discardWriter{}
+			sp, _, err := spool.Open(b.TempDir(), spool.Options{Sync: pol})
+			if err != nil {
+				b.Fatal(err)
+			}
+			q := accounting.New(w, accounting.Options{Spool: sp})
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					q.Enqueue(benchRecord)
+					runtime.Gosched()
+				}
+			})
+			b.StopTimer()
+			if err := q.Close(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			_, _, dropped := q.Counts()
+			b.ReportMetric(float64(dropped), "dropped")
+		})
+	}
 	b.Run("Channel", func(b *testing.B) {
 		w := &discardWriter{}
 		q := newChanQueue(w, accounting.DefaultQueueSize, accounting.DefaultBatchSize, accounting.DefaultFlushInterval)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/spool"
 )
 
 // Writer keeps accounting records: a store.
@@ -68,6 +69,12 @@ type Options struct {
 	// Log receives the warnings (records dropped) and errors (a batch
 	// lost after its retry). nil = discard.
 	Log *slog.Logger
+	// Spool, when set, makes the queue write-ahead (spooled.go): every
+	// record is appended to it before Enqueue returns and the writer
+	// takes records from it to the store, retrying while the store
+	// fails, so nothing is lost to a crash, a slow or failing store or a
+	// full queue. The queue owns it from New on and closes it in Close.
+	Spool *spool.Spool
 }
 
 // Queue is the accounting queue. Create it with New, feed it with
@@ -101,8 +108,12 @@ type Queue struct {
 
 	written, failed, dropped atomic.Uint64
 	abandoned                atomic.Uint64 // not written because Close's ctx ended
+	storeErrors              atomic.Uint64 // failed WriteRecords calls
 	lastWarn                 atomic.Int64  // unix nanoseconds of the last drop warning
 	wakeups                  atomic.Uint64 // writer wake-ups, for tests
+
+	sp           *spool.Spool // nil: memory only
+	spooledState              // spool mode (spooled.go), under mu
 }
 
 // New starts a Queue writing to w. Every option is in opts, so nothing
@@ -143,6 +154,11 @@ func New(w Writer, opts Options) *Queue {
 	q.pending = make([]llmflow.Record, 0, q.batch)
 	q.spare = make([]llmflow.Record, 0, q.batch)
 	q.ctx, q.cancel = context.WithCancel(context.Background())
+	if opts.Spool != nil {
+		q.sp = opts.Spool
+		go q.runSpooled()
+		return q
+	}
 	go q.run()
 	return q
 }
@@ -152,6 +168,9 @@ func New(w Writer, opts Options) *Queue {
 // after Close, rec is dropped and counted. It wakes the writer only when
 // a full batch is waiting.
 func (q *Queue) Enqueue(rec llmflow.Record) bool {
+	if q.sp != nil {
+		return q.enqueueSpooled(&rec)
+	}
 	q.mu.Lock()
 	if q.closed || q.held >= q.size {
 		closed := q.closed
@@ -187,10 +206,15 @@ func (q *Queue) drop(requestID string, closed bool) {
 	q.log.Warn(msg, "request_id", requestID, "dropped_total", n, "queue_size", q.size)
 }
 
-// Len is the number of records held: waiting or being written.
+// Len is the number of records held: waiting or being written, in
+// memory or in the spool.
 func (q *Queue) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.sp != nil {
+		n, _ := q.sp.Pending()
+		return int(n) + len(q.pending)
+	}
 	return q.held
 }
 
@@ -300,6 +324,17 @@ func (q *Queue) write(b []llmflow.Record) {
 		}
 	}
 	n := len(b)
+	q.mu.Lock()
+	if err != nil && q.ctx.Err() == nil {
+		if q.storeErr == nil {
+			q.failingSince = time.Now()
+		}
+		q.storeErr = err
+		q.storeErrors.Add(1)
+	} else if err == nil {
+		q.storeErr = nil
+	}
+	q.mu.Unlock()
 	if err == nil {
 		q.written.Add(uint64(n))
 		if q.onWrite != nil {

@@ -41,6 +41,7 @@ type Config struct {
 	Alerts    Alerts
 	Slurm     *Slurm     // nil: the organisation tree comes from this file only
 	Writeback *Writeback // nil: no write-back to slurmdbd inside serve
+	Redis     *Redis     // nil: fair-share counters in this process only
 
 	// ranges maps Secret.What to the source range of the attribute naming
 	// the secret, for Secrets. Compare Configs with
@@ -138,6 +139,26 @@ type Store struct {
 	BatchSize     int           // records per write, default 500
 	FlushInterval time.Duration // longest wait before a partial batch is written, default 1s
 	Retention     time.Duration // raw records older than this are purged (rollups stay), default 2160h (90 days)
+	// SpoolDir is the accounting spool's directory (package spool): every
+	// record is appended there before the store takes it. Default: the
+	// sqlite file's path + ".spool"; for postgres "llmflow.spool" next to
+	// the configuration file. One gateway process per directory.
+	SpoolDir string
+	// SpoolSync is the spool's fsync policy: "interval" (default, every
+	// 100 ms), "always" (each record) or "never".
+	SpoolSync string
+}
+
+// Redis is redis { address, password_file, tls, key_prefix, timeout }:
+// the fair-share counters of every pool are shared through it, so that
+// several gateway replicas admit against one set of counts.
+type Redis struct {
+	Address      string        // host:port
+	PasswordFile string        // "" = no AUTH
+	TLS          bool          // connect with TLS (system roots)
+	KeyPrefix    string        // default "llmflow:"
+	Timeout      time.Duration // bound of a call on a request's path, default 250ms
+	DefRange     hcl.Range
 }
 
 // FairShare tunes the fair-share usage.

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -163,6 +164,7 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "alerts"},
 		{Type: "slurm"},
 		{Type: "writeback"},
+		{Type: "redis"},
 	},
 }
 
@@ -184,6 +186,38 @@ func (d *decoder) decodeRoot(body hcl.Body) {
 	d.decodeAlerts(d.single(c.Blocks, "alerts"))
 	d.decodeSlurm(d.single(c.Blocks, "slurm"))
 	d.decodeWriteback(d.single(c.Blocks, "writeback"))
+	d.decodeRedis(d.single(c.Blocks, "redis"))
+}
+
+var redisSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "address", Required: true},
+		{Name: "password_file"},
+		{Name: "tls"},
+		{Name: "key_prefix"},
+		{Name: "timeout"},
+	},
+}
+
+// decodeRedis decodes redis { address, password_file, tls, key_prefix,
+// timeout }.
+func (d *decoder) decodeRedis(b *hcl.Block) {
+	if b == nil {
+		return
+	}
+	r := &Redis{KeyPrefix: "llmflow:", Timeout: 250 * time.Millisecond, DefRange: b.DefRange}
+	c := d.content(b.Body, redisSchema)
+	if a := d.str(c.Attributes, "address", &r.Address); a != nil {
+		i := strings.LastIndexByte(r.Address, ':')
+		if port, err := strconv.Atoi(r.Address[i+1:]); i <= 0 || err != nil || port <= 0 || port > 65535 {
+			d.errorf(a.Expr.Range(), "address %q is not host:port", r.Address)
+		}
+	}
+	d.secretPath(c.Attributes, "password_file", "redis password_file", &r.PasswordFile)
+	d.bool(c.Attributes, "tls", &r.TLS)
+	d.str(c.Attributes, "key_prefix", &r.KeyPrefix)
+	d.duration(c.Attributes, "timeout", &r.Timeout)
+	d.cfg.Redis = r
 }
 
 var writebackSchema = &hcl.BodySchema{
@@ -519,9 +553,15 @@ var storeSchema = &hcl.BodySchema{
 		{Name: "batch_size"},
 		{Name: "flush_interval"},
 		{Name: "retention"},
+		{Name: "spool_dir"},
+		{Name: "spool_sync"},
 		{Name: "budget_refresh_interval"},
 	},
 }
+
+// DefaultSpoolName is the postgres store's spool directory, next to the
+// configuration file; a sqlite store's is its file's path + ".spool".
+const DefaultSpoolName = "llmflow.spool"
 
 func (d *decoder) decodeStore(b *hcl.Block) {
 	s := &d.cfg.Store
@@ -534,7 +574,16 @@ func (d *decoder) decodeStore(b *hcl.Block) {
 		BatchSize:     500,
 		FlushInterval: time.Second,
 		Retention:     DefaultRetention,
+		SpoolSync:     "interval",
 	}
+	defer func() {
+		if s.SpoolDir == "" {
+			s.SpoolDir = s.Path + ".spool"
+			if s.Kind == "postgres" {
+				s.SpoolDir = d.resolve(DefaultSpoolName)
+			}
+		}
+	}()
 	if b == nil {
 		return
 	}
@@ -547,6 +596,8 @@ func (d *decoder) decodeStore(b *hcl.Block) {
 	intAttr(d, c.Attributes, "batch_size", 1, math.MaxInt32, &s.BatchSize)
 	d.duration(c.Attributes, "flush_interval", &s.FlushInterval)
 	d.duration(c.Attributes, "retention", &s.Retention)
+	d.path(c.Attributes, "spool_dir", &s.SpoolDir)
+	d.enum(c.Attributes, "spool_sync", &s.SpoolSync, "interval", "always", "never")
 	d.duration(c.Attributes, "budget_refresh_interval", &s.BudgetRefresh)
 	if kind == nil && c.Attributes["kind"] != nil {
 		return // an invalid kind, reported already

@@ -67,6 +67,8 @@ func defaults(filename string) config.Config {
 			BatchSize:     500,
 			FlushInterval: time.Second,
 			Retention:     90 * 24 * time.Hour,
+			SpoolDir:      filepath.Join(filepath.Dir(filename), "llmflow.db.spool"),
+			SpoolSync:     "interval",
 		},
 		FairShare: config.FairShare{HalfLife: 168 * time.Hour},
 		Limits: config.Limits{
@@ -281,6 +283,8 @@ func TestParse_Full(t *testing.T) {
 			BatchSize:     10,
 			FlushInterval: 250 * time.Millisecond,
 			Retention:     720 * time.Hour,
+			SpoolDir:      "testdata/good/llmflow.spool",
+			SpoolSync:     "interval",
 		},
 		FairShare: config.FairShare{HalfLife: 24 * time.Hour},
 		Limits: config.Limits{
@@ -482,6 +486,17 @@ func TestParse_StoreKinds(t *testing.T) {
 	lite := mustParse(t, "/etc/llmflow/gw.hcl", "store {\n  kind = \"sqlite\"\n  retention = \"24h\"\n}\n").Store
 	if lite.Kind != "sqlite" || lite.Path != "/etc/llmflow/llmflow.db" || lite.DSNFile != "" || lite.Retention != 24*time.Hour {
 		t.Errorf("sqlite store: %+v", lite)
+	}
+	if pg.SpoolDir != "/etc/llmflow/llmflow.spool" || lite.SpoolDir != "/etc/llmflow/llmflow.db.spool" || pg.SpoolSync != "interval" {
+		t.Errorf("default spools: postgres %q, sqlite %q, sync %q", pg.SpoolDir, lite.SpoolDir, pg.SpoolSync)
+	}
+	own := mustParse(t, "/etc/llmflow/gw.hcl", "store {\n  spool_dir = \"/var/spool/llmflow\"\n  spool_sync = \"always\"\n}\n").Store
+	if own.SpoolDir != "/var/spool/llmflow" || own.SpoolSync != "always" {
+		t.Errorf("configured spool: %+v", own)
+	}
+	r := mustParse(t, "/etc/llmflow/gw.hcl", "redis {\n  address = \"10.0.0.5:6379\"\n  password_file = \"redis.pass\"\n  tls = true\n}\n").Redis
+	if r == nil || r.Address != "10.0.0.5:6379" || r.PasswordFile != "/etc/llmflow/redis.pass" || !r.TLS || r.KeyPrefix != "llmflow:" || r.Timeout != 250*time.Millisecond {
+		t.Errorf("redis: %+v", r)
 	}
 	if config.DefaultRetention != 2160*time.Hour {
 		t.Errorf("DefaultRetention = %v, want 90 days", config.DefaultRetention)

@@ -49,6 +49,9 @@ func (c *Config) Secrets() []Secret {
 	if c.Writeback != nil {
 		add("writeback dsn_file", c.Writeback.DSNFile)
 	}
+	if c.Redis != nil {
+		add("redis password_file", c.Redis.PasswordFile)
+	}
 	return out
 }
 

@@ -99,6 +99,18 @@ type Options struct {
 	// changed through the admin API and the audit trail; nil = only the
 	// master key administers (admin_*.go).
 	Admin AdminStore
+	// Recorder, when set, is the accounting queue to use instead of one
+	// over Records: it outlives the gateway (serve keeps one across
+	// configuration reloads), so Close does not close it; its OnWrite
+	// should call AccountingWritten. Records is then only used for
+	// ClampCounter.
+	Recorder *accounting.Queue
+	// KeepUsage skips loading the saved fair-share usage: the Counters
+	// already hold it (a reload sharing them).
+	KeepUsage bool
+	// Shared, when set, reports on the state shared with other replicas
+	// (Redis) in /healthz: a fallback makes it "degraded".
+	Shared SharedState
 
 	// Budgets keeps the budgets and their increases, and reads their
 	// spend; nil = no budgets (per-key limits still hold).
@@ -136,7 +148,9 @@ type Gateway struct {
 	cfg        *config.Config
 	keys       KeyStore
 	rec        *accounting.Queue
+	ownRec     bool // rec was made by New: Close closes it
 	usage      ShareUsageStore
+	shared     SharedState // nil: no state shared with replicas
 	accts      atomic.Pointer[accountView]
 	syncs      SyncHistory
 	spend      SpendReader
@@ -196,6 +210,7 @@ func New(o Options) (*Gateway, error) {
 		cfg:     o.Config,
 		keys:    o.Keys,
 		usage:   o.ShareUsage,
+		shared:  o.Shared,
 		syncs:   o.SyncHistory,
 		spend:   o.Spend,
 		log:     cmp.Or(o.Log, slog.New(slog.DiscardHandler)),
@@ -247,10 +262,14 @@ func New(o Options) (*Gateway, error) {
 		}
 	}
 	g.registerGauges()
+	g.registerAccountingMetrics()
 	g.initSeries()
 	g.reg.MustRegister(newShareCollector(g))
 	g.metricsHandler = promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)})
-	if o.Records != nil {
+	if o.Recorder != nil {
+		g.rec = o.Recorder
+	} else if o.Records != nil {
+		g.ownRec = true
 		g.rec = accounting.New(o.Records, accounting.Options{
 			QueueSize: g.cfg.Store.QueueSize, BatchSize: g.cfg.Store.BatchSize, FlushInterval: g.cfg.Store.FlushInterval,
 			OnWrite: func(written, failed int) {
@@ -259,6 +278,8 @@ func New(o Options) (*Gateway, error) {
 			},
 			Log: g.log,
 		})
+	}
+	if o.Records != nil {
 		if c, ok := o.Records.(ClampCounter); ok {
 			g.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 				Name: "llmflow_accounting_clamped_total",
@@ -366,8 +387,10 @@ func (g *Gateway) newPools(o Options, view *accountView) error {
 			wait := g.m.queueWait.WithLabelValues(p.Name)
 			pl.queue.waitSeconds = func(d time.Duration) { wait.Observe(d.Seconds()) }
 		}
-		if err := g.restoreUsage(pl); err != nil {
-			return err
+		if !o.KeepUsage { // else the shared counters hold it
+			if err := g.restoreUsage(pl); err != nil {
+				return err
+			}
 		}
 		pl.transport = o.Transport
 		if pl.transport == nil {
@@ -538,7 +561,7 @@ func (g *Gateway) Close(ctx context.Context) error {
 	if err := g.saveUsage(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("save fair-share usage: %w", err))
 	}
-	if g.rec != nil {
+	if g.rec != nil && g.ownRec {
 		if err := g.rec.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("drain accounting queue: %w", err))
 		}
@@ -661,6 +684,8 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 		Models    []modelHealth    `json:"models"`
 		Upstreams []upstreamHealth `json:"upstreams"`
 		Slurm     *syncHealth      `json:"slurm_sync,omitempty"`
+		Acct      *acctHealth      `json:"accounting,omitempty"`
+		Shared    *SharedHealth    `json:"shared,omitempty"`
 		Budgets   string           `json:"budgets"`
 	}
 	body := details{Status: "ok", Version: g.version, Store: "ok", Slurm: g.sync.health()}
@@ -706,6 +731,16 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 				body.Status = "unavailable"
 				status = http.StatusServiceUnavailable
 			}
+		}
+	}
+	if body.Acct = g.accountingHealth(&body.Status, &status); body.Acct != nil && body.Acct.Store == "failing" && body.Store == "ok" {
+		body.Store = "write_failing"
+	}
+	if g.shared != nil {
+		sh := g.shared.SharedHealth()
+		body.Shared = &sh
+		if sh.Status != "ok" && body.Status == "ok" {
+			body.Status = "degraded" // serving on this replica's slice
 		}
 	}
 	summary, budgetsOK := g.bud.health(false)

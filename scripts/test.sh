@@ -70,9 +70,31 @@ setup_slurm() {
 	scripts/slurm/setup.sh || die "scripts/slurm/setup.sh failed (LLMFLOW_SKIP_SLURM=1 skips the Slurm tests)"
 }
 
+# Redis on 127.0.0.1:6379 (no persistence), for the shared counters and
+# the replica tests; the tests that kill Redis start their own redis-server
+# on another port, so redis-server must be installed either way.
+setup_redis() {
+	if [ "${LLMFLOW_SKIP_REDIS:-}" = 1 ]; then
+		log "LLMFLOW_SKIP_REDIS=1: the Redis tests will be skipped"
+		export LLMFLOW_SKIP_REDIS
+		return
+	fi
+	command -v redis-server >/dev/null && command -v redis-cli >/dev/null || apt_install redis-server
+	command -v redis-server >/dev/null || die "redis-server is missing after apt-get install redis-server (LLMFLOW_SKIP_REDIS=1 skips the Redis tests)"
+	if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+		log "starting Redis on 127.0.0.1:6379"
+		mkdir -p /var/lib/redis /var/log/redis
+		redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+			--dir /var/lib/redis --logfile /var/log/redis/ci.log || die "could not start redis-server (see /var/log/redis/ci.log)"
+		for _ in $(seq 50); do redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && break; sleep 0.2; done
+		redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 || die "Redis does not answer on 127.0.0.1:6379 (see /var/log/redis/ci.log)"
+	fi
+}
+
 setup_node_sdk
 setup_postgres
 setup_slurm
+setup_redis
 
 log "go test -race ${*:-./...}"
 go test -race -count=1 -timeout 20m "${@:-./...}"

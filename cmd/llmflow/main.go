@@ -10,11 +10,11 @@ import (
 	"syscall"
 )
 
-// main runs the command; SIGINT, SIGTERM and SIGHUP (there is no reload
-// yet) all cancel its context, so serve shuts down gracefully and flushes
-// the accounting queue.
+// main runs the command; SIGINT and SIGTERM cancel its context, so serve
+// shuts down gracefully and flushes the accounting queue. serve handles
+// SIGHUP itself (a configuration reload).
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

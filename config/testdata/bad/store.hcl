@@ -7,4 +7,5 @@ store {
   flush_interval = "0s" # ERROR@col=20: flush_interval must be a positive duration
   fail_closed    = 1 # ERROR: Inappropriate value for attribute "fail_closed": bool required, but have number
   retention      = "-2160h" # ERROR@col=20: retention must be a positive duration
+  spool_sync     = "sometimes" # ERROR@col=20: spool_sync must be one of "interval", "always", "never", got "sometimes"
 }

@@ -1,0 +1,333 @@
+package accounting
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/spool"
+)
+
+// Spool mode (Options.Spool): the queue is write-ahead.
+//
+// Enqueue appends the record to the spool (one write(2), under the
+// queue's mutex) and returns: from then on a crash of the process cannot
+// lose it. The writer goroutine reads the spool from its checkpoint, in
+// order, writes batches to the store and commits the checkpoint after
+// each. A batch the store refuses (down, locked, full, slow beyond
+// WriteTimeout) stays in the spool and is tried again with a growing
+// pause (up to maxRetryPause); it is never given up. At the next start
+// whatever was not committed is read again; the store skips the records
+// it already has (WriteRecords is idempotent by RequestID), so each is
+// stored exactly once.
+//
+// When the spool itself cannot take a record (its disk is full, or it
+// holds its MaxBytes) records are kept in memory (at most QueueSize,
+// beyond that dropped and counted) and every later record too, so that
+// the order stays: the writer moves them into the spool as soon as it
+// takes appends again, or writes them to the store directly. Only these
+// in-memory records can be lost, by a crash or by Close giving up.
+
+// spooledState is the spool mode's part of Queue, guarded by Queue.mu.
+type spooledState struct {
+	sinceKick    int   // records appended since the writer was last woken
+	spoolDown    error // the last failed append; nil when appends work
+	storeErr     error // the last failed store write; nil after a success
+	failingSince time.Time
+	lastFailLog  time.Time
+	lastErrLog   time.Time
+}
+
+// maxRetryPause bounds the pause between two attempts at a failing store.
+const maxRetryPause = 5 * time.Second
+
+func (q *Queue) enqueueSpooled(rec *llmflow.Record) bool {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		q.drop(rec.RequestID, true)
+		return false
+	}
+	if len(q.pending) == 0 && q.spoolDown == nil {
+		err := q.sp.Append(rec)
+		if err == nil {
+			q.sinceKick++
+			kick := q.sinceKick >= q.batch
+			if kick {
+				q.sinceKick = 0
+			}
+			q.mu.Unlock()
+			if kick {
+				q.wake()
+			}
+			return true
+		}
+		q.spoolDown = err
+		q.logSpoolDown(err)
+	}
+	if len(q.pending) >= q.size {
+		q.mu.Unlock()
+		q.drop(rec.RequestID, false)
+		return false
+	}
+	q.pending = append(q.pending, *rec)
+	full := len(q.pending)%q.batch == 0
+	q.mu.Unlock()
+	if full {
+		q.wake()
+	}
+	return true
+}
+
+func (q *Queue) wake() {
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+// logSpoolDown logs a failed append at most once per WarnInterval.
+// Called with mu held.
+func (q *Queue) logSpoolDown(err error) {
+	now := time.Now()
+	if now.Sub(q.lastErrLog) < time.Duration(q.warnGap) {
+		return
+	}
+	q.lastErrLog = now
+	q.log.Error("accounting spool refuses records: keeping them in memory until it takes them again",
+		"dir", q.sp.Dir(), "in_memory", len(q.pending), "max_in_memory", q.size, "err", err)
+}
+
+// runSpooled is the writer goroutine in spool mode.
+func (q *Queue) runSpooled() {
+	defer close(q.done)
+	t := time.NewTicker(q.interval)
+	defer t.Stop()
+	cur := q.sp.Start()
+	buf := make([]llmflow.Record, 0, q.batch)
+	pause := time.Duration(0)
+	if n, _ := q.sp.Pending(); n > 0 {
+		q.wake() // what a previous run left is written at once
+	}
+	for {
+		select {
+		case <-q.kick:
+		case <-t.C:
+		case <-q.stop:
+			q.wakeups.Add(1)
+			q.finishSpooled(&cur, &buf)
+			return
+		}
+		q.wakeups.Add(1)
+		if q.drainSpooled(&cur, &buf) {
+			pause = 0
+			continue
+		}
+		// The store failed: pause (growing) before the next attempt,
+		// however many records arrive meanwhile.
+		pause = min(max(2*pause, 100*time.Millisecond), maxRetryPause)
+		select {
+		case <-time.After(pause):
+		case <-q.stop:
+			q.wakeups.Add(1)
+			q.finishSpooled(&cur, &buf)
+			return
+		}
+	}
+}
+
+// drainSpooled writes to the store what is spooled, then what is held in
+// memory, in order. It reports false when a store write failed (the
+// records stay where they were).
+func (q *Queue) drainSpooled(cur *spool.Cursor, buf *[]llmflow.Record) bool {
+	q.rescue()
+	for {
+		recs, next, err := q.sp.Read(*cur, q.batch, (*buf)[:0])
+		*buf = recs
+		var ce *spool.CorruptError
+		if errors.As(err, &ce) {
+			// Only a file changed under the running spool gets here.
+			q.log.Error("accounting spool: unreadable frame, the rest of its segment is moved aside and lost",
+				"dir", q.sp.Dir(), "err", err)
+			if *cur, err = q.sp.Skip(*cur); err == nil {
+				continue
+			}
+		}
+		if err != nil {
+			q.noteStoreResult(fmt.Errorf("read spool: %w", err))
+			return false
+		}
+		if len(recs) == 0 {
+			break
+		}
+		if err := q.writeOnce(recs); err != nil {
+			q.noteStoreResult(err)
+			return false
+		}
+		if err := q.sp.Commit(next, len(recs)); err != nil {
+			// Stored, and the next Commit saves a later position; at
+			// worst these are read again after a crash and skipped.
+			q.log.Warn("accounting spool checkpoint not saved", "err", err)
+		}
+		*cur = next
+		q.counted(len(recs))
+		clear(recs)
+	}
+	for {
+		q.mu.Lock()
+		n := min(len(q.pending), q.batch)
+		if n == 0 {
+			q.spoolDown = nil // memory is empty: try the spool again
+			q.mu.Unlock()
+			return true
+		}
+		b := append((*buf)[:0], q.pending[:n]...)
+		q.mu.Unlock()
+		*buf = b
+		if err := q.writeOnce(b); err != nil {
+			q.noteStoreResult(err)
+			return false
+		}
+		q.mu.Lock()
+		q.pending = append(q.pending[:0], q.pending[n:]...)
+		q.mu.Unlock()
+		q.counted(n)
+		clear(b)
+	}
+}
+
+// rescue moves the records held in memory into the spool, oldest first,
+// as far as it takes them; when all went, appends go to the spool again.
+func (q *Queue) rescue() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.spoolDown == nil || len(q.pending) == 0 {
+		return
+	}
+	i := 0
+	for ; i < len(q.pending); i++ {
+		if err := q.sp.Append(&q.pending[i]); err != nil {
+			break
+		}
+	}
+	q.pending = append(q.pending[:0], q.pending[i:]...)
+	clear(q.pending[len(q.pending):cap(q.pending)])
+	if len(q.pending) == 0 {
+		q.spoolDown = nil
+		q.log.Info("accounting spool takes records again", "dir", q.sp.Dir(), "moved_from_memory", i)
+	}
+}
+
+// writeOnce is one attempt at a batch, bounded by WriteTimeout.
+func (q *Queue) writeOnce(b []llmflow.Record) error {
+	if err := q.ctx.Err(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(q.ctx, q.timeout)
+	defer cancel()
+	return q.w.WriteRecords(ctx, b)
+}
+
+func (q *Queue) counted(n int) {
+	q.written.Add(uint64(n))
+	if q.onWrite != nil {
+		q.onWrite(n, 0)
+	}
+	q.noteStoreResult(nil)
+}
+
+// noteStoreResult keeps the store's state for Health and logs a change
+// (a failure at most once per WarnInterval).
+func (q *Queue) noteStoreResult(err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := time.Now()
+	if err == nil {
+		if q.storeErr != nil {
+			pending, _ := q.sp.Pending()
+			q.log.Info("accounting store writes again", "failed_for", now.Sub(q.failingSince).Round(time.Millisecond).String(),
+				"spooled", pending)
+		}
+		q.storeErr = nil
+		return
+	}
+	if q.storeErr == nil {
+		q.failingSince = now
+	}
+	q.storeErr = err
+	q.storeErrors.Add(1)
+	if now.Sub(q.lastFailLog) >= time.Duration(q.warnGap) {
+		q.lastFailLog = now
+		pending, _ := q.sp.Pending()
+		q.log.Error("accounting store write failed: records stay in the spool and are retried",
+			"spooled", pending, "in_memory", len(q.pending), "err", err)
+	}
+}
+
+// finishSpooled runs at Close: it writes what it can; what the store does
+// not take stays in the spool for the next start. Only records held in
+// memory that neither the spool nor the store takes are given up.
+func (q *Queue) finishSpooled(cur *spool.Cursor, buf *[]llmflow.Record) {
+	if q.ctx.Err() == nil && !q.drainSpooled(cur, buf) {
+		// The store fails: nothing in the spool is at risk, stop trying;
+		// move what memory holds into the spool if it takes it now.
+		q.rescue()
+	}
+	q.mu.Lock()
+	lost := len(q.pending)
+	q.pending = nil
+	q.mu.Unlock()
+	if lost > 0 {
+		q.failed.Add(uint64(lost))
+		q.abandoned.Add(uint64(lost))
+		q.log.Error("accounting records held in memory given up at close (neither spool nor store took them)", "records", lost)
+		if q.onWrite != nil {
+			q.onWrite(0, lost)
+		}
+	}
+	if n, _ := q.sp.Pending(); n > 0 {
+		q.log.Warn("accounting records left in the spool: written at the next start", "records", n, "dir", q.sp.Dir())
+	}
+	if err := q.sp.Close(); err != nil {
+		q.log.Error("accounting spool close", "err", err)
+	}
+}
+
+// Health is the queue's state for /healthz and metrics.
+type Health struct {
+	Spool        bool   // spool mode
+	SpoolDir     string `json:",omitempty"`
+	SpoolRecords int64  // spooled, not yet in the store
+	SpoolBytes   int64
+	SpoolError   string    // why the spool refuses records; "" when it takes them
+	InMemory     int       // records held in memory (memory mode: waiting; spool mode: the spool refused them)
+	StoreError   string    // the last store write error; "" after a success
+	FailingSince time.Time // when store writes started failing
+	StoreErrors  uint64    // failed store writes so far
+	Dropped      uint64
+	Failed       uint64 // records given up
+}
+
+// Health returns the queue's state.
+func (q *Queue) Health() Health {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	h := Health{Spool: q.sp != nil, InMemory: len(q.pending), StoreErrors: q.storeErrors.Load(),
+		Dropped: q.dropped.Load(), Failed: q.failed.Load()}
+	if q.sp == nil {
+		h.InMemory = q.held
+		return h
+	}
+	h.SpoolDir = q.sp.Dir()
+	h.SpoolRecords, h.SpoolBytes = q.sp.Pending()
+	if q.spoolDown != nil {
+		h.SpoolError = q.spoolDown.Error()
+	}
+	if q.storeErr != nil {
+		h.StoreError = q.storeErr.Error()
+		h.FailingSince = q.failingSince
+	}
+	return h
+}

@@ -1,0 +1,896 @@
+// Package redisstate keeps the state that gateway replicas share in
+// Redis: the fair-share counters of every pool (Counters) and the
+// invalidation of cached keys and admin state (Bus), so that several
+// replicas behind a load balancer admit against one set of counts and a
+// revocation on one takes effect on all.
+//
+// # Counters
+//
+// Counters implements fairshare.Counters. Each admission is one Redis
+// round trip (a Lua script that reads the within counts, applies
+// fairshare.Place and counts the request, atomically), each release one
+// more (a script that uncounts it and charges the usage, decayed in
+// Redis). What a pool has lives under the hash tag "{<pool>}" (one slot in
+// a Redis Cluster): the totals in "<prefix>{<pool>}", and what each
+// replica counted in "<prefix>{<pool>}:r:<replica>", written by the same
+// scripts.
+//
+// Leases: every replica renews its lease in "<prefix>{<pool>}:live" (a
+// sorted set of replica → expiry, Redis's clock) every beat (1 s; the
+// lease lasts 3 s). Each beat also reaps the replicas whose lease expired:
+// their counts are taken off the totals, so the requests a crashed replica
+// had in flight disappear within the lease.
+//
+// Redis trouble: after a failed call the pool falls back to counts in
+// this process, placing requests against its own slice of each
+// reservation (the reservation divided by the number of live replicas
+// last seen, rounded down, so that all replicas together never grant more
+// than one gateway would), and Health says so. Each beat tries Redis
+// again; when it answers, the replica rebuilds its part from what it
+// really has in flight: its replica hash is replaced by its own counts
+// (what Redis counted and what it admitted alone meanwhile) and the
+// totals are moved by the difference, atomically. So a Redis that
+// restarted empty, a release that never arrived, or a script that ran but
+// whose answer was lost leave neither a leak nor a double count. Usage
+// charged while Redis was away is kept here and charged at that rebuild.
+package redisstate
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-llmflow/llmflow/fairshare"
+)
+
+// Options configure Counters.
+type Options struct {
+	// Prefix starts every key (default "llmflow:counters:").
+	Prefix string
+	// Timeout bounds each Redis call made on a request's path
+	// (default 250 ms).
+	Timeout time.Duration
+	// Replica names this process among the replicas (default: random).
+	Replica string
+	// Beat is how often the lease is renewed, dead replicas reaped and,
+	// after trouble, the counts rebuilt (default 1 s). The lease lasts
+	// three beats.
+	Beat time.Duration
+	// Log receives the fallback's start and end (nil: none).
+	Log *slog.Logger
+}
+
+// Counters is fairshare.Counters over Redis for one pool.
+type Counters struct {
+	rdb      redis.UniversalClient
+	key      string // totals
+	mine     string // this replica's counts
+	live     string // leases
+	replica  string
+	halfLife time.Duration
+	timeout  time.Duration
+	beat     time.Duration
+	log      *slog.Logger
+	pool     string
+
+	mu    sync.Mutex // Bind, usage cache, pending charges
+	slots map[string]fairshare.Slot
+	keys  atomic.Pointer[[]string] // by slot: the path key
+
+	// gate orders admissions and releases (shared) against a rebuild
+	// (exclusive), which must see this replica's counts and Redis's agree.
+	gate sync.RWMutex
+	// tally is what this replica counted in Redis and has in flight.
+	tally tallies
+	// local counts what was admitted while Redis was away, against the
+	// replica's slice.
+	local *fairshare.MemCounters
+
+	down      atomic.Bool  // fall back: do not try Redis on the request path
+	dirty     atomic.Bool  // rebuild at the next beat
+	downSince atomic.Int64 // unix ns; 0 when up
+	replicas  atomic.Int64 // live replicas last seen (≥ 1)
+
+	pending map[fairshare.Slot]usageAt // charged while down, not yet in Redis
+	usage   map[fairshare.Slot]usageAt // last usage read from Redis
+
+	lastErr atomic.Pointer[errAt]
+	errors  atomic.Int64
+	wake    chan struct{}
+}
+
+type usageAt struct {
+	u float64
+	t time.Time
+}
+
+type errAt struct {
+	err error
+	at  time.Time
+}
+
+// tallies are per-slot in-flight and within counts, append-only like the
+// slots.
+type tallies struct {
+	inflight, borrowing atomic.Int64
+	cells               atomic.Pointer[[]*tally]
+}
+
+type tally struct{ inflight, within atomic.Int64 }
+
+var _ fairshare.Counters = (*Counters)(nil)
+
+// roomLocal marks, in Placement.Room, a request placed in this process
+// while Redis was away (Room is only read inside Admit, and Place never
+// sets every bit).
+const roomLocal = ^uint64(0)
+
+// New returns the counters of pool in rdb, whose usage decays with
+// halfLife (≤ 0: fairshare.DefaultHalfLife). Run must run for the leases
+// and the recovery from Redis trouble.
+func New(rdb redis.UniversalClient, pool string, halfLife time.Duration, o Options) *Counters {
+	if halfLife <= 0 {
+		halfLife = fairshare.DefaultHalfLife
+	}
+	if o.Prefix == "" {
+		o.Prefix = "llmflow:counters:"
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 250 * time.Millisecond
+	}
+	if o.Beat <= 0 {
+		o.Beat = time.Second
+	}
+	if o.Replica == "" {
+		o.Replica = NewReplicaID()
+	}
+	key := o.Prefix + "{" + pool + "}"
+	c := &Counters{rdb: rdb, key: key, mine: key + ":r:" + o.Replica, live: key + ":live", replica: o.Replica,
+		halfLife: halfLife, timeout: o.Timeout, beat: o.Beat, log: o.Log, pool: pool,
+		slots: map[string]fairshare.Slot{"": fairshare.PoolSlot}, local: fairshare.NewMemCounters(halfLife),
+		pending: map[fairshare.Slot]usageAt{}, usage: map[fairshare.Slot]usageAt{}, wake: make(chan struct{}, 1)}
+	keys := []string{""}
+	c.keys.Store(&keys)
+	cells := []*tally{new(tally)}
+	c.tally.cells.Store(&cells)
+	c.replicas.Store(1)
+	c.dirty.Store(true) // register the lease and an empty part at the first beat
+	return c
+}
+
+// NewReplicaID returns a random replica name.
+func NewReplicaID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Bind implements fairshare.Counters: slots are this process's names for
+// path keys; Redis only sees the keys.
+func (c *Counters) Bind(key string) fairshare.Slot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.slots[key]; ok {
+		return s
+	}
+	keys := append(*c.keys.Load(), key)
+	s := fairshare.Slot(len(keys) - 1)
+	c.slots[key] = s
+	c.keys.Store(&keys)
+	cells := append(*c.tally.cells.Load(), new(tally))
+	c.tally.cells.Store(&cells)
+	if ls := c.local.Bind(key); ls != s {
+		panic(fmt.Sprintf("redisstate: local slot %d for %q, want %d", ls, key, s))
+	}
+	return s
+}
+
+func (c *Counters) pathKey(s fairshare.Slot) string { return (*c.keys.Load())[s] }
+
+// admitScript places and counts one request. KEYS: totals, this
+// replica's hash. ARGV: n, then per account of the chain (organisation
+// first): path key, reservation, 1 when it has a level of its own. It
+// returns {within, top, borrow, registered}: within as a string of '0'
+// and '1' (one per account: chains may be deeper than Lua's 32-bit bit
+// operations), registered 0 when this replica's hash was missing (Redis
+// lost it, or the replica was reaped): the replica then rebuilds.
+//
+// The placement is fairshare.Place, ported; TestPlaceScript compares the
+// two on random chains.
+var admitScript = redis.NewScript(`
+local h, r = KEYS[1], KEYS[2]
+local n = tonumber(ARGV[1])
+local keys, res, lvl, w = {}, {}, {}, {}
+for i = 1, n do
+  keys[i] = ARGV[3*i - 1]
+  res[i] = tonumber(ARGV[3*i])
+  lvl[i] = ARGV[3*i + 1] == '1'
+  w[i] = tonumber(redis.call('HGET', h, 'w:' .. keys[i]) or '0')
+end
+local first, leaf = -1, -1
+for i = 1, n do
+  if lvl[i] then
+    if first < 0 then first = i end
+    leaf = i
+  end
+end
+local within = {}
+for i = 1, n do within[i] = '0' end
+local top, borrow = 0, -1
+local function room(i) return w[i] < res[i] end
+if leaf > 0 then
+  if room(leaf) then
+    for i = first, leaf do if lvl[i] then within[i] = '1' end end
+    top = 1
+  elseif first ~= leaf and room(first) then
+    top = 1
+    within[first] = '1'
+    local j = first + 1
+    while not lvl[j] do j = j + 1 end
+    while j ~= leaf and room(j) do
+      within[j] = '1'
+      j = j + 1
+      while not lvl[j] do j = j + 1 end
+    end
+    borrow = j - 1
+  end
+end
+local registered = redis.call('HEXISTS', r, 'live')
+redis.call('HINCRBY', h, 'inflight', 1)
+redis.call('HINCRBY', r, 'inflight', 1)
+if top == 0 then
+  redis.call('HINCRBY', h, 'borrowing', 1)
+  redis.call('HINCRBY', r, 'borrowing', 1)
+end
+for i = 1, n do
+  redis.call('HINCRBY', h, 'i:' .. keys[i], 1)
+  redis.call('HINCRBY', r, 'i:' .. keys[i], 1)
+  if within[i] == '1' then
+    redis.call('HINCRBY', h, 'w:' .. keys[i], 1)
+    redis.call('HINCRBY', r, 'w:' .. keys[i], 1)
+  end
+end
+return {table.concat(within), top, borrow, registered}
+`)
+
+// chargeLua decays the usage of path key k in hash h to now and adds g.
+const chargeLua = `
+local function charge(h, k, g, now, hl)
+  local u = tonumber(redis.call('HGET', h, 'u:' .. k) or '')
+  local t = tonumber(redis.call('HGET', h, 't:' .. k) or '')
+  if u == nil or t == nil then
+    u, t = g, now
+  elseif now > t then
+    u = u * math.exp(-math.log(2) * (now - t) / hl) + g
+    t = now
+  else
+    u = u + g * math.exp(-math.log(2) * (t - now) / hl)
+  end
+  redis.call('HSET', h, 'u:' .. k, string.format('%.17g', u), 't:' .. k, string.format('%.17g', t))
+end
+`
+
+// releaseScript uncounts one request and charges its usage. A count
+// never goes below zero. It returns 0, uncounting nothing, when this
+// replica's part is missing (see admitScript). KEYS: totals, this replica's hash. ARGV: n,
+// within ('0'/'1' per account), top (1/0), GPU-hours (≤ 0: none), now
+// (unix seconds), half-life (seconds), then the n path keys. The usage of
+// each account and of the pool ("") is decayed to now and charged, as
+// MemCounters does.
+var releaseScript = redis.NewScript(chargeLua + `
+local h, r = KEYS[1], KEYS[2]
+local n = tonumber(ARGV[1])
+local within = ARGV[2]
+local top = ARGV[3] == '1'
+local g = tonumber(ARGV[4])
+local now = tonumber(ARGV[5])
+local hl = tonumber(ARGV[6])
+local function dec(f)
+  if redis.call('HINCRBY', h, f, -1) < 0 then redis.call('HSET', h, f, 0) end
+  if redis.call('HINCRBY', r, f, -1) < 0 then redis.call('HSET', r, f, 0) end
+end
+-- This replica's part is gone (Redis lost it, or the replica was reaped
+-- and its counts taken off the totals): uncounting here would take off
+-- other replicas' counts. The rebuild this asks for makes the part right.
+local registered = redis.call('HEXISTS', r, 'live')
+if registered == 1 then
+  dec('inflight')
+  if not top then dec('borrowing') end
+end
+for i = 1, n do
+  local k = ARGV[6 + i]
+  if registered == 1 then
+    dec('i:' .. k)
+    if string.sub(within, i, i) == '1' then dec('w:' .. k) end
+  end
+  if g > 0 then charge(h, k, g, now, hl) end
+end
+if g > 0 then charge(h, '', g, now, hl) end
+return registered
+`)
+
+// beatScript renews this replica's lease, reaps the replicas whose lease
+// expired (their counts leave the totals) and, when asked, rebuilds this
+// replica's part. KEYS: totals, this replica's hash, leases. ARGV:
+// replica, lease (ms), rebuild (1/0), half-life (s), m, then m triples
+// field, count (the replica's own counts), then usage charges as triples
+// path key, GPU-hours, unix seconds. It returns {live replicas,
+// registered}.
+var beatScript = redis.NewScript(chargeLua + `
+local h, r, l = KEYS[1], KEYS[2], KEYS[3]
+local rid, lease, rebuild, hl = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', tonumber(ARGV[4])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function sub(f, d)
+  if d == 0 then return end
+  if redis.call('HINCRBY', h, f, d) < 0 then redis.call('HSET', h, f, 0) end
+end
+local dead = redis.call('ZRANGEBYSCORE', l, '-inf', now)
+for _, id in ipairs(dead) do
+  if id ~= rid then
+    local rk = string.sub(r, 1, #r - #rid) .. id
+    local f = redis.call('HGETALL', rk)
+    for i = 1, #f, 2 do
+      if f[i] ~= 'live' then sub(f[i], -tonumber(f[i + 1])) end
+    end
+    redis.call('DEL', rk)
+    redis.call('ZREM', l, id)
+  end
+end
+redis.call('ZADD', l, now + lease, rid)
+if rebuild then
+  local old = {}
+  local f = redis.call('HGETALL', r)
+  for i = 1, #f, 2 do
+    if f[i] ~= 'live' then old[f[i]] = tonumber(f[i + 1]) end
+  end
+  redis.call('DEL', r)
+  local m = tonumber(ARGV[5])
+  local new = {'live', 1}
+  for i = 0, m - 1 do
+    local field, v = ARGV[6 + 2*i], tonumber(ARGV[7 + 2*i])
+    sub(field, v - (old[field] or 0))
+    old[field] = nil
+    new[#new + 1] = field
+    new[#new + 1] = v
+  end
+  for field, v in pairs(old) do sub(field, -v) end
+  redis.call('HSET', r, unpack(new))
+  local base = 6 + 2*m
+  for i = base, #ARGV - 2, 3 do
+    charge(h, ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), hl)
+  end
+end
+return {redis.call('ZCOUNT', l, now, '+inf'), redis.call('HEXISTS', r, 'live')}
+`)
+
+func (c *Counters) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), c.timeout)
+}
+
+// fail records a Redis failure and falls back to this process's slice
+// until a beat rebuilds.
+func (c *Counters) fail(err error) {
+	c.errors.Add(1)
+	c.lastErr.Store(&errAt{err: err, at: time.Now()})
+	c.dirty.Store(true)
+	if !c.down.Swap(true) {
+		c.downSince.Store(time.Now().UnixNano())
+		if c.log != nil {
+			c.log.Warn("redis unreachable: admitting against this replica's slice of each reservation until it answers",
+				"pool", c.pool, "replicas", c.replicas.Load(), "err", err)
+		}
+	}
+	c.poke()
+}
+
+func (c *Counters) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// LastError returns when the last Redis failure happened, how many calls
+// failed so far, and the last failure (nil when there was none).
+func (c *Counters) LastError() (at time.Time, failures int64, err error) {
+	if e := c.lastErr.Load(); e != nil {
+		return e.at, c.errors.Load(), e.err
+	}
+	return time.Time{}, c.errors.Load(), nil
+}
+
+// Health is what /healthz says about the shared counters.
+type Health struct {
+	// Fallback is true while Redis is away: the replica admits against
+	// its own slice of each reservation.
+	Fallback bool
+	// Since is when the fallback began.
+	Since time.Time
+	// Replicas is the number of live replicas last seen in Redis (the
+	// divisor of the slice).
+	Replicas int64
+	// Err is the last Redis failure, when in fallback.
+	Err string
+}
+
+// Health reports whether the counters fall back, and the live replicas.
+func (c *Counters) Health() Health {
+	h := Health{Fallback: c.down.Load(), Replicas: c.replicas.Load()}
+	if h.Fallback {
+		h.Since = time.Unix(0, c.downSince.Load())
+		if e := c.lastErr.Load(); e != nil {
+			h.Err = e.err.Error()
+		}
+	}
+	return h
+}
+
+// slice is c reduced to this replica's slice: each reservation divided by
+// the live replicas last seen, rounded down.
+func (c *Counters) slice(ch *fairshare.Chain) *fairshare.Chain {
+	n := c.replicas.Load()
+	if n <= 1 {
+		return ch
+	}
+	s := *ch
+	s.Res = make([]int64, len(ch.Res))
+	for i, r := range ch.Res {
+		s.Res[i] = r / n
+	}
+	return &s
+}
+
+// Admit implements fairshare.Counters in one round trip.
+func (c *Counters) Admit(ch *fairshare.Chain) fairshare.Placement {
+	c.gate.RLock()
+	defer c.gate.RUnlock()
+	if c.down.Load() {
+		return c.admitLocal(ch)
+	}
+	args := make([]any, 0, 1+3*ch.N)
+	args = append(args, ch.N)
+	for i := 0; i < ch.N; i++ {
+		lvl := 0
+		if ch.Level[i] {
+			lvl = 1
+		}
+		args = append(args, c.pathKey(ch.Slots[i]), ch.Res[i], lvl)
+	}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	v, err := admitScript.Run(ctx, c.rdb, []string{c.key, c.mine}, args...).Slice()
+	if err == nil && len(v) != 4 {
+		err = fmt.Errorf("admit script returned %d values", len(v))
+	}
+	if err != nil {
+		// The script may have run: the rebuild takes it off again.
+		c.fail(fmt.Errorf("redis admit: %w", err))
+		return c.admitLocal(ch)
+	}
+	mask, _ := v[0].(string)
+	top, _ := v[1].(int64)
+	borrow, _ := v[2].(int64)
+	if reg, _ := v[3].(int64); reg == 0 {
+		c.dirty.Store(true)
+		c.poke()
+	}
+	p := fairshare.Placement{Top: top == 1, Borrow: int8(borrow)}
+	for i := 0; i < len(mask) && i < ch.N; i++ {
+		if mask[i] == '1' {
+			p.Within |= 1 << i
+		}
+	}
+	c.count(ch, p, 1)
+	return p
+}
+
+func (c *Counters) admitLocal(ch *fairshare.Chain) fairshare.Placement {
+	p := c.local.Admit(c.slice(ch))
+	p.Room = roomLocal
+	return p
+}
+
+// count adds d to this replica's tally of p on ch.
+func (c *Counters) count(ch *fairshare.Chain, p fairshare.Placement, d int64) {
+	cells := *c.tally.cells.Load()
+	c.tally.inflight.Add(d)
+	if !p.Top {
+		c.tally.borrowing.Add(d)
+	}
+	for i := 0; i < ch.N; i++ {
+		x := cells[ch.Slots[i]]
+		x.inflight.Add(d)
+		if p.Within&(1<<i) != 0 {
+			x.within.Add(d)
+		}
+	}
+}
+
+// Peek implements fairshare.Counters (one read; no count changes).
+func (c *Counters) Peek(ch *fairshare.Chain) fairshare.Placement {
+	if c.down.Load() {
+		return c.local.Peek(c.slice(ch))
+	}
+	w := make([]int64, ch.N)
+	if ch.N > 0 {
+		fields := make([]string, ch.N)
+		for i := 0; i < ch.N; i++ {
+			fields[i] = "w:" + c.pathKey(ch.Slots[i])
+		}
+		ctx, cancel := c.ctx()
+		defer cancel()
+		vals, err := c.rdb.HMGet(ctx, c.key, fields...).Result()
+		if err != nil {
+			c.fail(fmt.Errorf("redis peek: %w", err))
+			return c.local.Peek(c.slice(ch))
+		}
+		for i, v := range vals {
+			w[i] = toInt(v)
+		}
+	}
+	return fairshare.Place(ch, w)
+}
+
+// Release implements fairshare.Counters in one round trip.
+func (c *Counters) Release(ch *fairshare.Chain, p fairshare.Placement, gpuHours float64, now time.Time) {
+	if !(gpuHours > 0) || math.IsInf(gpuHours, 0) {
+		gpuHours = 0
+	}
+	c.gate.RLock()
+	defer c.gate.RUnlock()
+	if p.Room == roomLocal {
+		p.Room = 0
+		c.local.Release(ch, p, 0, now) // Release reads no reservation: the slice is not needed
+		// Redis may have counted it at a rebuild: the next one takes it off.
+		c.dirty.Store(true)
+		c.chargeLater(ch, gpuHours, now)
+		return
+	}
+	c.count(ch, p, -1)
+	if c.down.Load() {
+		c.chargeLater(ch, gpuHours, now)
+		return // uncounted at the rebuild
+	}
+	within := make([]byte, ch.N)
+	for i := range within {
+		within[i] = '0'
+		if p.Within&(1<<i) != 0 {
+			within[i] = '1'
+		}
+	}
+	args := make([]any, 0, 6+ch.N)
+	args = append(args, ch.N, string(within), b01(p.Top), gpuHours,
+		float64(now.UnixNano())/1e9, c.halfLife.Seconds())
+	for i := 0; i < ch.N; i++ {
+		args = append(args, c.pathKey(ch.Slots[i]))
+	}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	reg, err := releaseScript.Run(ctx, c.rdb, []string{c.key, c.mine}, args...).Int64()
+	if err == nil && reg == 0 {
+		c.dirty.Store(true)
+		c.poke()
+	}
+	if err != nil {
+		// Whether it ran or not, the rebuild makes the counts right. The
+		// charge is kept for the rebuild: if the script ran and only its
+		// answer was lost, the usage is charged twice (a loss would be
+		// worse for fairness than that rare excess).
+		c.fail(fmt.Errorf("redis release: %w", err))
+		c.chargeLater(ch, gpuHours, now)
+	}
+}
+
+// chargeLater keeps a charge made while Redis is away for the rebuild.
+func (c *Counters) chargeLater(ch *fairshare.Chain, g float64, now time.Time) {
+	if g <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := 0; i < ch.N; i++ {
+		addUsage(c.pending, ch.Slots[i], usageAt{g, now}, c.halfLife)
+	}
+	addUsage(c.pending, fairshare.PoolSlot, usageAt{g, now}, c.halfLife)
+}
+
+// addUsage adds x to m[s], both decayed to the later of their times.
+func addUsage(m map[fairshare.Slot]usageAt, s fairshare.Slot, x usageAt, hl time.Duration) {
+	y, ok := m[s]
+	switch {
+	case !ok:
+	case x.t.After(y.t):
+		x.u += y.u * fairshare.DecayFactor(x.t.Sub(y.t), hl)
+	default:
+		x = usageAt{y.u + x.u*fairshare.DecayFactor(y.t.Sub(x.t), hl), y.t}
+	}
+	m[s] = x
+}
+
+// Run renews the lease, reaps dead replicas and rebuilds after trouble,
+// every beat, until ctx ends; then it gives up the lease and this
+// replica's part (a clean stop leaves nothing for the others to reap).
+func (c *Counters) Run(ctx context.Context) {
+	t := time.NewTicker(c.beat)
+	defer t.Stop()
+	c.Beat()
+	for {
+		select {
+		case <-ctx.Done():
+			c.leave()
+			return
+		case <-t.C:
+		case <-c.wake:
+			// a failure or a missing registration: rebuild soon, not in a
+			// tight loop against a Redis that is away
+			select {
+			case <-ctx.Done():
+				c.leave()
+				return
+			case <-time.After(c.beat / 10):
+			}
+		}
+		c.Beat()
+	}
+}
+
+// Beat renews the lease and reaps dead replicas; when the counts may
+// disagree with Redis (after a failure, or Redis lost this replica's
+// part) it rebuilds them from what is in flight here, and leaves the
+// fallback when that succeeds.
+func (c *Counters) Beat() {
+	rebuild := c.dirty.Load()
+	if rebuild && c.down.Load() {
+		// Probe first, without stopping admissions (which go on against
+		// the slice) for a Redis that does not answer.
+		ctx, cancel := c.ctx()
+		err := c.rdb.Ping(ctx).Err()
+		cancel()
+		if err != nil {
+			c.fail(fmt.Errorf("redis ping: %w", err))
+			return
+		}
+	}
+	if rebuild {
+		c.gate.Lock()
+		defer c.gate.Unlock()
+		c.dirty.Store(false)
+	}
+	args := []any{c.replica, (3 * c.beat).Milliseconds(), b01(rebuild), c.halfLife.Seconds()}
+	var charged map[fairshare.Slot]usageAt
+	if rebuild {
+		args, charged = c.rebuildArgs(args)
+	} else {
+		args = append(args, 0)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*c.timeout)
+	defer cancel()
+	v, err := beatScript.Run(ctx, c.rdb, []string{c.key, c.mine, c.live}, args...).Int64Slice()
+	if err == nil && len(v) != 2 {
+		err = fmt.Errorf("beat script returned %d values", len(v))
+	}
+	if err != nil {
+		c.fail(fmt.Errorf("redis beat: %w", err))
+		c.mu.Lock()
+		for sl, x := range charged { // kept for the next rebuild
+			addUsage(c.pending, sl, x, c.halfLife)
+		}
+		c.mu.Unlock()
+		return
+	}
+	c.replicas.Store(max(v[0], 1))
+	if v[1] == 0 {
+		c.dirty.Store(true)
+		c.poke()
+		return
+	}
+	if rebuild && c.down.Load() {
+		c.down.Store(false)
+		if c.log != nil {
+			c.log.Info("redis answers again: this replica's counts rebuilt from what it has in flight",
+				"pool", c.pool, "replicas", v[0], "fallback_for", time.Since(time.Unix(0, c.downSince.Load())).Round(time.Millisecond))
+		}
+		c.downSince.Store(0)
+	}
+}
+
+// rebuildArgs appends this replica's counts (Redis's tally plus what was
+// admitted alone) and the pending charges, which it takes.
+func (c *Counters) rebuildArgs(args []any) ([]any, map[fairshare.Slot]usageAt) {
+	keys := *c.keys.Load()
+	cells := *c.tally.cells.Load()
+	var fields []any
+	add := func(f string, v int64) {
+		if v != 0 {
+			fields = append(fields, f, v)
+		}
+	}
+	li, lb := c.local.PoolCounts()
+	add("inflight", c.tally.inflight.Load()+li)
+	add("borrowing", c.tally.borrowing.Load()+lb)
+	for s := 1; s < len(keys) && s < len(cells); s++ {
+		i, w := c.local.Counts(fairshare.Slot(s))
+		add("i:"+keys[s], cells[s].inflight.Load()+i)
+		add("w:"+keys[s], cells[s].within.Load()+w)
+	}
+	args = append(args, len(fields)/2)
+	args = append(args, fields...)
+	c.mu.Lock()
+	charged := c.pending
+	c.pending = map[fairshare.Slot]usageAt{}
+	c.mu.Unlock()
+	for s, x := range charged {
+		args = append(args, keys[s], x.u, float64(x.t.UnixNano())/1e9)
+	}
+	return args, charged
+}
+
+// leave gives up the lease and this replica's part (taken off the
+// totals), for a clean stop.
+func (c *Counters) leave() {
+	c.gate.Lock()
+	defer c.gate.Unlock()
+	// From now on admissions and releases stay in this process: the part
+	// given up is no longer this replica's to change.
+	c.down.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*c.timeout)
+	defer cancel()
+	if err := leaveScript.Run(ctx, c.rdb, []string{c.key, c.mine, c.live}, c.replica).Err(); err != nil {
+		c.fail(fmt.Errorf("redis leave: %w", err))
+	}
+}
+
+var leaveScript = redis.NewScript(`
+local h, r, l = KEYS[1], KEYS[2], KEYS[3]
+local f = redis.call('HGETALL', r)
+for i = 1, #f, 2 do
+  if f[i] ~= 'live' then
+    if redis.call('HINCRBY', h, f[i], -tonumber(f[i + 1])) < 0 then redis.call('HSET', h, f[i], 0) end
+  end
+end
+redis.call('DEL', r)
+redis.call('ZREM', l, ARGV[1])
+return 1
+`)
+
+func b01(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func toInt(v any) int64 {
+	s, _ := v.(string)
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}
+
+func toFloat(v any) (float64, bool) {
+	s, ok := v.(string)
+	if !ok {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	return f, err == nil
+}
+
+// Counts implements fairshare.Counters: the totals of every replica (in
+// fallback, this replica's own: what it counted before and admits alone).
+func (c *Counters) Counts(s fairshare.Slot) (inflight, within int64) {
+	if c.down.Load() {
+		cell := (*c.tally.cells.Load())[s]
+		i, w := c.local.Counts(s)
+		return i + cell.inflight.Load(), w + cell.within.Load()
+	}
+	k := c.pathKey(s)
+	ctx, cancel := c.ctx()
+	defer cancel()
+	vals, err := c.rdb.HMGet(ctx, c.key, "i:"+k, "w:"+k).Result()
+	if err != nil {
+		c.fail(fmt.Errorf("redis counts: %w", err))
+		return c.Counts(s)
+	}
+	return toInt(vals[0]), toInt(vals[1])
+}
+
+// PoolCounts implements fairshare.Counters.
+func (c *Counters) PoolCounts() (inflight, borrowing int64) {
+	if c.down.Load() {
+		i, b := c.local.PoolCounts()
+		return i + c.tally.inflight.Load(), b + c.tally.borrowing.Load()
+	}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	vals, err := c.rdb.HMGet(ctx, c.key, "inflight", "borrowing").Result()
+	if err != nil {
+		c.fail(fmt.Errorf("redis pool counts: %w", err))
+		return c.PoolCounts()
+	}
+	return toInt(vals[0]), toInt(vals[1])
+}
+
+// Usage implements fairshare.Counters: the stored usage decayed to now
+// (nothing written). While Redis is away it is the last value read plus
+// what was charged since.
+func (c *Counters) Usage(s fairshare.Slot, now time.Time) float64 {
+	var u float64
+	if !c.down.Load() {
+		k := c.pathKey(s)
+		ctx, cancel := c.ctx()
+		vals, err := c.rdb.HMGet(ctx, c.key, "u:"+k, "t:"+k).Result()
+		cancel()
+		if err == nil {
+			x, ok1 := toFloat(vals[0])
+			t, ok2 := toFloat(vals[1])
+			at := time.Unix(0, int64(t*1e9))
+			if !ok1 || !ok2 {
+				x, at = 0, now
+			}
+			c.mu.Lock()
+			c.usage[s] = usageAt{x, at}
+			p, ok := c.pending[s]
+			c.mu.Unlock()
+			if ok {
+				x += decayTo(p, at, c.halfLife)
+			}
+			return decayTo(usageAt{x, at}, now, c.halfLife)
+		}
+		c.fail(fmt.Errorf("redis usage: %w", err))
+	}
+	c.mu.Lock()
+	last, ok := c.usage[s]
+	p, okp := c.pending[s]
+	c.mu.Unlock()
+	if ok {
+		u += decayTo(last, now, c.halfLife)
+	}
+	if okp {
+		u += decayTo(p, now, c.halfLife)
+	}
+	return u
+}
+
+func decayTo(x usageAt, now time.Time, hl time.Duration) float64 {
+	if now.After(x.t) {
+		return x.u * fairshare.DecayFactor(now.Sub(x.t), hl)
+	}
+	return x.u
+}
+
+// SetUsage implements fairshare.Counters.
+func (c *Counters) SetUsage(s fairshare.Slot, gpuHours float64, now time.Time) {
+	k := c.pathKey(s)
+	c.mu.Lock()
+	c.usage[s] = usageAt{gpuHours, now}
+	c.mu.Unlock()
+	ctx, cancel := c.ctx()
+	defer cancel()
+	if err := c.rdb.HSet(ctx, c.key, "u:"+k, strconv.FormatFloat(gpuHours, 'g', 17, 64),
+		"t:"+k, strconv.FormatFloat(float64(now.UnixNano())/1e9, 'g', 17, 64)).Err(); err != nil {
+		c.fail(fmt.Errorf("redis set usage: %w", err))
+	}
+}
+
+// HoldsUsage reports whether Redis holds the pool's usage (another
+// replica, or an earlier run, charged or restored it).
+func (c *Counters) HoldsUsage(ctx context.Context) bool {
+	n, err := c.rdb.HExists(ctx, c.key, "u:").Result()
+	if err != nil {
+		c.fail(fmt.Errorf("redis usage check: %w", err))
+	}
+	return n
+}
+
+// HalfLife implements fairshare.Counters.
+func (c *Counters) HalfLife() time.Duration { return c.halfLife }

@@ -1,0 +1,229 @@
+package redisstate
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-llmflow/llmflow/fairshare"
+)
+
+// testRedis connects to the real Redis (LLMFLOW_TEST_REDIS_ADDR, default
+// 127.0.0.1:6379) and returns a key prefix of the test's own, deleted
+// afterwards.
+func testRedis(t testing.TB) (*redis.Client, string) {
+	t.Helper()
+	addr := os.Getenv("LLMFLOW_TEST_REDIS_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:6379"
+	}
+	if os.Getenv("LLMFLOW_SKIP_REDIS") == "1" {
+		t.Skip("LLMFLOW_SKIP_REDIS=1")
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		t.Fatalf("Redis at %s: %v (set LLMFLOW_SKIP_REDIS=1 to skip)", addr, err)
+	}
+	prefix := fmt.Sprintf("llmflow-test:%d:", time.Now().UnixNano())
+	t.Cleanup(func() {
+		keys, _ := rdb.Keys(context.Background(), prefix+"*").Result()
+		if len(keys) > 0 {
+			rdb.Del(context.Background(), keys...)
+		}
+		rdb.Close()
+	})
+	return rdb, prefix
+}
+
+// chains are accounts of a small tree: org (res 4) / team (res 2) /
+// project (res 1), a team without a level of its own, an org alone.
+func chainsFor(ctr fairshare.Counters) []fairshare.Chain {
+	org, team, proj := ctr.Bind("o"), ctr.Bind("o\x00t"), ctr.Bind("o\x00t\x00p")
+	team2 := ctr.Bind("o\x00u")
+	alone := ctr.Bind("z")
+	return []fairshare.Chain{
+		{N: 3, Slots: []fairshare.Slot{org, team, proj}, Res: []int64{4, 2, 1}, Level: []bool{true, true, true}},
+		{N: 2, Slots: []fairshare.Slot{org, team}, Res: []int64{4, 2}, Level: []bool{true, true}},
+		{N: 2, Slots: []fairshare.Slot{org, team2}, Res: []int64{4, 1}, Level: []bool{true, false}},
+		{N: 1, Slots: []fairshare.Slot{alone}, Res: []int64{2}, Level: []bool{true}},
+		{N: 3, Slots: []fairshare.Slot{org, team, proj}, Res: []int64{4, 2, 0}, Level: []bool{true, true, true}},
+		{N: 0},
+	}
+}
+
+// TestSameAsMemCounters runs one random sequence of admissions and
+// releases on MemCounters and on Redis: every placement, count and usage
+// must be the same (the Lua port of Place against the Go one).
+func TestSameAsMemCounters(t *testing.T) {
+	rdb, prefix := testRedis(t)
+	hl := time.Hour
+	rc := started(New(rdb, "p", hl, Options{Prefix: prefix}))
+	mc := fairshare.NewMemCounters(hl)
+	rch, mch := chainsFor(rc), chainsFor(mc)
+	type held struct {
+		i    int
+		r, m fairshare.Placement
+	}
+	var out []held
+	rng := rand.New(rand.NewPCG(7, 9))
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	slots := []string{"", "o", "o\x00t", "o\x00t\x00p", "o\x00u", "z"}
+	for step := range 600 {
+		now = now.Add(time.Duration(rng.IntN(600)) * time.Second)
+		if len(out) == 0 || rng.IntN(5) < 3 {
+			i := rng.IntN(len(rch))
+			if pk, pm := rc.Peek(&rch[i]), mc.Peek(&mch[i]); !same(pk, pm) {
+				t.Fatalf("step %d: Peek chain %d: redis %+v, mem %+v", step, i, pk, pm)
+			}
+			r, m := rc.Admit(&rch[i]), mc.Admit(&mch[i])
+			if !same(r, m) {
+				t.Fatalf("step %d: Admit chain %d: redis %+v, mem %+v", step, i, r, m)
+			}
+			out = append(out, held{i, r, m})
+		} else {
+			k := rng.IntN(len(out))
+			h := out[k]
+			out = append(out[:k], out[k+1:]...)
+			g := float64(rng.IntN(100)) / 1000
+			rc.Release(&rch[h.i], h.r, g, now)
+			mc.Release(&mch[h.i], h.m, g, now)
+		}
+		for _, k := range slots {
+			ri, rw := rc.Counts(rc.Bind(k))
+			mi, mw := mc.Counts(mc.Bind(k))
+			if ri != mi || rw != mw {
+				t.Fatalf("step %d: counts of %q: redis %d/%d, mem %d/%d", step, k, ri, rw, mi, mw)
+			}
+			ru, mu := rc.Usage(rc.Bind(k), now), mc.Usage(mc.Bind(k), now)
+			if math.Abs(ru-mu) > 1e-9*math.Max(1, mu) {
+				t.Fatalf("step %d: usage of %q: redis %g, mem %g", step, k, ru, mu)
+			}
+		}
+		ri, rb := rc.PoolCounts()
+		mi, mb := mc.PoolCounts()
+		if ri != mi || rb != mb {
+			t.Fatalf("step %d: pool counts redis %d/%d, mem %d/%d", step, ri, rb, mi, mb)
+		}
+	}
+	if _, _, err := rc.LastError(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReplicasShareReservation: two Counters (two replicas) on one Redis,
+// 16 goroutines each admitting and releasing at a project whose
+// reservation is 3: never more than 3 are within it at once, across both;
+// everything is uncounted at the end.
+func TestReplicasShareReservation(t *testing.T) {
+	rdb, prefix := testRedis(t)
+	a, b := started(New(rdb, "p", time.Hour, Options{Prefix: prefix})), started(New(rdb, "p", time.Hour, Options{Prefix: prefix}))
+	mk := func(c *Counters) fairshare.Chain {
+		return fairshare.Chain{N: 3, Slots: []fairshare.Slot{c.Bind("o"), c.Bind("o\x00t"), c.Bind("o\x00t\x00p")},
+			Res: []int64{8, 5, 3}, Level: []bool{true, true, true}}
+	}
+	ca, cb := mk(a), mk(b)
+	var within, most atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 16 {
+		c, ch := a, &ca
+		if g%2 == 1 {
+			c, ch = b, &cb
+		}
+		wg.Go(func() {
+			for range 100 {
+				p := c.Admit(ch)
+				if p.Within&(1<<2) != 0 {
+					n := within.Add(1)
+					for {
+						m := most.Load()
+						if n <= m || most.CompareAndSwap(m, n) {
+							break
+						}
+					}
+					time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
+					within.Add(-1)
+				}
+				c.Release(ch, p, 0, time.Now())
+			}
+		})
+	}
+	wg.Wait()
+	if m := most.Load(); m > 3 || m == 0 {
+		t.Fatalf("at most %d within the project's reservation of 3 at once across replicas", m)
+	}
+	for _, k := range []string{"o", "o\x00t", "o\x00t\x00p"} {
+		if i, w := a.Counts(a.Bind(k)); i != 0 || w != 0 {
+			t.Errorf("%q left at %d in flight, %d within", k, i, w)
+		}
+	}
+	if i, br := b.PoolCounts(); i != 0 || br != 0 {
+		t.Errorf("pool left at %d in flight, %d borrowing", i, br)
+	}
+	if _, _, err := a.LastError(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testTree() *fairshare.Node {
+	return &fairshare.Node{Children: []*fairshare.Node{
+		{Name: "a", Shares: 3, Children: []*fairshare.Node{{Name: "a1", Shares: 1}, {Name: "a2", Shares: 1}}},
+		{Name: "b", Shares: 1, Children: []*fairshare.Node{{Name: "b1", Shares: 1}}},
+	}}
+}
+
+// TestPoolOverRedis: two fairshare.Pools (two replicas) over one Redis
+// give the same priorities as one pool over memory counters for the same
+// admissions, and their releases charge one shared usage.
+func TestPoolOverRedis(t *testing.T) {
+	rdb, prefix := testRedis(t)
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	r1 := fairshare.NewPoolWith(8, testTree(), started(New(rdb, "p", time.Hour, Options{Prefix: prefix})), now)
+	r2 := fairshare.NewPoolWith(8, testTree(), started(New(rdb, "p", time.Hour, Options{Prefix: prefix})), now)
+	one := fairshare.NewPool(8, testTree(), time.Hour, now)
+	paths := []fairshare.Path{{Org: "a", Team: "a1"}, {Org: "a", Team: "a2"}, {Org: "b", Team: "b1"}}
+	var tr, tm []fairshare.Ticket
+	for i := range 12 {
+		rep := r1
+		if i%2 == 1 {
+			rep = r2
+		}
+		a, b := rep.Admit(paths[i%3], 0), one.Admit(paths[i%3], 0)
+		if a.Priority != b.Priority {
+			t.Fatalf("admission %d at %v: replicas %d, one gateway %d", i, paths[i%3], a.Priority, b.Priority)
+		}
+		tr, tm = append(tr, a), append(tm, b)
+	}
+	for i := range tr {
+		rep := r1
+		if i%2 == 1 {
+			rep = r2
+		}
+		rep.Done(tr[i], 0.5, now)
+		one.Done(tm[i], 0.5, now)
+	}
+	u1, u2 := r1.Usage(now), r2.Usage(now)
+	if len(u1) == 0 || fmt.Sprint(u1) != fmt.Sprint(u2) || fmt.Sprint(u1) != fmt.Sprint(one.Usage(now)) {
+		t.Fatalf("usage: replica 1 %v, replica 2 %v, one gateway %v", u1, u2, one.Usage(now))
+	}
+}
+
+// same compares what a placement tells the pool (Room is internal to an
+// implementation).
+func same(a, b fairshare.Placement) bool {
+	return a.Within == b.Within && a.Top == b.Top && a.Borrow == b.Borrow
+}
+
+// started registers c as a live replica (its first beat, which Run does
+// at once in a gateway).
+func started(c *Counters) *Counters {
+	c.Beat()
+	return c
+}

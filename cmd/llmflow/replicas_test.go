@@ -491,8 +491,13 @@ func TestThreeReplicasHeldFractions(t *testing.T) {
 	var wg sync.WaitGroup
 	var failed atomic.Int64
 	n := 0
+	// Each organisation keeps more requests open than the engine has
+	// slots, and each lasts ~1.2 s (60 tokens × 20 ms): a queue of each
+	// always waits at the engine, so that a freed slot goes by priority
+	// even when the machine is too loaded for the clients to resubmit at
+	// once (with 24 clients of 20 tokens, etabA held 0.72 under CI load).
 	for org, key := range keys {
-		for range 24 {
+		for range 32 {
 			n++
 			first := n
 			wg.Go(func() {
@@ -503,7 +508,7 @@ func TestThreeReplicasHeldFractions(t *testing.T) {
 					default:
 					}
 					req, _ := http.NewRequest(http.MethodPost, reps[i%3].base+"/v1/chat/completions",
-						strings.NewReader(`{"model":"sim-llama","max_tokens":20,"messages":[{"role":"user","content":"`+org+`"}]}`))
+						strings.NewReader(`{"model":"sim-llama","max_tokens":60,"messages":[{"role":"user","content":"`+org+`"}]}`))
 					req.Header.Set("Authorization", "Bearer "+key)
 					req.Header.Set("Content-Type", "application/json")
 					resp, err := c.Do(req)

@@ -26,7 +26,7 @@ var orgScope = budgets.Scope{Kind: budgets.KindOrg, Name: "o"}
 
 // newReplica applies a budget of limit GPU-hours on org "o", with the
 // store reporting stored GPU-hours spent this period.
-func newReplica(t *testing.T, rdb redis.UniversalClient, prefix string, now time.Time, limit, stored float64) *replica {
+func newReplica(t testing.TB, rdb redis.UniversalClient, prefix string, now time.Time, limit, stored float64) *replica {
 	t.Helper()
 	m := budgets.NewMem(time.Hour)
 	b := budgets.Budget{Scope: orgScope, Period: budgets.Day, MaxCost: limit}
@@ -294,5 +294,23 @@ func TestLedgerFallback(t *testing.T) {
 	}
 	if st := a.mem.Table().Status(); st[0].Held != 0 || st[0].Spent < 0.2-1e-9 {
 		t.Fatalf("replica's own figures: %+v", st)
+	}
+}
+
+// BenchmarkLedgerReserveSettle: one admission and its settle on the
+// machine's Redis — a key with RPM, TPM and max_inflight, one budget.
+func BenchmarkLedgerReserveSettle(b *testing.B) {
+	rdb, prefix := testRedis(b)
+	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	p := newReplica(b, rdb, prefix, now, 1e6, 0)
+	lim := budgets.KeyLimits{RPM: 1 << 30, TPM: 1 << 30, MaxInFlight: 1000}
+	r := p.request(now, "k", lim, 0.0001)
+	r.Tokens = 10
+	b.ResetTimer()
+	for b.Loop() {
+		if err := p.l.Reserve(now, r); err != nil {
+			b.Fatal(err)
+		}
+		p.l.Settle(now, r, 0.0001, 10)
 	}
 }

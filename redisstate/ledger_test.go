@@ -283,7 +283,7 @@ func TestLedgerFallback(t *testing.T) {
 	if !a.l.Health().Fallback {
 		t.Fatal("fallback ended while redis is down")
 	}
-	srv = startOwnRedis(t, srv.port)
+	startOwnRedis(t, srv.port)
 	a.l.Probe()
 	if h := a.l.Health(); h.Fallback || h.Pending != 0 {
 		t.Fatalf("after redis returned: %+v", h)

@@ -314,3 +314,36 @@ func BenchmarkLedgerReserveSettle(b *testing.B) {
 		p.l.Settle(now, r, 0.0001, 10)
 	}
 }
+
+// TestLedgerTPMAndDoubleSettle: a key's TPM window is shared (tokens
+// admitted on one replica, reconciled at settle, count on the other), and
+// a second Settle of the same request gives nothing back twice.
+func TestLedgerTPMAndDoubleSettle(t *testing.T) {
+	rdb, prefix := testRedis(t)
+	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	a := newReplica(t, rdb, prefix, now, 1, 0)
+	b := newReplica(t, rdb, prefix, now, 1, 0)
+	lim := budgets.KeyLimits{TPM: 1000, MaxInFlight: 1}
+	r := a.request(now, "k", lim, 0.1)
+	r.Tokens = 100
+	if err := a.l.Reserve(now, r); err != nil {
+		t.Fatal(err)
+	}
+	a.l.Settle(now, r, 0.1, 900) // 900 tokens really used
+	a.l.Settle(now, r, 0.1, 900) // a second settle: nothing
+	h, c := slotHash(t, rdb, prefix, now)
+	if h != 0 || c != budgets.Units(0.1) {
+		t.Fatalf("after a double settle: held %d charged %d", h, c)
+	}
+	r2 := b.request(now, "k", lim, 0.1)
+	r2.Tokens = 200
+	var rf *budgets.Refusal
+	if err := b.l.Reserve(now, r2); !errors.As(err, &rf) || rf.Reason != "tpm" {
+		t.Fatalf("900 of 1000 tokens used on the other replica, 200 asked: %v", err)
+	}
+	r2.Tokens = 50
+	if err := b.l.Reserve(now, r2); err != nil {
+		t.Fatalf("50 tokens fit: %v", err)
+	}
+	b.l.Settle(now, r2, 0, 50)
+}

@@ -20,7 +20,8 @@ import (
 // another.
 //
 // In Redis, per budget and period, a hash holds what is held by requests
-// in flight (held) and what was charged in the period (charged, starting
+// in flight (per bucket of admission time, so that holds a dead replica
+// left expire) and what was charged in the period (charged, starting
 // from the store's figure the first replica saw). A request is admitted
 // against held + max(charged, the replica's own figure of the spend from
 // the store), so records of other sources still count. Per key: a
@@ -60,9 +61,10 @@ type LedgerOptions struct {
 	Prefix string
 	// Timeout bounds each Redis call on a request's path (default 250 ms).
 	Timeout time.Duration
-	// InFlightTTL is how long a key's in-flight count outlives its last
-	// admission (it bounds what a replica that died leaks; at least the
-	// longest a request may run). Default 1 h.
+	// InFlightTTL is at least the longest a request may run (default
+	// 1 h): holds and in-flight counts are kept in buckets of this width,
+	// and those older than the previous bucket dropped, so what a replica
+	// that died left held counts for at most twice this long.
 	InFlightTTL time.Duration
 	Log         *slog.Logger
 }
@@ -86,6 +88,7 @@ func NewLedger(rdb redis.UniversalClient, o LedgerOptions) *Ledger {
 	if l.ifTTL <= 0 {
 		l.ifTTL = time.Hour
 	}
+	l.ifTTL = max(l.ifTTL.Truncate(time.Second), time.Second)
 	l.local.Store(budgets.NewMem(time.Hour))
 	return l
 }
@@ -106,6 +109,28 @@ local toks, now, ifttl = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local pc, oc, want, upg = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
 local nslots = #KEYS - 2
 local function I(x) return string.format('%d', x) end
+-- holds and in-flight counts are kept per bucket of ifttl seconds (the
+-- longest a request may run): a bucket older than the previous one can
+-- only hold what a replica that died left, and is dropped
+local cur = math.floor(now / ifttl)
+local function live(key, prefix)
+  local h = redis.call('HGETALL', key)
+  local sum, charged = 0, nil
+  for i = 1, #h, 2 do
+    local f = h[i]
+    if f == 'charged' then
+      charged = tonumber(h[i + 1])
+    elseif string.sub(f, 1, 2) == prefix then
+      local b = tonumber(string.sub(f, 3))
+      if b == nil or b < cur - 1 then
+        redis.call('HDEL', key, f)
+      else
+        sum = sum + tonumber(h[i + 1])
+      end
+    end
+  end
+  return sum, charged
+end
 local function wait(list, total, need, limit)
   if total + need <= limit then return 0 end
   table.sort(list, function(a, b) return a[1] < b[1] end)
@@ -118,8 +143,8 @@ local function wait(list, total, need, limit)
 end
 if hasKey == 1 then
   if maxif > 0 then
-    local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
-    if cur + 1 > maxif then return {'max_inflight', 1, 0} end
+    local n = live(KEYS[1], 'i:')
+    if n + 1 > maxif then return {'max_inflight', 1, 0} end
   end
   if rpm > 0 or tpm > 0 then
     local h = redis.call('HGETALL', KEYS[2])
@@ -161,8 +186,8 @@ if nslots > 0 then
   for i = 1, nslots do
     local j = 12 + (i - 1) * 3
     local limit, floor = tonumber(ARGV[j]), tonumber(ARGV[j + 1])
-    local v = redis.call('HMGET', KEYS[i + 2], 'held', 'charged')
-    local used = tonumber(v[1] or '0') + math.max(tonumber(v[2] or '0'), floor)
+    local h, charged = live(KEYS[i + 2], 'h:')
+    local used = h + math.max(charged or 0, floor)
     local a = limit - used
     if avail == nil or a < avail then avail, tight = a, i end
   end
@@ -181,13 +206,13 @@ if nslots > 0 then
   for i = 1, nslots do
     local j = 12 + (i - 1) * 3
     redis.call('HSETNX', KEYS[i + 2], 'charged', ARGV[j + 1])
-    redis.call('HINCRBY', KEYS[i + 2], 'held', I(held))
+    redis.call('HINCRBY', KEYS[i + 2], 'h:' .. cur, I(held))
     redis.call('EXPIREAT', KEYS[i + 2], ARGV[j + 2])
   end
 end
 if hasKey == 1 then
-  redis.call('INCR', KEYS[1])
-  redis.call('EXPIRE', KEYS[1], ifttl)
+  redis.call('HINCRBY', KEYS[1], 'i:' .. cur, 1)
+  redis.call('EXPIRE', KEYS[1], 2 * ifttl + 60)
   if rpm > 0 or tpm > 0 then
     redis.call('HINCRBY', KEYS[2], 'r:' .. now, 1)
     redis.call('HINCRBY', KEYS[2], 't:' .. now, I(toks))
@@ -200,27 +225,34 @@ return {'ok', held, out}
 // settleScript gives back what reserveScript took and charges the real
 // cost. KEYS as reserveScript's. ARGV: has key, windowed, second of
 // admission, tokens to add to that second (real − counted), now, held,
-// charge (units), then per slot: floor, expiry. Nothing goes below 0:
+// charge (units), bucket width (s), then per slot: floor, expiry. Nothing goes below 0:
 // after Redis lost its data, a settle finds nothing to give back.
 var settleScript = redis.NewScript(`
 local hasKey, windowed = tonumber(ARGV[1]), tonumber(ARGV[2])
 local sec, dtok, now = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local held, charge = tonumber(ARGV[6]), tonumber(ARGV[7])
+local held, charge, ifttl = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local function I(x) return string.format('%d', x) end
+-- give back to the bucket of the admission, if it was not dropped
+local function back(key, f, n)
+  if redis.call('HEXISTS', key, f) == 1 and redis.call('HINCRBY', key, f, I(-n)) <= 0 then
+    redis.call('HDEL', key, f)
+  end
+end
+local b = math.floor(sec / ifttl)
 if hasKey == 1 then
-  if redis.call('DECR', KEYS[1]) <= 0 then redis.call('DEL', KEYS[1]) end
+  back(KEYS[1], 'i:' .. b, 1)
   if windowed == 1 and sec > now - 60 and redis.call('EXISTS', KEYS[2]) == 1 then
     local f = 't:' .. sec
     if redis.call('HINCRBY', KEYS[2], f, I(dtok)) < 0 then redis.call('HSET', KEYS[2], f, 0) end
   end
 end
 for i = 3, #KEYS do
-  local j = 8 + (i - 3) * 2
+  local j = 9 + (i - 3) * 2
   if redis.call('EXISTS', KEYS[i]) == 1 then
-    if redis.call('HINCRBY', KEYS[i], 'held', I(-held)) < 0 then redis.call('HSET', KEYS[i], 'held', 0) end
+    back(KEYS[i], 'h:' .. b, held)
     redis.call('HINCRBY', KEYS[i], 'charged', I(charge))
   else
-    redis.call('HSET', KEYS[i], 'held', 0, 'charged', I(tonumber(ARGV[j]) + charge))
+    redis.call('HSET', KEYS[i], 'charged', I(tonumber(ARGV[j]) + charge))
   end
   redis.call('EXPIREAT', KEYS[i], ARGV[j + 1])
 end
@@ -339,7 +371,8 @@ func (l *Ledger) Settle(now time.Time, r *budgets.Request, cost float64, tokens 
 	keys = append(keys, ik, wk)
 	windowed := r.Key != nil && (r.Limits.RPM > 0 || r.Limits.TPM > 0)
 	args := make([]any, 0, 7+2*len(r.Slots))
-	args = append(args, b01(r.Key != nil), b01(windowed), ext.Sec, tokens-r.Tokens, now.Unix(), r.HeldUnits(), budgets.Units(cost))
+	args = append(args, b01(r.Key != nil), b01(windowed), ext.Sec, tokens-r.Tokens, now.Unix(), r.HeldUnits(), budgets.Units(cost),
+		int64(l.ifTTL/time.Second))
 	for _, s := range r.Slots {
 		k, exp := l.slotKey(s)
 		keys = append(keys, k)

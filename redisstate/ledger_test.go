@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -49,11 +50,16 @@ func (p *replica) request(now time.Time, key string, lim budgets.KeyLimits, cost
 func slotHash(t *testing.T, rdb redis.UniversalClient, prefix string, now time.Time) (held, charged int64) {
 	t.Helper()
 	k := prefix + "b:" + budgets.ID(orgScope) + ":" + strconv.FormatInt(budgets.Day.Start(now).Unix(), 10)
-	v, err := rdb.HMGet(context.Background(), k, "held", "charged").Result()
+	v, err := rdb.HGetAll(context.Background(), k).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return toInt(v[0]), toInt(v[1])
+	for f, x := range v {
+		if strings.HasPrefix(f, "h:") {
+			held += toInt(x)
+		}
+	}
+	return held, toInt(v["charged"])
 }
 
 // TestLedgerRaceNearlySpent: two replicas race 40 reservations on a budget
@@ -230,7 +236,7 @@ func TestLedgerSettleAfterRedisLostData(t *testing.T) {
 		t.Fatalf("after settles on lost data: held %d charged %d", h, c)
 	}
 	ctx := context.Background()
-	if n, err := rdb.Exists(ctx, prefix+"k:k").Result(); err != nil || n != 0 {
+	if n, err := rdb.HLen(ctx, prefix+"k:k").Result(); err != nil || n != 0 {
 		t.Fatalf("in-flight counter left: %d %v", n, err)
 	}
 	w, _ := rdb.HGetAll(ctx, prefix+"w:k").Result()
@@ -346,4 +352,44 @@ func TestLedgerTPMAndDoubleSettle(t *testing.T) {
 		t.Fatalf("50 tokens fit: %v", err)
 	}
 	b.l.Settle(now, r2, 0, 50)
+}
+
+// TestLedgerDeadReplicaHoldsExpire: a replica dies with requests in
+// flight (reserved, never settled). Their holds and in-flight places
+// count while such a request could still run, and not after two bucket
+// widths (InFlightTTL, the longest a request may run); a late settle of
+// a dropped bucket gives nothing back twice.
+func TestLedgerDeadReplicaHoldsExpire(t *testing.T) {
+	rdb, prefix := testRedis(t)
+	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	ttl := 10 * time.Minute
+	mk := func() *replica {
+		p := newReplica(t, rdb, prefix, now, 1, 0)
+		p.l = NewLedger(rdb, LedgerOptions{Prefix: prefix, InFlightTTL: ttl})
+		p.l.SetLocal(p.mem)
+		return p
+	}
+	dead, live := mk(), mk()
+	lim := budgets.KeyLimits{MaxInFlight: 1}
+	lost := dead.request(now, "k", lim, 0.6)
+	if err := dead.l.Reserve(now, lost); err != nil {
+		t.Fatal(err)
+	}
+	at := now.Add(ttl)
+	if err := live.l.Reserve(at, live.request(at, "k", lim, 0.6)); err == nil {
+		t.Fatal("admitted while the dead replica's request could still run")
+	}
+	at = now.Add(2*ttl + time.Second)
+	r := live.request(at, "k", lim, 0.6)
+	if err := live.l.Reserve(at, r); err != nil {
+		t.Fatalf("the dead replica's hold still counts after %v: %v", 2*ttl, err)
+	}
+	dead.l.Settle(at, lost, 0.1, 1) // a late settle: only its charge counts
+	if h, c := slotHash(t, rdb, prefix, now); h != budgets.Units(0.6) || c != budgets.Units(0.1) {
+		t.Fatalf("held %d charged %d", h, c)
+	}
+	live.l.Settle(at, r, 0.1, 1)
+	if h, _ := slotHash(t, rdb, prefix, now); h != 0 {
+		t.Fatalf("held %d at the end", h)
+	}
 }

@@ -87,6 +87,9 @@ type Request struct {
 	Output  int64
 	Lowered bool
 
+	// Ext is for a Ledger other than Mem (see Ext).
+	Ext Ext
+
 	held     int64 // units held on each slot
 	sec      int64 // the rate-window second of admission
 	inflight bool
@@ -181,6 +184,7 @@ func (s *Slot) untake(h int64) {
 
 // KeyState is one key's in-flight count and rate windows.
 type KeyState struct {
+	id       string
 	inflight atomic.Int64
 	mu       sync.Mutex
 	reqs     window
@@ -300,7 +304,7 @@ func (m *Mem) Key(id string) *KeyState {
 	if v, ok := m.keys.Load(id); ok {
 		return v.(*KeyState)
 	}
-	v, _ := m.keys.LoadOrStore(id, new(KeyState))
+	v, _ := m.keys.LoadOrStore(id, &KeyState{id: id})
 	return v.(*KeyState)
 }
 

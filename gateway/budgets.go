@@ -97,6 +97,9 @@ func newBudgetState(o Options, cfg *config.Config, reg prometheus.Registerer) *b
 	b.ledger = b.mem
 	if o.Ledger != nil {
 		b.ledger = o.Ledger
+		if l, ok := o.Ledger.(budgets.LocalSetter); ok {
+			l.SetLocal(b.mem)
+		}
 	}
 	if len(cfg.Tags.Allowed) > 0 {
 		b.tags = make(map[string]bool, len(cfg.Tags.Allowed))

@@ -53,4 +53,7 @@ type SharedHealth struct {
 	Since *time.Time `json:"fallback_since,omitempty"`
 	// Error is the last Redis failure during a fallback.
 	Error string `json:"error,omitempty"`
+	// LedgerFallback is true while the budget holds and key limits
+	// are kept by this replica alone (Redis away).
+	LedgerFallback bool `json:"ledger_fallback,omitempty"`
 }

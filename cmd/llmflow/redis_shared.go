@@ -115,6 +115,15 @@ func (c *sharedCounters) SharedHealth() gateway.SharedHealth {
 			}
 		}
 	}
+	if c.ledger != nil {
+		if x := c.ledger.Health(); x.Fallback {
+			h.LedgerFallback = true
+			if h.Status == "ok" {
+				since := x.Since.UTC()
+				h.Status, h.Error, h.Since = "fallback", "budgets ledger: "+x.Err, &since
+			}
+		}
+	}
 	return h
 }
 

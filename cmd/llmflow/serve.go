@@ -324,6 +324,10 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) 
 	}
 	if s.counters.rdb != nil {
 		opts.Shared = s.counters
+		// Budget holds, key rate windows and in-flight counts shared
+		// with the other replicas (the gateway hands it its own ledger
+		// as the fallback).
+		opts.Ledger = s.counters.ledger
 	}
 	g := &generation{cfg: cfg}
 	// Soft budget limits enqueue alerts into alertOutbox (nil without an
@@ -477,6 +481,7 @@ func sameRedis(a, b *config.Redis) bool {
 // this process, or with a redis block in Redis, shared by every replica.
 type sharedCounters struct {
 	rdb     redis.UniversalClient // nil: in memory
+	ledger  *redisstate.Ledger    // budget holds and key limits in Redis; nil without it
 	prefix  string
 	base    string // the configured key prefix
 	timeout time.Duration
@@ -518,6 +523,9 @@ func newSharedCounters(ctx context.Context, cfg *config.Config, log *slog.Logger
 	c.replica, c.log = replicaName(), log
 	redis.SetLogger(redisLogger{log})
 	c.run, c.stop = context.WithCancel(context.WithoutCancel(ctx))
+	c.ledger = redisstate.NewLedger(c.rdb, redisstate.LedgerOptions{Prefix: rc.KeyPrefix + "ledger:", Timeout: rc.Timeout,
+		InFlightTTL: cfg.Limits.MaxRequestDuration + time.Minute, Log: log})
+	c.beating.Go(func() { c.ledger.Run(c.run, time.Second) })
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := c.rdb.Ping(pctx).Err(); err != nil {

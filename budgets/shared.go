@@ -1,0 +1,72 @@
+package budgets
+
+import "time"
+
+// What a Ledger other than Mem needs: one shared by several gateways
+// (redisstate.Ledger) keeps the holds and spend in a store of its own,
+// but takes the budgets in force, their limits and the spend the store
+// reported from this package, and records on the Request what Settle
+// must give back. Nothing here is used on Mem's path.
+
+// UnitsPerGPUHour is the resolution of holds and spend: a Ledger counts
+// in units of 1/UnitsPerGPUHour GPU-hour, rounding costs up (Units).
+const UnitsPerGPUHour = unitsPerGPUHour
+
+// Units converts GPU-hours to counter units, rounding up as Mem does.
+func Units(gh float64) int64 { return units(gh) }
+
+// ID returns the identifier of the slot's budget (kind/name/model).
+func (s *Slot) ID() string { return s.id }
+
+// Limit returns the effective limit in force (with increases), in units.
+func (s *Slot) Limit() int64 { return s.limit.Load() }
+
+// Spent returns the spend of the period this gateway knows of, in units:
+// max(the store's figure at the last refresh, base + this gateway's own
+// charges). A shared ledger takes it as the floor of the shared figure.
+func (s *Slot) Spent() int64 { return s.spent.Load() }
+
+// Period returns the start and end (exclusive, UTC) of the period in
+// force.
+func (s *Slot) Period() (start, end time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.start, s.period.End(s.start)
+}
+
+// Ext is what a Ledger other than Mem took at Reserve, kept on the
+// Request for its Settle. Mem neither reads nor writes it.
+type Ext struct {
+	Sec int64 // the rate-window second of admission
+	Via uint8 // the ledger's own mark (which path reserved)
+}
+
+// SetHeld records the units another Ledger held on each of r.Slots (what
+// Held reports).
+func (r *Request) SetHeld(u int64) { r.held = u }
+
+// HeldUnits returns the units held on each of r.Slots.
+func (r *Request) HeldUnits() int64 { return r.held }
+
+// Charge counts cost GPU-hours on each of r.Slots as this gateway's
+// charge, as Settle does but with nothing held here: another Ledger held
+// and charged the request in its own store, and the slots keep this
+// gateway's figures (listings, the floor of Spent, soft-limit alerts).
+func (m *Mem) Charge(now time.Time, r *Request, cost float64) {
+	c := units(cost)
+	hour := r.Start.UTC().Truncate(time.Hour).Unix()
+	for _, s := range r.Slots {
+		if x := s.charge(hour, c, 0, now); x != nil && m.OnCrossing != nil {
+			m.OnCrossing(*x)
+		}
+	}
+}
+
+// KeyID returns the ID the key state was made for (Mem.Key).
+func (k *KeyState) KeyID() string { return k.id }
+
+// LocalSetter is implemented by a Ledger that keeps the figures of, and
+// falls back to, the gateway's own Mem: the gateway hands it its Mem.
+type LocalSetter interface {
+	SetLocal(m *Mem)
+}

@@ -1,0 +1,472 @@
+package redisstate
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-llmflow/llmflow/budgets"
+)
+
+// Ledger is budgets.Ledger shared by several gateway replicas through
+// Redis: budget holds and spend, per-key RPM/TPM windows and per-key
+// in-flight counts. Reserve is one Lua script (one round trip), Settle
+// another.
+//
+// In Redis, per budget and period, a hash holds what is held by requests
+// in flight (per bucket of admission time, so that holds a dead replica
+// left expire) and what was charged in the period (charged, starting
+// from the store's figure the first replica saw). A request is admitted
+// against held + max(charged, the replica's own figure of the spend from
+// the store), so records of other sources still count. Per key: a
+// counter of requests in flight and a hash of per-second buckets of
+// requests and tokens (60 s window).
+//
+// When Redis does not answer, the replica falls back to the gateway's
+// own in-process ledger (budgets.Mem) until a probe succeeds; Health says
+// so. Settles that could not reach Redis are retried by Run, so a hold
+// is not kept forever.
+type Ledger struct {
+	rdb     redis.UniversalClient
+	prefix  string
+	timeout time.Duration
+	ifTTL   time.Duration
+	log     *slog.Logger
+
+	local atomic.Pointer[budgets.Mem]
+
+	down      atomic.Bool
+	downSince atomic.Int64
+	lastErr   atomic.Pointer[errAt]
+	errors    atomic.Int64
+
+	mu      sync.Mutex
+	pending []pendingSettle // settles Redis did not take
+}
+
+type pendingSettle struct {
+	keys []string
+	args []any
+}
+
+// LedgerOptions configure a Ledger.
+type LedgerOptions struct {
+	// Prefix starts every key (default "llmflow:ledger:").
+	Prefix string
+	// Timeout bounds each Redis call on a request's path (default 250 ms).
+	Timeout time.Duration
+	// InFlightTTL is at least the longest a request may run (default
+	// 1 h): holds and in-flight counts are kept in buckets of this width,
+	// and those older than the previous bucket dropped, so what a replica
+	// that died left held counts for at most twice this long.
+	InFlightTTL time.Duration
+	Log         *slog.Logger
+}
+
+// Via marks on budgets.Request.Ext.
+const (
+	viaRedis = 1
+	viaLocal = 2
+)
+
+// NewLedger returns a Ledger over rdb. Its fallback is the Mem the
+// gateway hands it (SetLocal); until then, a Mem of its own.
+func NewLedger(rdb redis.UniversalClient, o LedgerOptions) *Ledger {
+	l := &Ledger{rdb: rdb, prefix: o.Prefix, timeout: o.Timeout, ifTTL: o.InFlightTTL, log: o.Log}
+	if l.prefix == "" {
+		l.prefix = "llmflow:ledger:"
+	}
+	if l.timeout <= 0 {
+		l.timeout = 250 * time.Millisecond
+	}
+	if l.ifTTL <= 0 {
+		l.ifTTL = time.Hour
+	}
+	l.ifTTL = max(l.ifTTL.Truncate(time.Second), time.Second)
+	l.local.Store(budgets.NewMem(time.Hour))
+	return l
+}
+
+// SetLocal implements budgets.LocalSetter.
+func (l *Ledger) SetLocal(m *budgets.Mem) { l.local.Store(m) }
+
+// reserveScript takes a request's place. KEYS: the key's in-flight
+// counter, its window hash, then one hash per budget slot. ARGV: has key,
+// max in-flight, RPM, TPM, tokens, now (unix s), in-flight TTL (s),
+// prompt cost, output cost (GPU-hours), output wanted, units per
+// GPU-hour, then per slot: limit, floor (units), expiry (unix s).
+// It returns {"ok", held, output} or {reason, retry-after s, slot index}.
+var reserveScript = redis.NewScript(`
+local hasKey = tonumber(ARGV[1])
+local maxif, rpm, tpm = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local toks, now, ifttl = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local pc, oc, want, upg = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
+local nslots = #KEYS - 2
+local function I(x) return string.format('%d', x) end
+-- holds and in-flight counts are kept per bucket of ifttl seconds (the
+-- longest a request may run): a bucket older than the previous one can
+-- only hold what a replica that died left, and is dropped
+local cur = math.floor(now / ifttl)
+local function live(key, prefix)
+  local h = redis.call('HGETALL', key)
+  local sum, charged = 0, nil
+  for i = 1, #h, 2 do
+    local f = h[i]
+    if f == 'charged' then
+      charged = tonumber(h[i + 1])
+    elseif string.sub(f, 1, 2) == prefix then
+      local b = tonumber(string.sub(f, 3))
+      if b == nil or b < cur - 1 then
+        redis.call('HDEL', key, f)
+      else
+        sum = sum + tonumber(h[i + 1])
+      end
+    end
+  end
+  return sum, charged
+end
+local function wait(list, total, need, limit)
+  if total + need <= limit then return 0 end
+  table.sort(list, function(a, b) return a[1] < b[1] end)
+  local left = total
+  for _, e in ipairs(list) do
+    left = left - e[2]
+    if left + need <= limit then return e[1] + 60 - now end
+  end
+  return 60
+end
+if hasKey == 1 then
+  if maxif > 0 then
+    local n = live(KEYS[1], 'i:')
+    if n + 1 > maxif then return {'max_inflight', 1, 0} end
+  end
+  if rpm > 0 or tpm > 0 then
+    local h = redis.call('HGETALL', KEYS[2])
+    local rl, tl, rt, tt = {}, {}, 0, 0
+    for i = 1, #h, 2 do
+      local f = h[i]
+      local sec = tonumber(string.sub(f, 3))
+      local v = tonumber(h[i + 1])
+      if sec == nil or sec <= now - 60 then
+        redis.call('HDEL', KEYS[2], f)
+      elseif sec <= now then
+        if string.sub(f, 1, 1) == 'r' then
+          rt = rt + v
+          rl[#rl + 1] = {sec, v}
+        else
+          tt = tt + v
+          tl[#tl + 1] = {sec, v}
+        end
+      end
+    end
+    if rpm > 0 then
+      local w = wait(rl, rt, 1, rpm)
+      if w > 0 then return {'rpm', w, 0} end
+    end
+    if tpm > 0 then
+      local w = wait(tl, tt, math.min(toks, tpm), tpm)
+      if w > 0 then return {'tpm', w, 0} end
+    end
+  end
+end
+local held, out = 0, want
+if nslots > 0 then
+  local function cost(o)
+    local g = pc + oc * o
+    if not (g > 0) then return 0 end
+    return math.ceil(g * upg * (1 - 1e-12))
+  end
+  local avail, tight = nil, 1
+  for i = 1, nslots do
+    local j = 12 + (i - 1) * 3
+    local limit, floor = tonumber(ARGV[j]), tonumber(ARGV[j + 1])
+    local h, charged = live(KEYS[i + 2], 'h:')
+    local used = h + math.max(charged or 0, floor)
+    local a = limit - used
+    if avail == nil or a < avail then avail, tight = a, i end
+  end
+  local minOut = math.min(want, 1)
+  if avail < cost(minOut) then return {'budget', 0, tight} end
+  local prompt = cost(0)
+  if oc > 0 then
+    local afford = math.floor((avail - prompt) / (oc * upg))
+    if afford < out then out = afford end
+  end
+  held = cost(out)
+  while held > avail and out > minOut do
+    out = out - 1
+    held = cost(out)
+  end
+  for i = 1, nslots do
+    local j = 12 + (i - 1) * 3
+    redis.call('HSETNX', KEYS[i + 2], 'charged', ARGV[j + 1])
+    redis.call('HINCRBY', KEYS[i + 2], 'h:' .. cur, I(held))
+    redis.call('EXPIREAT', KEYS[i + 2], ARGV[j + 2])
+  end
+end
+if hasKey == 1 then
+  redis.call('HINCRBY', KEYS[1], 'i:' .. cur, 1)
+  redis.call('EXPIRE', KEYS[1], 2 * ifttl + 60)
+  if rpm > 0 or tpm > 0 then
+    redis.call('HINCRBY', KEYS[2], 'r:' .. now, 1)
+    redis.call('HINCRBY', KEYS[2], 't:' .. now, I(toks))
+    redis.call('EXPIRE', KEYS[2], 61)
+  end
+end
+return {'ok', held, out}
+`)
+
+// settleScript gives back what reserveScript took and charges the real
+// cost. KEYS as reserveScript's. ARGV: has key, windowed, second of
+// admission, tokens to add to that second (real − counted), now, held,
+// charge (units), bucket width (s), then per slot: floor, expiry. Nothing goes below 0:
+// after Redis lost its data, a settle finds nothing to give back.
+var settleScript = redis.NewScript(`
+local hasKey, windowed = tonumber(ARGV[1]), tonumber(ARGV[2])
+local sec, dtok, now = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local held, charge, ifttl = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local function I(x) return string.format('%d', x) end
+-- give back to the bucket of the admission, if it was not dropped
+local function back(key, f, n)
+  if redis.call('HEXISTS', key, f) == 1 and redis.call('HINCRBY', key, f, I(-n)) <= 0 then
+    redis.call('HDEL', key, f)
+  end
+end
+local b = math.floor(sec / ifttl)
+if hasKey == 1 then
+  back(KEYS[1], 'i:' .. b, 1)
+  if windowed == 1 and sec > now - 60 and redis.call('EXISTS', KEYS[2]) == 1 then
+    local f = 't:' .. sec
+    if redis.call('HINCRBY', KEYS[2], f, I(dtok)) < 0 then redis.call('HSET', KEYS[2], f, 0) end
+  end
+end
+for i = 3, #KEYS do
+  local j = 9 + (i - 3) * 2
+  if redis.call('EXISTS', KEYS[i]) == 1 then
+    back(KEYS[i], 'h:' .. b, held)
+    redis.call('HINCRBY', KEYS[i], 'charged', I(charge))
+  else
+    redis.call('HSET', KEYS[i], 'charged', I(tonumber(ARGV[j]) + charge))
+  end
+  redis.call('EXPIREAT', KEYS[i], ARGV[j + 1])
+end
+return 1
+`)
+
+// slotKey is the hash of a budget's period.
+func (l *Ledger) slotKey(s *budgets.Slot) (key string, expire int64) {
+	start, end := s.Period()
+	// kept a day past the period's end: a request admitted at its end
+	// still settles against it
+	return l.prefix + "b:" + s.ID() + ":" + strconv.FormatInt(start.Unix(), 10), end.Add(24 * time.Hour).Unix()
+}
+
+func (l *Ledger) keyKeys(r *budgets.Request) (inflight, window string) {
+	if r.Key == nil {
+		return l.prefix + "k:-", l.prefix + "w:-"
+	}
+	id := r.Key.KeyID()
+	return l.prefix + "k:" + id, l.prefix + "w:" + id
+}
+
+// Reserve implements budgets.Ledger.
+func (l *Ledger) Reserve(now time.Time, r *budgets.Request) error {
+	if l.down.Load() {
+		return l.reserveLocal(now, r)
+	}
+	r.Output, r.Lowered, r.Ext = r.WantOutput, false, budgets.Ext{}
+	r.SetHeld(0)
+	ik, wk := l.keyKeys(r)
+	keys := make([]string, 0, 2+len(r.Slots))
+	keys = append(keys, ik, wk)
+	sec := now.Unix()
+	args := make([]any, 0, 11+3*len(r.Slots))
+	args = append(args, b01(r.Key != nil), r.Limits.MaxInFlight, r.Limits.RPM, r.Limits.TPM, r.Tokens, sec,
+		int64(l.ifTTL/time.Second), r.PromptCost, r.OutputCost, r.WantOutput, int64(budgets.UnitsPerGPUHour))
+	for _, s := range r.Slots {
+		k, exp := l.slotKey(s)
+		keys = append(keys, k)
+		args = append(args, s.Limit(), s.Spent(), exp)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+	defer cancel()
+	v, err := reserveScript.Run(ctx, l.rdb, keys, args...).Slice()
+	if err != nil || len(v) != 3 {
+		if err == nil {
+			err = fmt.Errorf("reserve script answered %v", v)
+		}
+		l.fail(err)
+		return l.reserveLocal(now, r)
+	}
+	reason, _ := v[0].(string)
+	n, _ := v[1].(int64)
+	x, _ := v[2].(int64)
+	switch reason {
+	case "ok":
+		r.SetHeld(n)
+		r.Output, r.Lowered = x, x < r.WantOutput
+		r.Ext = budgets.Ext{Sec: sec, Via: viaRedis}
+		return nil
+	case "max_inflight":
+		return &budgets.Refusal{Reason: reason, RetryAfter: time.Second,
+			Message: fmt.Sprintf("the key has %d requests in flight, its limit (max_inflight)", r.Limits.MaxInFlight)}
+	case "rpm":
+		return &budgets.Refusal{Reason: reason, RetryAfter: time.Duration(n) * time.Second,
+			Message: fmt.Sprintf("the key's limit of %d requests per minute is reached", r.Limits.RPM)}
+	case "tpm":
+		return &budgets.Refusal{Reason: reason, RetryAfter: time.Duration(n) * time.Second,
+			Message: fmt.Sprintf("the key's limit of %d tokens per minute is reached", r.Limits.TPM)}
+	case "budget":
+		i := int(x) - 1
+		if i < 0 || i >= len(r.Slots) {
+			i = 0
+		}
+		sc := r.Slots[i].Scope()
+		return &budgets.Refusal{Reason: reason, Scope: sc,
+			Message: fmt.Sprintf("the budget of %s is exhausted for this %s", sc, periodOf(r.Slots[i]))}
+	}
+	err = fmt.Errorf("reserve script answered %q", reason)
+	l.fail(err)
+	return l.reserveLocal(now, r)
+}
+
+func periodOf(s *budgets.Slot) string {
+	start, end := s.Period()
+	switch d := end.Sub(start); {
+	case d <= 25*time.Hour:
+		return "day"
+	case d <= 7*24*time.Hour:
+		return "week"
+	}
+	return "month"
+}
+
+func (l *Ledger) reserveLocal(now time.Time, r *budgets.Request) error {
+	err := l.local.Load().Reserve(now, r)
+	r.Ext = budgets.Ext{Via: viaLocal}
+	return err
+}
+
+// Settle implements budgets.Ledger.
+func (l *Ledger) Settle(now time.Time, r *budgets.Request, cost float64, tokens int64) {
+	switch r.Ext.Via {
+	case viaLocal:
+		r.Ext = budgets.Ext{}
+		l.local.Load().Settle(now, r, cost, tokens)
+		return
+	case viaRedis:
+	default:
+		return
+	}
+	ext := r.Ext
+	r.Ext = budgets.Ext{}
+	ik, wk := l.keyKeys(r)
+	keys := make([]string, 0, 2+len(r.Slots))
+	keys = append(keys, ik, wk)
+	windowed := r.Key != nil && (r.Limits.RPM > 0 || r.Limits.TPM > 0)
+	args := make([]any, 0, 7+2*len(r.Slots))
+	args = append(args, b01(r.Key != nil), b01(windowed), ext.Sec, tokens-r.Tokens, now.Unix(), r.HeldUnits(), budgets.Units(cost),
+		int64(l.ifTTL/time.Second))
+	for _, s := range r.Slots {
+		k, exp := l.slotKey(s)
+		keys = append(keys, k)
+		args = append(args, s.Spent(), exp)
+	}
+	r.SetHeld(0)
+	if len(r.Slots) > 0 {
+		l.local.Load().Charge(now, r, cost) // this gateway's figures, after Spent was read
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+	defer cancel()
+	if err := settleScript.Run(ctx, l.rdb, keys, args...).Err(); err != nil {
+		l.fail(err)
+		l.mu.Lock()
+		l.pending = append(l.pending, pendingSettle{keys: keys, args: args})
+		l.mu.Unlock()
+	}
+}
+
+func (l *Ledger) fail(err error) {
+	l.errors.Add(1)
+	l.lastErr.Store(&errAt{err: err, at: time.Now()})
+	if !l.down.Swap(true) {
+		l.downSince.Store(time.Now().UnixNano())
+		if l.log != nil {
+			l.log.Warn("redis unreachable: budget holds and key limits are kept by this replica alone until it answers", "err", err)
+		}
+	}
+}
+
+// Probe tries Redis once: it replays the settles Redis missed and, when
+// all went through, ends the fallback.
+func (l *Ledger) Probe() {
+	if !l.down.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+	defer cancel()
+	if err := l.rdb.Ping(ctx).Err(); err != nil {
+		l.lastErr.Store(&errAt{err: err, at: time.Now()})
+		return
+	}
+	l.mu.Lock()
+	todo := l.pending
+	l.pending = nil
+	l.mu.Unlock()
+	for i, p := range todo {
+		if err := settleScript.Run(ctx, l.rdb, p.keys, p.args...).Err(); err != nil {
+			l.mu.Lock()
+			l.pending = append(todo[i:], l.pending...)
+			l.mu.Unlock()
+			return
+		}
+	}
+	if l.down.Swap(false) && l.log != nil {
+		l.log.Info("redis answers again: budget holds and key limits shared", "settles_replayed", len(todo),
+			"fallback_for", time.Since(time.Unix(0, l.downSince.Load())).Round(time.Millisecond))
+	}
+	l.downSince.Store(0)
+}
+
+// Run probes Redis every interval while in fallback, until ctx ends.
+func (l *Ledger) Run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			l.Probe()
+		}
+	}
+}
+
+// LedgerHealth is the state of the shared ledger.
+type LedgerHealth struct {
+	Fallback bool // Redis away: this replica's own ledger
+	Since    time.Time
+	Err      string
+	Pending  int // settles waiting for Redis
+}
+
+// Health returns the ledger's state.
+func (l *Ledger) Health() LedgerHealth {
+	h := LedgerHealth{Fallback: l.down.Load()}
+	if h.Fallback {
+		h.Since = time.Unix(0, l.downSince.Load())
+		if e := l.lastErr.Load(); e != nil {
+			h.Err = e.err.Error()
+		}
+	}
+	l.mu.Lock()
+	h.Pending = len(l.pending)
+	l.mu.Unlock()
+	return h
+}

@@ -1,0 +1,395 @@
+package redisstate
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-llmflow/llmflow/budgets"
+)
+
+// replica is one gateway's side of a shared ledger: its own Mem (budgets
+// in force, spend from the store) and a Ledger over the shared Redis.
+type replica struct {
+	mem *budgets.Mem
+	l   *Ledger
+	t   *budgets.Table
+}
+
+var orgScope = budgets.Scope{Kind: budgets.KindOrg, Name: "o"}
+
+// newReplica applies a budget of limit GPU-hours on org "o", with the
+// store reporting stored GPU-hours spent this period.
+func newReplica(t testing.TB, rdb redis.UniversalClient, prefix string, now time.Time, limit, stored float64) *replica {
+	t.Helper()
+	m := budgets.NewMem(time.Hour)
+	b := budgets.Budget{Scope: orgScope, Period: budgets.Day, MaxCost: limit}
+	tab := m.Apply([]budgets.Budget{b}, nil, now)
+	m.Refresh(orgScope, budgets.Day.Start(now), budgets.StoredSpend{Older: stored}, now)
+	l := NewLedger(rdb, LedgerOptions{Prefix: prefix, Timeout: 200 * time.Millisecond})
+	l.SetLocal(m)
+	return &replica{mem: m, l: l, t: tab}
+}
+
+func (p *replica) request(now time.Time, key string, lim budgets.KeyLimits, cost float64) *budgets.Request {
+	r := &budgets.Request{Limits: lim, Start: now, PromptCost: cost}
+	r.Slots = p.t.Chain("o", "", "", key, nil).Select("m", nil)
+	if key != "" {
+		r.Key = p.mem.Key(key)
+	}
+	return r
+}
+
+func slotHash(t *testing.T, rdb redis.UniversalClient, prefix string, now time.Time) (held, charged int64) {
+	t.Helper()
+	k := prefix + "b:" + budgets.ID(orgScope) + ":" + strconv.FormatInt(budgets.Day.Start(now).Unix(), 10)
+	v, err := rdb.HGetAll(context.Background(), k).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for f, x := range v {
+		if strings.HasPrefix(f, "h:") {
+			held += toInt(x)
+		}
+	}
+	return held, toInt(v["charged"])
+}
+
+// TestLedgerRaceNearlySpent: two replicas race 40 reservations on a budget
+// of 1 GPU-hour of which the store says 0.9 is spent; each request holds
+// 0.01. Together they hold exactly 10 (never more), each hold is charged
+// in full, and then both refuse.
+func TestLedgerRaceNearlySpent(t *testing.T) {
+	rdb, prefix := testRedis(t)
+	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	a := newReplica(t, rdb, prefix, now, 1, 0.9)
+	b := newReplica(t, rdb, prefix, now, 1, 0.9)
+	var ok atomic.Int64
+	var mu sync.Mutex
+	var held []*budgets.Request
+	var by [2]*Ledger
+	by[0], by[1] = a.l, b.l
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := a
+			if i%2 == 1 {
+				p = b
+			}
+			r := p.request(now, "", budgets.KeyLimits{}, 0.01)
+			err := p.l.Reserve(now, r)
+			if err == nil {
+				ok.Add(1)
+				mu.Lock()
+				held = append(held, r)
+				mu.Unlock()
+				return
+			}
+			var rf *budgets.Refusal
+			if !errors.As(err, &rf) || rf.Reason != "budget" || rf.Scope != orgScope {
+				t.Errorf("refusal: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := ok.Load(); n != 10 {
+		t.Fatalf("admitted %d across two replicas, want 10 (1 − 0.9 GPU-hours, 0.01 each)", n)
+	}
+	h, c := slotHash(t, rdb, prefix, now)
+	if h != 10*budgets.Units(0.01) || c != budgets.Units(0.9) {
+		t.Fatalf("redis: held %d charged %d", h, c)
+	}
+	if a.l.Health().Fallback || b.l.Health().Fallback {
+		t.Fatal("fell back")
+	}
+	for i, r := range held {
+		by[i%2].Settle(now, r, 0.01, 10)
+	}
+	h, c = slotHash(t, rdb, prefix, now)
+	if h != 0 || c < budgets.Units(0.9)+10*budgets.Units(0.01)-10 {
+		t.Fatalf("after settling: held %d charged %d", h, c)
+	}
+	for _, p := range []*replica{a, b} {
+		if err := p.l.Reserve(now, p.request(now, "", budgets.KeyLimits{}, 0.001)); !errors.Is(err, budgets.ErrExhausted) {
+			t.Fatalf("after the budget is spent: %v", err)
+		}
+	}
+}
+
+// TestLedgerLowersOutput: what is left pays for part of the output; the
+// shared ledger lowers it as Mem does.
+func TestLedgerLowersOutput(t *testing.T) {
+	rdb, prefix := testRedis(t)
+	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	a := newReplica(t, rdb, prefix, now, 1, 0.9)
+	r := a.request(now, "", budgets.KeyLimits{}, 0.05)
+	r.OutputCost, r.WantOutput = 0.001, 1000 // 0.05 + 1 GPU-hour wanted, 0.1 left
+	if err := a.l.Reserve(now, r); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Lowered || r.Output != 50 || r.HeldUnits() > budgets.Units(0.1) {
+		t.Fatalf("output %d lowered %v held %d", r.Output, r.Lowered, r.HeldUnits())
+	}
+	a.l.Settle(now, r, 0.06, 100)
+}
+
+// TestLedgerKeyLimitsShared: a key's max_inflight and RPM hold across two
+// replicas.
+func TestLedgerKeyLimitsShared(t *testing.T) {
+	rdb, prefix := testRedis(t)
+	now := time.Date(2026, 12, 1, 8, 0, 30, 0, time.UTC)
+	a := newReplica(t, rdb, prefix, now, 100, 0)
+	b := newReplica(t, rdb, prefix, now, 100, 0)
+	ps := []*replica{a, b}
+
+	lim := budgets.KeyLimits{MaxInFlight: 3}
+	var in []*budgets.Request
+	for i := range 6 {
+		p := ps[i%2]
+		r := p.request(now, "k1", lim, 0.001)
+		err := p.l.Reserve(now, r)
+		var rf *budgets.Refusal
+		switch {
+		case i < 3 && err != nil:
+			t.Fatalf("request %d: %v", i, err)
+		case i >= 3 && (!errors.As(err, &rf) || rf.Reason != "max_inflight"):
+			t.Fatalf("request %d beyond max_inflight 3 over two replicas: %v", i, err)
+		}
+		if err == nil {
+			in = append(in, r)
+		}
+	}
+	ps[0].l.Settle(now, in[0], 0.001, 1)
+	r := b.request(now, "k1", lim, 0.001)
+	if err := b.l.Reserve(now, r); err != nil {
+		t.Fatalf("after one settled on the other replica: %v", err)
+	}
+	b.l.Settle(now, r, 0, 0)
+	for i, r := range in[1:] {
+		ps[(i+1)%2].l.Settle(now, r, 0.001, 1)
+	}
+
+	lim = budgets.KeyLimits{RPM: 5}
+	for i := range 10 {
+		p := ps[i%2]
+		at := now.Add(time.Duration(i) * time.Second)
+		r := p.request(at, "k2", lim, 0)
+		err := p.l.Reserve(at, r)
+		var rf *budgets.Refusal
+		switch {
+		case i < 5 && err != nil:
+			t.Fatalf("request %d: %v", i, err)
+		case i >= 5 && (!errors.As(err, &rf) || rf.Reason != "rpm" || rf.RetryAfter <= 0 || rf.RetryAfter > time.Minute):
+			t.Fatalf("request %d beyond 5 RPM over two replicas: %v", i, err)
+		}
+		if err == nil {
+			p.l.Settle(at, r, 0, 0)
+		}
+	}
+	// a minute after the first, its second has left the window
+	at := now.Add(61 * time.Second)
+	r = a.request(at, "k2", lim, 0)
+	if err := a.l.Reserve(at, r); err != nil {
+		t.Fatalf("a minute later: %v", err)
+	}
+	a.l.Settle(at, r, 0, 0)
+}
+
+// TestLedgerSettleAfterRedisLostData: Redis loses every key while
+// requests are in flight; their settles leave nothing negative, and the
+// charge lands on the store's figure.
+func TestLedgerSettleAfterRedisLostData(t *testing.T) {
+	rdb, prefix := testRedis(t)
+	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	a := newReplica(t, rdb, prefix, now, 1, 0.5)
+	b := newReplica(t, rdb, prefix, now, 1, 0.5)
+	lim := budgets.KeyLimits{MaxInFlight: 10, RPM: 100, TPM: 100000}
+	var rs []*budgets.Request
+	for i := range 4 {
+		p := []*replica{a, b}[i%2]
+		r := p.request(now, "k", lim, 0.01)
+		r.Tokens = 100
+		if err := p.l.Reserve(now, r); err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	keys, _ := rdb.Keys(context.Background(), prefix+"*").Result()
+	if len(keys) == 0 {
+		t.Fatal("nothing in redis")
+	}
+	rdb.Del(context.Background(), keys...)
+	for i, r := range rs {
+		[]*replica{a, b}[i%2].l.Settle(now, r, 0.01, 10)
+	}
+	h, c := slotHash(t, rdb, prefix, now)
+	if h != 0 || c < budgets.Units(0.5) || c > budgets.Units(0.5)+4*budgets.Units(0.01)+4 {
+		t.Fatalf("after settles on lost data: held %d charged %d", h, c)
+	}
+	ctx := context.Background()
+	if n, err := rdb.HLen(ctx, prefix+"k:k").Result(); err != nil || n != 0 {
+		t.Fatalf("in-flight counter left: %d %v", n, err)
+	}
+	w, _ := rdb.HGetAll(ctx, prefix+"w:k").Result()
+	for f, v := range w {
+		if toInt(v) < 0 {
+			t.Fatalf("window %s = %s", f, v)
+		}
+	}
+	r := a.request(now, "k", lim, 0.01)
+	if err := a.l.Reserve(now, r); err != nil {
+		t.Fatal(err)
+	}
+	a.l.Settle(now, r, 0, 0)
+}
+
+// TestLedgerFallback: the ledger's Redis is killed with a request in
+// flight. Reservations go on against the replica's own Mem (Health says
+// so); the settle Redis missed is replayed when it returns (empty), and
+// nothing is held there afterwards.
+func TestLedgerFallback(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a redis-server")
+	}
+	srv := startOwnRedis(t, "")
+	rdb := redis.NewClient(&redis.Options{Addr: srv.addr(), MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	defer rdb.Close()
+	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	a := newReplica(t, rdb, "t:", now, 1, 0)
+	r1 := a.request(now, "k", budgets.KeyLimits{MaxInFlight: 5}, 0.1)
+	if err := a.l.Reserve(now, r1); err != nil {
+		t.Fatal(err)
+	}
+	srv.kill()
+	r2 := a.request(now, "k", budgets.KeyLimits{MaxInFlight: 5}, 0.1)
+	if err := a.l.Reserve(now, r2); err != nil {
+		t.Fatalf("reserve with redis away: %v", err)
+	}
+	if h := a.l.Health(); !h.Fallback || h.Err == "" {
+		t.Fatalf("health: %+v", h)
+	}
+	if st := a.mem.Table().Status(); st[0].Held < 0.1 {
+		t.Fatalf("fallback hold not in the replica's Mem: %+v", st)
+	}
+	a.l.Settle(now, r1, 0.1, 1) // Redis away: kept to replay
+	a.l.Settle(now, r2, 0.1, 1)
+	if h := a.l.Health(); h.Pending != 1 {
+		t.Fatalf("pending settles: %+v", h)
+	}
+	a.l.Probe()
+	if !a.l.Health().Fallback {
+		t.Fatal("fallback ended while redis is down")
+	}
+	startOwnRedis(t, srv.port)
+	a.l.Probe()
+	if h := a.l.Health(); h.Fallback || h.Pending != 0 {
+		t.Fatalf("after redis returned: %+v", h)
+	}
+	h, c := slotHash(t, rdb, "t:", now)
+	if h != 0 || c != budgets.Units(0.1) {
+		t.Fatalf("replayed settle: held %d charged %d", h, c)
+	}
+	if st := a.mem.Table().Status(); st[0].Held != 0 || st[0].Spent < 0.2-1e-9 {
+		t.Fatalf("replica's own figures: %+v", st)
+	}
+}
+
+// BenchmarkLedgerReserveSettle: one admission and its settle on the
+// machine's Redis — a key with RPM, TPM and max_inflight, one budget.
+func BenchmarkLedgerReserveSettle(b *testing.B) {
+	rdb, prefix := testRedis(b)
+	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	p := newReplica(b, rdb, prefix, now, 1e6, 0)
+	lim := budgets.KeyLimits{RPM: 1 << 30, TPM: 1 << 30, MaxInFlight: 1000}
+	r := p.request(now, "k", lim, 0.0001)
+	r.Tokens = 10
+	b.ResetTimer()
+	for b.Loop() {
+		if err := p.l.Reserve(now, r); err != nil {
+			b.Fatal(err)
+		}
+		p.l.Settle(now, r, 0.0001, 10)
+	}
+}
+
+// TestLedgerTPMAndDoubleSettle: a key's TPM window is shared (tokens
+// admitted on one replica, reconciled at settle, count on the other), and
+// a second Settle of the same request gives nothing back twice.
+func TestLedgerTPMAndDoubleSettle(t *testing.T) {
+	rdb, prefix := testRedis(t)
+	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	a := newReplica(t, rdb, prefix, now, 1, 0)
+	b := newReplica(t, rdb, prefix, now, 1, 0)
+	lim := budgets.KeyLimits{TPM: 1000, MaxInFlight: 1}
+	r := a.request(now, "k", lim, 0.1)
+	r.Tokens = 100
+	if err := a.l.Reserve(now, r); err != nil {
+		t.Fatal(err)
+	}
+	a.l.Settle(now, r, 0.1, 900) // 900 tokens really used
+	a.l.Settle(now, r, 0.1, 900) // a second settle: nothing
+	h, c := slotHash(t, rdb, prefix, now)
+	if h != 0 || c != budgets.Units(0.1) {
+		t.Fatalf("after a double settle: held %d charged %d", h, c)
+	}
+	r2 := b.request(now, "k", lim, 0.1)
+	r2.Tokens = 200
+	var rf *budgets.Refusal
+	if err := b.l.Reserve(now, r2); !errors.As(err, &rf) || rf.Reason != "tpm" {
+		t.Fatalf("900 of 1000 tokens used on the other replica, 200 asked: %v", err)
+	}
+	r2.Tokens = 50
+	if err := b.l.Reserve(now, r2); err != nil {
+		t.Fatalf("50 tokens fit: %v", err)
+	}
+	b.l.Settle(now, r2, 0, 50)
+}
+
+// TestLedgerDeadReplicaHoldsExpire: a replica dies with requests in
+// flight (reserved, never settled). Their holds and in-flight places
+// count while such a request could still run, and not after two bucket
+// widths (InFlightTTL, the longest a request may run); a late settle of
+// a dropped bucket gives nothing back twice.
+func TestLedgerDeadReplicaHoldsExpire(t *testing.T) {
+	rdb, prefix := testRedis(t)
+	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	ttl := 10 * time.Minute
+	mk := func() *replica {
+		p := newReplica(t, rdb, prefix, now, 1, 0)
+		p.l = NewLedger(rdb, LedgerOptions{Prefix: prefix, InFlightTTL: ttl})
+		p.l.SetLocal(p.mem)
+		return p
+	}
+	dead, live := mk(), mk()
+	lim := budgets.KeyLimits{MaxInFlight: 1}
+	lost := dead.request(now, "k", lim, 0.6)
+	if err := dead.l.Reserve(now, lost); err != nil {
+		t.Fatal(err)
+	}
+	at := now.Add(ttl)
+	if err := live.l.Reserve(at, live.request(at, "k", lim, 0.6)); err == nil {
+		t.Fatal("admitted while the dead replica's request could still run")
+	}
+	at = now.Add(2*ttl + time.Second)
+	r := live.request(at, "k", lim, 0.6)
+	if err := live.l.Reserve(at, r); err != nil {
+		t.Fatalf("the dead replica's hold still counts after %v: %v", 2*ttl, err)
+	}
+	dead.l.Settle(at, lost, 0.1, 1) // a late settle: only its charge counts
+	if h, c := slotHash(t, rdb, prefix, now); h != budgets.Units(0.6) || c != budgets.Units(0.1) {
+		t.Fatalf("held %d charged %d", h, c)
+	}
+	live.l.Settle(at, r, 0.1, 1)
+	if h, _ := slotHash(t, rdb, prefix, now); h != 0 {
+		t.Fatalf("held %d at the end", h)
+	}
+}

@@ -130,12 +130,8 @@ func (g *Gateway) listBudgets(w http.ResponseWriter, r *http.Request, p Principa
 	if !g.bud.enabled() {
 		return errNoBudgets
 	}
-	for name := range r.URL.Query() {
-		switch name {
-		case "kind", "name", "model":
-		default:
-			return llmflow.Errorf(llmflow.EINVALID, "unknown query parameter %q (known: kind, name, model)", name)
-		}
+	if err := knownParams(r, "kind", "name", "model"); err != nil {
+		return err
 	}
 	q := r.URL.Query()
 	out := []budgetView{}
@@ -250,14 +246,10 @@ func (g *Gateway) deleteBudget(w http.ResponseWriter, r *http.Request, p Princip
 	if !g.bud.enabled() {
 		return errNoBudgets
 	}
-	q := r.URL.Query()
-	for name := range q {
-		switch name {
-		case "kind", "name", "model":
-		default:
-			return llmflow.Errorf(llmflow.EINVALID, "unknown query parameter %q (known: kind, name, model)", name)
-		}
+	if err := knownParams(r, "kind", "name", "model"); err != nil {
+		return err
 	}
+	q := r.URL.Query()
 	sc := budgets.Scope{Kind: budgets.Kind(q.Get("kind")), Name: q.Get("name"), Model: q.Get("model")}
 	if err := sc.Validate(); err != nil {
 		return fieldError(err)

@@ -70,3 +70,15 @@ func (k *KeyState) KeyID() string { return k.id }
 type LocalSetter interface {
 	SetLocal(m *Mem)
 }
+
+// Ride is one request's Reserve and Settle on Ledger made by another
+// shared component in its own step: redisstate's fair-share counters run
+// them in their admission and release scripts, so that a request costs
+// one Redis round trip at admission and one at its end, not two. Req is
+// filled as for Reserve (which runs at Req.Start); Tokens is set before
+// the end, to what the request used.
+type Ride struct {
+	Ledger Ledger
+	Req    *Request
+	Tokens int64
+}

@@ -40,6 +40,7 @@
 package fairshare
 
 import (
+	"errors"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -316,16 +317,17 @@ func (p *Pool) SetTree(root *Node, now time.Time) {
 		if n.parent != nil {
 			k = n.parent.chain.N + 1
 		}
-		c := Chain{N: k, Slots: make([]Slot, k), Res: make([]int64, k), Level: make([]bool, k)}
+		c := Chain{N: k, Slots: make([]Slot, k), Res: make([]int64, k), Level: make([]bool, k), Caps: make([]int64, k)}
 		n.anc = make([]*pnode, k)
 		if n.parent != nil {
 			copy(c.Slots, n.parent.chain.Slots)
 			copy(c.Res, n.parent.chain.Res)
 			copy(c.Level, n.parent.chain.Level)
+			copy(c.Caps, n.parent.chain.Caps)
 			copy(n.anc, n.parent.anc)
 			c.Capped = n.parent.chain.Capped
 		}
-		c.Slots[k-1], c.Res[k-1], c.Level[k-1] = n.slot, n.res, !n.useParent && !n.user
+		c.Slots[k-1], c.Res[k-1], c.Level[k-1], c.Caps[k-1] = n.slot, n.res, !n.useParent && !n.user, n.cap
 		c.Capped = c.Capped || n.cap >= 0
 		n.anc[k-1] = n
 		n.chain = c
@@ -414,10 +416,11 @@ var noChain Chain
 // the ticket to Done when the request ends. It does not allocate.
 func (p *Pool) Admit(path Path, class int) Ticket {
 	st := p.st.Load()
-	leaf := st.tree.resolve(path)
-	c := &noChain
-	if leaf != nil {
-		c = &leaf.chain
+	leaf, c := st.tree.chainOf(path)
+	if rc, ok := p.ctr.(RidingCounters); ok {
+		// the caps in the same step as the count
+		t, _ := p.admitRiding(st, leaf, c, rc, nil, class)
+		return t
 	}
 	pl := p.ctr.Admit(c)
 	if c.Capped {
@@ -437,15 +440,57 @@ func (p *Pool) Admit(path Path, class int) Ticket {
 	return Ticket{Priority: st.priority(leaf, pl, clampClass(class)), chain: c, place: pl, admitted: true}
 }
 
+// Rides reports whether the pool's counters take riders
+// (RidingCounters): AdmitRiding and DoneRiding then do a rider's work in
+// the same step as the counts.
+func (p *Pool) Rides() bool {
+	_, ok := p.ctr.(RidingCounters)
+	return ok
+}
+
+// errNoRiding is AdmitRiding's error on counters that take no rider.
+var errNoRiding = errors.New("fairshare: the pool's counters take no rider")
+
+// AdmitRiding is Admit with rider's admission (a budget reservation, say)
+// done by the counters in the same atomic step (Rides must be true). When
+// the rider refuses, its error is returned and nothing is counted. Pass
+// the ticket and the rider to DoneRiding when the request ends.
+func (p *Pool) AdmitRiding(path Path, class int, rider any) (Ticket, error) {
+	rc, ok := p.ctr.(RidingCounters)
+	if !ok {
+		return Ticket{}, errNoRiding
+	}
+	st := p.st.Load()
+	leaf, c := st.tree.chainOf(path)
+	return p.admitRiding(st, leaf, c, rc, rider, class)
+}
+
+func (p *Pool) admitRiding(st *state, leaf *pnode, c *Chain, rc RidingCounters, rider any, class int) (Ticket, error) {
+	pl, capped, err := rc.AdmitRiding(c, rider)
+	switch {
+	case err != nil:
+		return Ticket{}, err
+	case capped >= 0: // an index into c: leaf is not nil
+		return Ticket{Capped: leaf.anc[capped].name}, nil
+	}
+	return Ticket{Priority: st.priority(leaf, pl, clampClass(class)), chain: c, place: pl, admitted: true}, nil
+}
+
+// chainOf returns the leaf of path and its chain (noChain, and a nil leaf,
+// for an unknown organisation).
+func (t *tree) chainOf(path Path) (*pnode, *Chain) {
+	leaf := t.resolve(path)
+	if leaf == nil {
+		return nil, &noChain
+	}
+	return leaf, &leaf.chain
+}
+
 // Peek returns the priority Admit would give now, without admitting (for a
 // gateway-side queue, to re-prioritise requests not yet sent).
 func (p *Pool) Peek(path Path, class int) int {
 	st := p.st.Load()
-	leaf := st.tree.resolve(path)
-	c := &noChain
-	if leaf != nil {
-		c = &leaf.chain
-	}
+	leaf, c := st.tree.chainOf(path)
 	return st.priority(leaf, p.ctr.Peek(c), clampClass(class))
 }
 
@@ -476,6 +521,19 @@ func (st *state) priority(leaf *pnode, pl Placement, class int) int {
 // pool, decayed to now. A zero Ticket is ignored. It does not allocate.
 func (p *Pool) Done(t Ticket, gpuHours float64, now time.Time) {
 	if !t.admitted {
+		return
+	}
+	p.ctr.Release(t.chain, t.place, gpuHours, now)
+}
+
+// DoneRiding is Done for a ticket of AdmitRiding, with the rider's end
+// done in the same step (a zero Ticket: nothing, the rider held nothing).
+func (p *Pool) DoneRiding(t Ticket, gpuHours float64, now time.Time, rider any) {
+	if !t.admitted {
+		return
+	}
+	if rc, ok := p.ctr.(RidingCounters); ok {
+		rc.ReleaseRiding(t.chain, t.place, gpuHours, now, rider)
 		return
 	}
 	p.ctr.Release(t.chain, t.place, gpuHours, now)

@@ -209,7 +209,23 @@ func (g *Gateway) releaseQueue(x *exchange) {
 // owner's user association in the key's account (project, else team) when
 // the tree has one, else at the account itself.
 func (g *Gateway) admitFairShare(_ context.Context, x *exchange) error {
-	x.ticket = x.rt.pool.fs.Admit(fairshare.Path{Org: x.org, Team: x.key.Team, Project: x.key.Project, User: x.key.Owner}, x.rt.class)
+	path := fairshare.Path{Org: x.org, Team: x.key.Team, Project: x.key.Project, User: x.key.Owner}
+	if x.bud.riding {
+		// the budget step's reservation, in the same call (one round trip)
+		t, err := x.rt.pool.fs.AdmitRiding(path, x.rt.class, &x.bud.ride)
+		if err != nil {
+			x.bud.riding = false
+			return g.budgetRefused(err)
+		}
+		x.ticket = t
+		if t.Capped == "" {
+			g.budgetReserved(x)
+		} else {
+			x.bud.riding = false
+		}
+	} else {
+		x.ticket = x.rt.pool.fs.Admit(path, x.rt.class)
+	}
 	if x.ticket.Capped != "" {
 		// Slurm's GrpTRES=gres/gpu=N on an account: its requests in flight
 		// in this pool are capped (fairshare.Node.GPULimit); nothing taken
@@ -224,7 +240,15 @@ func (g *Gateway) admitFairShare(_ context.Context, x *exchange) error {
 // releaseFairShare gives the place back and charges the request's cost,
 // known by then (finish computes it first).
 func (g *Gateway) releaseFairShare(x *exchange) {
-	x.rt.pool.fs.Done(x.ticket, x.rec.GPUHours, x.end)
+	if x.bud.riding && x.bud.reserved {
+		// settled in the same call (one round trip); releaseBudget then
+		// has nothing left to do
+		x.bud.ride.Tokens = x.rec.PromptTokens + x.rec.CompletionTokens
+		x.rt.pool.fs.DoneRiding(x.ticket, x.rec.GPUHours, g.endTime(x), &x.bud.ride)
+		x.bud.reserved, x.bud.riding = false, false
+	} else {
+		x.rt.pool.fs.Done(x.ticket, x.rec.GPUHours, x.end)
+	}
 	x.ticket = fairshare.Ticket{}
 }
 

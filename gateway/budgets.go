@@ -62,6 +62,9 @@ type budgetState struct {
 	slurm  func() []budgets.Budget
 	mem    *budgets.Mem
 	ledger budgets.Ledger
+	// shared: the ledger is Options.Ledger (Redis), which a pool's
+	// counters that take riders reserve in their own admission call
+	shared bool
 	alerts AlertSink
 	tags   map[string]bool // allowed header tags
 	header string          // the allow-listed tag header; "" = none
@@ -96,7 +99,7 @@ func newBudgetState(o Options, cfg *config.Config, reg prometheus.Registerer) *b
 	b.mem = budgets.NewMem(cfg.Limits.MaxRequestDuration)
 	b.ledger = b.mem
 	if o.Ledger != nil {
-		b.ledger = o.Ledger
+		b.ledger, b.shared = o.Ledger, true
 		if l, ok := o.Ledger.(budgets.LocalSetter); ok {
 			l.SetLocal(b.mem)
 		}
@@ -277,7 +280,12 @@ type budgetReq struct {
 	req      budgets.Request
 	slots    [12]*budgets.Slot // backing array of req.Slots
 	reserved bool
-	tags     []string // the request's tags: the key's and the header's; nil = the key's
+	// riding: the reservation goes with the fair-share admission, in
+	// one call of the pool's counters (budgetState.shared): ride is its
+	// rider, reserved once that admission took it.
+	riding bool
+	ride   budgets.Ride
+	tags   []string // the request's tags: the key's and the header's; nil = the key's
 }
 
 // requestTags returns x's tags: the key's, and those of the allow-listed
@@ -407,19 +415,31 @@ func (g *Gateway) admitBudget(_ context.Context, x *exchange) error {
 		r.WantOutput = rt.maxOutput
 	}
 	r.Tokens = int64(rq.promptBytes+3) / 4
+	if b.shared && x.rt.pool.fs.Rides() {
+		// one round trip: the fair-share step reserves (admitFairShare)
+		x.bud.riding, x.bud.ride = true, budgets.Ride{Ledger: b.ledger, Req: r}
+		return nil
+	}
 	if err := b.ledger.Reserve(x.start, r); err != nil {
 		return g.budgetRefused(err)
 	}
+	g.budgetReserved(x)
+	return nil
+}
+
+// budgetReserved records a reservation the ledger made for x and bounds
+// x's output by what was held.
+func (g *Gateway) budgetReserved(x *exchange) {
 	x.bud.reserved = true
+	r, rq := &x.bud.req, x.rq
 	if len(r.Slots) > 0 && r.WantOutput > 0 && r.Output != rq.maxOutput {
 		// Bound what the engine may generate by what was held: a lowered
 		// limit, a client's beyond the model's context, or none given.
 		x.outputLimit = r.Output
 		if r.Lowered {
-			b.lowered.Inc()
+			g.bud.lowered.Inc()
 		}
 	}
-	return nil
 }
 
 // legacyDefaultMaxTokens is /v1/completions' max_tokens when the client
@@ -447,15 +467,21 @@ func (g *Gateway) budgetRefused(err error) error {
 // (finish computed it; zero when it never reached an engine), its tokens
 // count in the key's TPM window, and its in-flight slot is given back.
 func (g *Gateway) releaseBudget(x *exchange) {
+	x.bud.riding = false
 	if !x.bud.reserved {
-		return
+		return // or settled with the fair-share release (riding)
 	}
 	x.bud.reserved = false
-	at := x.end // set by finish; zero when a later admission step refused
-	if at.IsZero() {
-		at = g.now()
+	g.bud.ledger.Settle(g.endTime(x), &x.bud.req, x.rec.GPUHours, x.rec.PromptTokens+x.rec.CompletionTokens)
+}
+
+// endTime is when x's settlement counts: the end finish set, else (a later
+// admission step refused it) now.
+func (g *Gateway) endTime(x *exchange) time.Time {
+	if x.end.IsZero() {
+		return g.now()
 	}
-	g.bud.ledger.Settle(at, &x.bud.req, x.rec.GPUHours, x.rec.PromptTokens+x.rec.CompletionTokens)
+	return x.end
 }
 
 // chain returns the key's budget chain for table t, computing it once per

@@ -3,6 +3,8 @@ package redisstate
 import (
 	"testing"
 	"time"
+
+	"github.com/go-llmflow/llmflow/budgets"
 )
 
 // BenchmarkAdmitRelease is one request's cost in the shared counters: an
@@ -20,4 +22,41 @@ func BenchmarkAdmitRelease(b *testing.B) {
 		p := c.Admit(ch)
 		c.Release(ch, p, 1e-6, now)
 	}
+}
+
+// BenchmarkRide is one request's cost with a budget and key limits too:
+// riding, the counters' and the ledger's work in one script each side
+// (two round trips a request); apart, two scripts each side.
+//
+//	go test ./redisstate -run '^$' -bench Ride
+func BenchmarkRide(b *testing.B) {
+	rdb, prefix := testRedis(b)
+	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	rep := newReplica(b, rdb, prefix, now, 1e6, 0)
+	c := started(New(rdb, "bench", time.Hour, Options{Prefix: prefix}))
+	ch := deepChain(c, 1<<20, 1<<19, 1<<18)
+	limits := budgets.KeyLimits{RPM: 1 << 30, TPM: 1 << 40, MaxInFlight: 1 << 20}
+	b.Run("riding", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			rd := &budgets.Ride{Ledger: rep.l, Req: rep.request(now, "k", limits, 1e-6), Tokens: 10}
+			p, _, err := c.AdmitRiding(ch, rd)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c.ReleaseRiding(ch, p, 1e-6, now, rd)
+		}
+	})
+	b.Run("apart", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			r := rep.request(now, "k", limits, 1e-6)
+			if err := rep.l.Reserve(now, r); err != nil {
+				b.Fatal(err)
+			}
+			p := c.Admit(ch)
+			c.Release(ch, p, 1e-6, now)
+			rep.l.Settle(now, r, 1e-6, 10)
+		}
+	})
 }

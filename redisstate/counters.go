@@ -6,11 +6,13 @@
 //
 // # Counters
 //
-// Counters implements fairshare.Counters. Each admission is one Redis
-// round trip (a Lua script that reads the within counts, applies
-// fairshare.Place and counts the request, atomically), each release one
-// more (a script that uncounts it and charges the usage, decayed in
-// Redis). What a pool has lives under the hash tag "{<pool>}" (one slot in
+// Counters implements fairshare.RidingCounters. Each admission is one
+// Redis round trip (a Lua script that checks the GrpTRES caps, reads the
+// within counts, applies fairshare.Place and counts the request,
+// atomically), each release one more (a script that uncounts it and
+// charges the usage, decayed in Redis). A request with a budget or key
+// limits takes its Ledger reservation in that same script, and settles it
+// in the release's (ride.go): still one round trip each side. What a pool has lives under the hash tag "{<pool>}" (one slot in
 // a Redis Cluster): the totals in "<prefix>{<pool>}", and what each
 // replica counted in "<prefix>{<pool>}:r:<replica>", written by the same
 // scripts.
@@ -196,26 +198,40 @@ func (c *Counters) Bind(key string) fairshare.Slot {
 
 func (c *Counters) pathKey(s fairshare.Slot) string { return (*c.keys.Load())[s] }
 
-// admitScript places and counts one request. KEYS: totals, this
-// replica's hash. ARGV: n, then per account of the chain (organisation
-// first): path key, reservation, 1 when it has a level of its own. It
-// returns {within, top, borrow, registered}: within as a string of '0'
-// and '1' (one per account: chains may be deeper than Lua's 32-bit bit
-// operations), registered 0 when this replica's hash was missing (Redis
-// lost it, or the replica was reaped): the replica then rebuilds.
+// admitScript places and counts one request: ctrAdmitLua's ctr_admit
+// without a rider.
+var admitScript = redis.NewScript(ctrAdmitLua + "return ctr_admit(KEYS, ARGV, nil)\n")
+
+// ctrAdmitLua defines ctr_admit(KEYS, ARGV, ride), which checks the caps,
+// runs ride (a function returning false to refuse; nil: none), then
+// places and counts one request. KEYS: totals, this replica's hash.
+// ARGV: n, then per account of the chain (organisation first): path key,
+// reservation, 1 when it has a level of its own, cap on its requests in
+// flight (−1: none). It returns {'ok', within, top, borrow, registered},
+// {'capped', index of the account from 0}, or {'refused'} (ride said no),
+// counting nothing in the last two. within is a string of '0' and '1'
+// (one per account: chains may be deeper than Lua's 32-bit bit
+// operations); registered is 0 when this replica's hash was missing
+// (Redis lost it, or the replica was reaped): the replica then rebuilds.
 //
 // The placement is fairshare.Place, ported; TestPlaceScript compares the
 // two on random chains.
-var admitScript = redis.NewScript(`
+const ctrAdmitLua = `
+local function ctr_admit(KEYS, ARGV, ride)
 local h, r = KEYS[1], KEYS[2]
 local n = tonumber(ARGV[1])
 local keys, res, lvl, w = {}, {}, {}, {}
 for i = 1, n do
-  keys[i] = ARGV[3*i - 1]
-  res[i] = tonumber(ARGV[3*i])
-  lvl[i] = ARGV[3*i + 1] == '1'
+  keys[i] = ARGV[4*i - 2]
+  res[i] = tonumber(ARGV[4*i - 1])
+  lvl[i] = ARGV[4*i] == '1'
+  local cap = tonumber(ARGV[4*i + 1])
+  if cap >= 0 and tonumber(redis.call('HGET', h, 'i:' .. keys[i]) or '0') + 1 > cap then
+    return {'capped', i - 1}
+  end
   w[i] = tonumber(redis.call('HGET', h, 'w:' .. keys[i]) or '0')
 end
+if ride and not ride() then return {'refused'} end
 local first, leaf = -1, -1
 for i = 1, n do
   if lvl[i] then
@@ -259,8 +275,9 @@ for i = 1, n do
     redis.call('HINCRBY', r, 'w:' .. keys[i], 1)
   end
 end
-return {table.concat(within), top, borrow, registered}
-`)
+return {'ok', table.concat(within), top, borrow, registered}
+end
+`
 
 // chargeLua decays the usage of path key k in hash h to now and adds g.
 const chargeLua = `
@@ -279,14 +296,18 @@ local function charge(h, k, g, now, hl)
 end
 `
 
-// releaseScript uncounts one request and charges its usage. A count
+// releaseScript uncounts one request and charges its usage: ctr_release
+// of ctrReleaseLua (which needs chargeLua before it). A count
 // never goes below zero. It returns 0, uncounting nothing, when this
 // replica's part is missing (see admitScript). KEYS: totals, this replica's hash. ARGV: n,
 // within ('0'/'1' per account), top (1/0), GPU-hours (≤ 0: none), now
 // (unix seconds), half-life (seconds), then the n path keys. The usage of
 // each account and of the pool ("") is decayed to now and charged, as
 // MemCounters does.
-var releaseScript = redis.NewScript(chargeLua + `
+var releaseScript = redis.NewScript(chargeLua + ctrReleaseLua + "return ctr_release(KEYS, ARGV)\n")
+
+const ctrReleaseLua = `
+local function ctr_release(KEYS, ARGV)
 local h, r = KEYS[1], KEYS[2]
 local n = tonumber(ARGV[1])
 local within = ARGV[2]
@@ -316,7 +337,8 @@ for i = 1, n do
 end
 if g > 0 then charge(h, '', g, now, hl) end
 return registered
-`)
+end
+`
 
 // beatScript renews this replica's lease, reaps the replicas whose lease
 // expired (their counts leave the totals) and, when asked, rebuilds this
@@ -450,54 +472,113 @@ func (c *Counters) slice(ch *fairshare.Chain) *fairshare.Chain {
 	return &s
 }
 
-// Admit implements fairshare.Counters in one round trip.
+// Admit implements fairshare.Counters in one round trip. It does not
+// check the chain's caps: AdmitRiding does (fairshare.Pool calls that).
 func (c *Counters) Admit(ch *fairshare.Chain) fairshare.Placement {
 	c.gate.RLock()
 	defer c.gate.RUnlock()
+	p, _ := c.admit(ch, false)
+	return p
+}
+
+// admit places and counts one request, checking the caps when caps is
+// true: in Redis, else (or when Redis fails) in this process against the
+// replica's slice. c.gate is held (shared).
+func (c *Counters) admit(ch *fairshare.Chain, caps bool) (p fairshare.Placement, capped int) {
 	if c.down.Load() {
-		return c.admitLocal(ch)
+		return c.admitLocal(ch, caps)
 	}
-	args := make([]any, 0, 1+3*ch.N)
+	keys, args := c.admitCall(ch, caps)
+	ctx, cancel := c.ctx()
+	defer cancel()
+	v, err := admitScript.Run(ctx, c.rdb, keys, args...).Slice()
+	if err == nil {
+		var ok bool
+		if p, capped, ok = c.admitted(v, ch); ok {
+			return p, capped
+		}
+		err = fmt.Errorf("admit script answered %v", v)
+	}
+	// The script may have run: the rebuild takes it off again.
+	c.fail(fmt.Errorf("redis admit: %w", err))
+	return c.admitLocal(ch, caps)
+}
+
+// admitCall returns ctr_admit's keys and arguments for ch (with its caps
+// when caps is true, else none).
+func (c *Counters) admitCall(ch *fairshare.Chain, caps bool) (keys []string, args []any) {
+	args = make([]any, 0, 1+4*ch.N)
 	args = append(args, ch.N)
 	for i := 0; i < ch.N; i++ {
 		lvl := 0
 		if ch.Level[i] {
 			lvl = 1
 		}
-		args = append(args, c.pathKey(ch.Slots[i]), ch.Res[i], lvl)
+		args = append(args, c.pathKey(ch.Slots[i]), ch.Res[i], lvl, capOf(ch, i, caps))
 	}
-	ctx, cancel := c.ctx()
-	defer cancel()
-	v, err := admitScript.Run(ctx, c.rdb, []string{c.key, c.mine}, args...).Slice()
-	if err == nil && len(v) != 4 {
-		err = fmt.Errorf("admit script returned %d values", len(v))
+	return []string{c.key, c.mine}, args
+}
+
+// capOf is account i's cap in ch, −1 for none (or when caps is false).
+func capOf(ch *fairshare.Chain, i int, caps bool) int64 {
+	if !caps || !ch.Capped || i >= len(ch.Caps) {
+		return -1
 	}
-	if err != nil {
-		// The script may have run: the rebuild takes it off again.
-		c.fail(fmt.Errorf("redis admit: %w", err))
-		return c.admitLocal(ch)
+	return ch.Caps[i]
+}
+
+// admitted reads ctr_admit's answer v: the placement counted (capped −1),
+// or capped ≥ 0; ok false when v is not an answer of ctr_admit, or is
+// {'refused'} (the rider's answer says why).
+func (c *Counters) admitted(v []any, ch *fairshare.Chain) (p fairshare.Placement, capped int, ok bool) {
+	what, _ := v[0].(string)
+	switch {
+	case what == "capped" && len(v) == 2:
+		i, _ := v[1].(int64)
+		if i < 0 || int(i) >= ch.N {
+			return p, -1, false
+		}
+		return p, int(i), true
+	case what != "ok" || len(v) != 5:
+		return p, -1, false
 	}
-	mask, _ := v[0].(string)
-	top, _ := v[1].(int64)
-	borrow, _ := v[2].(int64)
-	if reg, _ := v[3].(int64); reg == 0 {
+	mask, _ := v[1].(string)
+	top, _ := v[2].(int64)
+	borrow, _ := v[3].(int64)
+	if reg, _ := v[4].(int64); reg == 0 {
 		c.dirty.Store(true)
 		c.poke()
 	}
-	p := fairshare.Placement{Top: top == 1, Borrow: int8(borrow)}
+	p = fairshare.Placement{Top: top == 1, Borrow: int8(borrow)}
 	for i := 0; i < len(mask) && i < ch.N; i++ {
 		if mask[i] == '1' {
 			p.Within |= 1 << i
 		}
 	}
 	c.count(ch, p, 1)
-	return p
+	return p, -1, true
 }
 
-func (c *Counters) admitLocal(ch *fairshare.Chain) fairshare.Placement {
+// admitLocal admits in this process, against the replica's slice of each
+// reservation and, when caps is true, of each cap. Counted in first, as
+// fairshare.Pool does, so that racing admissions cannot both pass.
+func (c *Counters) admitLocal(ch *fairshare.Chain, caps bool) (fairshare.Placement, int) {
 	p := c.local.Admit(c.slice(ch))
+	if caps && ch.Capped {
+		n := c.replicas.Load()
+		for i := 0; i < ch.N; i++ {
+			limit := capOf(ch, i, true)
+			if limit < 0 {
+				continue
+			}
+			if in, _ := c.localCounts(ch.Slots[i]); in > limit/max(n, 1) {
+				c.local.Release(ch, p, 0, time.Time{})
+				return fairshare.Placement{}, i
+			}
+		}
+	}
 	p.Room = roomLocal
-	return p
+	return p, -1
 }
 
 // count adds d to this replica's tally of p on ch.
@@ -543,24 +624,54 @@ func (c *Counters) Peek(ch *fairshare.Chain) fairshare.Placement {
 
 // Release implements fairshare.Counters in one round trip.
 func (c *Counters) Release(ch *fairshare.Chain, p fairshare.Placement, gpuHours float64, now time.Time) {
-	if !(gpuHours > 0) || math.IsInf(gpuHours, 0) {
-		gpuHours = 0
-	}
 	c.gate.RLock()
 	defer c.gate.RUnlock()
+	c.release(ch, p, gpuHours, now)
+}
+
+// release uncounts one request and charges its usage. c.gate is held
+// (shared).
+func (c *Counters) release(ch *fairshare.Chain, p fairshare.Placement, gpuHours float64, now time.Time) {
+	gpuHours = finiteCost(gpuHours)
+	if c.releaseLocal(ch, p, gpuHours, now) {
+		return
+	}
+	keys, args := c.releaseCall(ch, p, gpuHours, now)
+	ctx, cancel := c.ctx()
+	defer cancel()
+	reg, err := releaseScript.Run(ctx, c.rdb, keys, args...).Int64()
+	c.released(reg, err, ch, gpuHours, now)
+}
+
+func finiteCost(gpuHours float64) float64 {
+	if !(gpuHours > 0) || math.IsInf(gpuHours, 0) {
+		return 0
+	}
+	return gpuHours
+}
+
+// releaseLocal uncounts a request from this replica's tally, and reports
+// whether that is all there is to do now: it was admitted in this process,
+// or Redis is away (the rebuild uncounts it there; the charge waits).
+func (c *Counters) releaseLocal(ch *fairshare.Chain, p fairshare.Placement, gpuHours float64, now time.Time) bool {
 	if p.Room == roomLocal {
 		p.Room = 0
 		c.local.Release(ch, p, 0, now) // Release reads no reservation: the slice is not needed
 		// Redis may have counted it at a rebuild: the next one takes it off.
 		c.dirty.Store(true)
 		c.chargeLater(ch, gpuHours, now)
-		return
+		return true
 	}
 	c.count(ch, p, -1)
 	if c.down.Load() {
 		c.chargeLater(ch, gpuHours, now)
-		return // uncounted at the rebuild
+		return true // uncounted at the rebuild
 	}
+	return false
+}
+
+// releaseCall returns ctr_release's keys and arguments.
+func (c *Counters) releaseCall(ch *fairshare.Chain, p fairshare.Placement, gpuHours float64, now time.Time) (keys []string, args []any) {
 	within := make([]byte, ch.N)
 	for i := range within {
 		within[i] = '0'
@@ -568,19 +679,17 @@ func (c *Counters) Release(ch *fairshare.Chain, p fairshare.Placement, gpuHours 
 			within[i] = '1'
 		}
 	}
-	args := make([]any, 0, 6+ch.N)
+	args = make([]any, 0, 6+ch.N)
 	args = append(args, ch.N, string(within), b01(p.Top), gpuHours,
 		float64(now.UnixNano())/1e9, c.halfLife.Seconds())
 	for i := 0; i < ch.N; i++ {
 		args = append(args, c.pathKey(ch.Slots[i]))
 	}
-	ctx, cancel := c.ctx()
-	defer cancel()
-	reg, err := releaseScript.Run(ctx, c.rdb, []string{c.key, c.mine}, args...).Int64()
-	if err == nil && reg == 0 {
-		c.dirty.Store(true)
-		c.poke()
-	}
+	return []string{c.key, c.mine}, args
+}
+
+// released handles ctr_release's answer (registered, or the call's err).
+func (c *Counters) released(reg int64, err error, ch *fairshare.Chain, gpuHours float64, now time.Time) {
 	if err != nil {
 		// Whether it ran or not, the rebuild makes the counts right. The
 		// charge is kept for the rebuild: if the script ran and only its
@@ -588,6 +697,11 @@ func (c *Counters) Release(ch *fairshare.Chain, p fairshare.Placement, gpuHours 
 		// worse for fairness than that rare excess).
 		c.fail(fmt.Errorf("redis release: %w", err))
 		c.chargeLater(ch, gpuHours, now)
+		return
+	}
+	if reg == 0 {
+		c.dirty.Store(true)
+		c.poke()
 	}
 }
 
@@ -789,9 +903,7 @@ func toFloat(v any) (float64, bool) {
 // fallback, this replica's own: what it counted before and admits alone).
 func (c *Counters) Counts(s fairshare.Slot) (inflight, within int64) {
 	if c.down.Load() {
-		cell := (*c.tally.cells.Load())[s]
-		i, w := c.local.Counts(s)
-		return i + cell.inflight.Load(), w + cell.within.Load()
+		return c.localCounts(s)
 	}
 	k := c.pathKey(s)
 	ctx, cancel := c.ctx()
@@ -802,6 +914,14 @@ func (c *Counters) Counts(s fairshare.Slot) (inflight, within int64) {
 		return c.Counts(s)
 	}
 	return toInt(vals[0]), toInt(vals[1])
+}
+
+// localCounts is what this replica has in flight at s: what it counted
+// in Redis and what it admitted alone.
+func (c *Counters) localCounts(s fairshare.Slot) (inflight, within int64) {
+	cell := (*c.tally.cells.Load())[s]
+	i, w := c.local.Counts(s)
+	return i + cell.inflight.Load(), w + cell.within.Load()
 }
 
 // PoolCounts implements fairshare.Counters.

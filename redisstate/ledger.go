@@ -17,7 +17,9 @@ import (
 // Ledger is budgets.Ledger shared by several gateway replicas through
 // Redis: budget holds and spend, per-key RPM/TPM windows and per-key
 // in-flight counts. Reserve is one Lua script (one round trip), Settle
-// another.
+// another; the gateway has the pool's Counters run both inside their own
+// admission and release scripts (ride.go), so that a request makes one
+// round trip to Redis at admission and one at its end.
 //
 // In Redis, per budget and period, a hash holds what is held by requests
 // in flight (per bucket of admission time, so that holds a dead replica
@@ -102,7 +104,11 @@ func (l *Ledger) SetLocal(m *budgets.Mem) { l.local.Store(m) }
 // prompt cost, output cost (GPU-hours), output wanted, units per
 // GPU-hour, then per slot: limit, floor (units), expiry (unix s).
 // It returns {"ok", held, output} or {reason, retry-after s, slot index}.
-var reserveScript = redis.NewScript(`
+var reserveScript = redis.NewScript(ledgerReserveLua + "return ledger_reserve(KEYS, ARGV)\n")
+
+// ledgerReserveLua defines ledger_reserve(KEYS, ARGV), the body of
+// reserveScript, also run by the counters' riding admission (ride.go).
+const ledgerReserveLua = `local function ledger_reserve(KEYS, ARGV)
 local hasKey = tonumber(ARGV[1])
 local maxif, rpm, tpm = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local toks, now, ifttl = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -220,14 +226,19 @@ if hasKey == 1 then
   end
 end
 return {'ok', held, out}
-`)
+end
+`
 
 // settleScript gives back what reserveScript took and charges the real
 // cost. KEYS as reserveScript's. ARGV: has key, windowed, second of
 // admission, tokens to add to that second (real − counted), now, held,
 // charge (units), bucket width (s), then per slot: floor, expiry. Nothing goes below 0:
 // after Redis lost its data, a settle finds nothing to give back.
-var settleScript = redis.NewScript(`
+var settleScript = redis.NewScript(ledgerSettleLua + "return ledger_settle(KEYS, ARGV)\n")
+
+// ledgerSettleLua defines ledger_settle(KEYS, ARGV), the body of
+// settleScript, also run by the counters' riding release (ride.go).
+const ledgerSettleLua = `local function ledger_settle(KEYS, ARGV)
 local hasKey, windowed = tonumber(ARGV[1]), tonumber(ARGV[2])
 local sec, dtok, now = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local held, charge, ifttl = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -257,7 +268,8 @@ for i = 3, #KEYS do
   redis.call('EXPIREAT', KEYS[i], ARGV[j + 1])
 end
 return 1
-`)
+end
+`
 
 // slotKey is the hash of a budget's period.
 func (l *Ledger) slotKey(s *budgets.Slot) (key string, expire int64) {
@@ -280,13 +292,31 @@ func (l *Ledger) Reserve(now time.Time, r *budgets.Request) error {
 	if l.down.Load() {
 		return l.reserveLocal(now, r)
 	}
+	keys, args, sec := l.reserveCall(now, r)
+	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+	defer cancel()
+	v, err := reserveScript.Run(ctx, l.rdb, keys, args...).Slice()
+	if err != nil {
+		l.fail(err)
+		return l.reserveLocal(now, r)
+	}
+	if err, ok := l.reserved(v, r, sec); ok {
+		return err
+	}
+	l.fail(fmt.Errorf("reserve script answered %v", v))
+	return l.reserveLocal(now, r)
+}
+
+// reserveCall returns reserveScript's keys and arguments for r at now, and
+// the second of admission.
+func (l *Ledger) reserveCall(now time.Time, r *budgets.Request) (keys []string, args []any, sec int64) {
 	r.Output, r.Lowered, r.Ext = r.WantOutput, false, budgets.Ext{}
 	r.SetHeld(0)
 	ik, wk := l.keyKeys(r)
-	keys := make([]string, 0, 2+len(r.Slots))
+	keys = make([]string, 0, 2+len(r.Slots))
 	keys = append(keys, ik, wk)
-	sec := now.Unix()
-	args := make([]any, 0, 11+3*len(r.Slots))
+	sec = now.Unix()
+	args = make([]any, 0, 11+3*len(r.Slots))
 	args = append(args, b01(r.Key != nil), r.Limits.MaxInFlight, r.Limits.RPM, r.Limits.TPM, r.Tokens, sec,
 		int64(l.ifTTL/time.Second), r.PromptCost, r.OutputCost, r.WantOutput, int64(budgets.UnitsPerGPUHour))
 	for _, s := range r.Slots {
@@ -294,15 +324,15 @@ func (l *Ledger) Reserve(now time.Time, r *budgets.Request) error {
 		keys = append(keys, k)
 		args = append(args, s.Limit(), s.Spent(), exp)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
-	defer cancel()
-	v, err := reserveScript.Run(ctx, l.rdb, keys, args...).Slice()
-	if err != nil || len(v) != 3 {
-		if err == nil {
-			err = fmt.Errorf("reserve script answered %v", v)
-		}
-		l.fail(err)
-		return l.reserveLocal(now, r)
+	return keys, args, sec
+}
+
+// reserved reads reserveScript's answer v into r: nil when the request
+// was admitted, its *budgets.Refusal when not; ok false when v is not an
+// answer of the script.
+func (l *Ledger) reserved(v []any, r *budgets.Request, sec int64) (err error, ok bool) {
+	if len(v) != 3 {
+		return nil, false
 	}
 	reason, _ := v[0].(string)
 	n, _ := v[1].(int64)
@@ -312,16 +342,16 @@ func (l *Ledger) Reserve(now time.Time, r *budgets.Request) error {
 		r.SetHeld(n)
 		r.Output, r.Lowered = x, x < r.WantOutput
 		r.Ext = budgets.Ext{Sec: sec, Via: viaRedis}
-		return nil
+		return nil, true
 	case "max_inflight":
 		return &budgets.Refusal{Reason: reason, RetryAfter: time.Second,
-			Message: fmt.Sprintf("the key has %d requests in flight, its limit (max_inflight)", r.Limits.MaxInFlight)}
+			Message: fmt.Sprintf("the key has %d requests in flight, its limit (max_inflight)", r.Limits.MaxInFlight)}, true
 	case "rpm":
 		return &budgets.Refusal{Reason: reason, RetryAfter: time.Duration(n) * time.Second,
-			Message: fmt.Sprintf("the key's limit of %d requests per minute is reached", r.Limits.RPM)}
+			Message: fmt.Sprintf("the key's limit of %d requests per minute is reached", r.Limits.RPM)}, true
 	case "tpm":
 		return &budgets.Refusal{Reason: reason, RetryAfter: time.Duration(n) * time.Second,
-			Message: fmt.Sprintf("the key's limit of %d tokens per minute is reached", r.Limits.TPM)}
+			Message: fmt.Sprintf("the key's limit of %d tokens per minute is reached", r.Limits.TPM)}, true
 	case "budget":
 		i := int(x) - 1
 		if i < 0 || i >= len(r.Slots) {
@@ -329,11 +359,9 @@ func (l *Ledger) Reserve(now time.Time, r *budgets.Request) error {
 		}
 		sc := r.Slots[i].Scope()
 		return &budgets.Refusal{Reason: reason, Scope: sc,
-			Message: fmt.Sprintf("the budget of %s is exhausted for this %s", sc, periodOf(r.Slots[i]))}
+			Message: fmt.Sprintf("the budget of %s is exhausted for this %s", sc, periodOf(r.Slots[i]))}, true
 	}
-	err = fmt.Errorf("reserve script answered %q", reason)
-	l.fail(err)
-	return l.reserveLocal(now, r)
+	return nil, false
 }
 
 func periodOf(s *budgets.Slot) string {
@@ -355,22 +383,37 @@ func (l *Ledger) reserveLocal(now time.Time, r *budgets.Request) error {
 
 // Settle implements budgets.Ledger.
 func (l *Ledger) Settle(now time.Time, r *budgets.Request, cost float64, tokens int64) {
+	keys, args, ok := l.settleCall(now, r, cost, tokens)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+	defer cancel()
+	if err := settleScript.Run(ctx, l.rdb, keys, args...).Err(); err != nil {
+		l.settleFailed(err, keys, args)
+	}
+}
+
+// settleCall settles r where it was reserved: in this process (ok false),
+// or it returns settleScript's keys and arguments, having charged this
+// gateway's own figures.
+func (l *Ledger) settleCall(now time.Time, r *budgets.Request, cost float64, tokens int64) (keys []string, args []any, ok bool) {
 	switch r.Ext.Via {
 	case viaLocal:
 		r.Ext = budgets.Ext{}
 		l.local.Load().Settle(now, r, cost, tokens)
-		return
+		return nil, nil, false
 	case viaRedis:
 	default:
-		return
+		return nil, nil, false
 	}
 	ext := r.Ext
 	r.Ext = budgets.Ext{}
 	ik, wk := l.keyKeys(r)
-	keys := make([]string, 0, 2+len(r.Slots))
+	keys = make([]string, 0, 2+len(r.Slots))
 	keys = append(keys, ik, wk)
 	windowed := r.Key != nil && (r.Limits.RPM > 0 || r.Limits.TPM > 0)
-	args := make([]any, 0, 7+2*len(r.Slots))
+	args = make([]any, 0, 8+2*len(r.Slots))
 	args = append(args, b01(r.Key != nil), b01(windowed), ext.Sec, tokens-r.Tokens, now.Unix(), r.HeldUnits(), budgets.Units(cost),
 		int64(l.ifTTL/time.Second))
 	for _, s := range r.Slots {
@@ -382,14 +425,15 @@ func (l *Ledger) Settle(now time.Time, r *budgets.Request, cost float64, tokens 
 	if len(r.Slots) > 0 {
 		l.local.Load().Charge(now, r, cost) // this gateway's figures, after Spent was read
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
-	defer cancel()
-	if err := settleScript.Run(ctx, l.rdb, keys, args...).Err(); err != nil {
-		l.fail(err)
-		l.mu.Lock()
-		l.pending = append(l.pending, pendingSettle{keys: keys, args: args})
-		l.mu.Unlock()
-	}
+	return keys, args, true
+}
+
+// settleFailed keeps a settle Redis did not take, for Probe to replay.
+func (l *Ledger) settleFailed(err error, keys []string, args []any) {
+	l.fail(err)
+	l.mu.Lock()
+	l.pending = append(l.pending, pendingSettle{keys: keys, args: args})
+	l.mu.Unlock()
 }
 
 func (l *Ledger) fail(err error) {

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestKeyRPMAcrossReplicas: two replicas sharing one Redis, a key with a
@@ -66,5 +70,79 @@ func TestKeyRPMAcrossReplicas(t *testing.T) {
 		if h := healthz(t, r.base); h.Shared == nil || h.Shared.Status != "ok" {
 			t.Fatalf("replica %d health: %+v", i, h.Shared)
 		}
+	}
+}
+
+// TestOneRedisRoundTripPerSide: a serve process whose requests go through
+// every shared check (a key with RPM, TPM and in-flight limits, an
+// organisation budget, the fair-share counters) runs one Redis script at
+// a request's admission and one at its end, counted by Redis itself
+// (INFO commandstats): two per request, plus the leases' beats (one a
+// second per pool). Apart, the ledger's and the counters' scripts were
+// four.
+func TestOneRedisRoundTripPerSide(t *testing.T) {
+	rds := startRedis(t, freeAddr(t))
+	sim := startSim(t, time.Millisecond)
+	dir := t.TempDir()
+	cfg := procConfig(t, dir, sim, fmt.Sprintf("store {\n  path = \"llmflow.db\"\n}\nredis {\n  address = %q\n}\n", rds.addr))
+	rep := startServe(t, cfg, "LLMFLOW_SPOOL_DIR="+filepath.Join(dir, "spool"))
+	admin := func(method, path, body string) (key string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, rep.base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+procMasterKey)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("%s %s: %d", method, path, resp.StatusCode)
+		}
+		var k struct{ Key string }
+		json.NewDecoder(resp.Body).Decode(&k)
+		return k.Key
+	}
+	key := admin(http.MethodPost, "/admin/keys", `{"team":"lab-nlp","name":"limited","rpm":100000,"tpm":100000000,"max_inflight":50}`)
+	admin(http.MethodPut, "/admin/budgets", `{"kind":"org","name":"etabA","period":"month","max_cost":1000}`)
+	rdb := redis.NewClient(&redis.Options{Addr: rds.addr})
+	t.Cleanup(func() { rdb.Close() })
+	scripts := func() int64 {
+		info, err := rdb.Info(context.Background(), "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for line := range strings.SplitSeq(info, "\n") {
+			for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
+				if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd); ok {
+					v, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+					n += v
+				}
+			}
+		}
+		return n
+	}
+	c := &http.Client{}
+	shortRequest(c, rep.base, key) // loads the scripts; budgets in force
+	const n = 40
+	start, before := time.Now(), scripts()
+	for i := range n {
+		if !shortRequest(c, rep.base, key) {
+			t.Fatalf("request %d failed", i)
+		}
+	}
+	calls, secs := scripts()-before, time.Since(start).Seconds()
+	beats := int64(secs) + 2 // one pool: a beat a second
+	t.Logf("%d requests in %.2f s: %d Redis scripts", n, secs, calls)
+	if calls > 2*n+beats {
+		t.Fatalf("%d requests ran %d Redis scripts in %.1f s: more than one round trip at admission and one at the end (%d, plus at most %d beats)",
+			n, calls, secs, 2*n, beats)
+	}
+	if calls < 2*n {
+		t.Fatalf("%d scripts for %d requests: the shared checks did not run in Redis", calls, n)
+	}
+	if h := healthz(t, rep.base); h.Shared == nil || h.Shared.Status != "ok" {
+		t.Fatalf("health: %+v", h.Shared)
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -27,24 +26,15 @@ func TestKeyRPMAcrossReplicas(t *testing.T) {
 	for i := range 2 {
 		reps = append(reps, startServe(t, cfg, "LLMFLOW_SPOOL_DIR="+filepath.Join(dir, fmt.Sprintf("spool-%d", i))))
 	}
-	req, _ := http.NewRequest(http.MethodPost, reps[0].base+"/admin/keys", strings.NewReader(`{"team":"lab-nlp","name":"rpm","rpm":4}`))
-	req.Header.Set("Authorization", "Bearer "+procMasterKey)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var k struct{ Key string }
-	json.NewDecoder(resp.Body).Decode(&k)
-	resp.Body.Close()
-	if k.Key == "" {
-		t.Fatalf("create key: %d", resp.StatusCode)
+	status, key := procAdmin(t, http.MethodPost, reps[0].base+"/admin/keys", `{"team":"lab-nlp","name":"rpm","rpm":4}`)
+	if key == "" {
+		t.Fatalf("create key: %d", status)
 	}
 	var ok, limited int
 	for i := range 8 {
 		req, _ := http.NewRequest(http.MethodPost, reps[i%2].base+"/v1/chat/completions",
 			strings.NewReader(`{"model":"sim-llama","max_tokens":2,"messages":[{"role":"user","content":"hi"}]}`))
-		req.Header.Set("Authorization", "Bearer "+k.Key)
+		req.Header.Set("Authorization", "Bearer "+key)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -86,25 +76,13 @@ func TestOneRedisRoundTripPerSide(t *testing.T) {
 	dir := t.TempDir()
 	cfg := procConfig(t, dir, sim, fmt.Sprintf("store {\n  path = \"llmflow.db\"\n}\nredis {\n  address = %q\n}\n", rds.addr))
 	rep := startServe(t, cfg, "LLMFLOW_SPOOL_DIR="+filepath.Join(dir, "spool"))
-	admin := func(method, path, body string) (key string) {
-		t.Helper()
-		req, _ := http.NewRequest(method, rep.base+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+procMasterKey)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			t.Fatalf("%s %s: %d", method, path, resp.StatusCode)
-		}
-		var k struct{ Key string }
-		json.NewDecoder(resp.Body).Decode(&k)
-		return k.Key
+	status, key := procAdmin(t, http.MethodPost, rep.base+"/admin/keys", `{"team":"lab-nlp","name":"limited","rpm":100000,"tpm":100000000,"max_inflight":50}`)
+	if key == "" {
+		t.Fatalf("create key: %d", status)
 	}
-	key := admin(http.MethodPost, "/admin/keys", `{"team":"lab-nlp","name":"limited","rpm":100000,"tpm":100000000,"max_inflight":50}`)
-	admin(http.MethodPut, "/admin/budgets", `{"kind":"org","name":"etabA","period":"month","max_cost":1000}`)
+	if status, _ := procAdmin(t, http.MethodPut, rep.base+"/admin/budgets", `{"kind":"org","name":"etabA","period":"month","max_cost":1000}`); status != http.StatusOK {
+		t.Fatalf("set budget: %d", status)
+	}
 	rdb := redis.NewClient(&redis.Options{Addr: rds.addr})
 	t.Cleanup(func() { rdb.Close() })
 	scripts := func() int64 {

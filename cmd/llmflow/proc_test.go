@@ -196,9 +196,23 @@ func startSim(t testing.TB, step time.Duration) string {
 }
 
 // createKey makes a client key of lab-nlp through the admin API.
-func createKey(t testing.TB, base string) string {
+func createKey(t testing.TB, base string) string { return createTeamKey(t, base, "lab-nlp") }
+
+// createTeamKey makes a client key of team through the admin API.
+func createTeamKey(t testing.TB, base, team string) string {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, base+"/admin/keys", strings.NewReader(`{"team":"lab-nlp","name":"load"}`))
+	status, key := procAdmin(t, http.MethodPost, base+"/admin/keys", `{"team":"`+team+`","name":"load"}`)
+	if key == "" {
+		t.Fatalf("create key of %s: %d", team, status)
+	}
+	return key
+}
+
+// procAdmin sends an admin request with the master key; it returns the
+// answer's status and its "key" field (a created key's secret).
+func procAdmin(t testing.TB, method, url, body string) (status int, key string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+procMasterKey)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -209,10 +223,8 @@ func createKey(t testing.TB, base string) string {
 	var v struct {
 		Key string `json:"key"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || v.Key == "" {
-		t.Fatalf("create key: %d %v", resp.StatusCode, err)
-	}
-	return v.Key
+	json.NewDecoder(resp.Body).Decode(&v)
+	return resp.StatusCode, v.Key
 }
 
 // healthDetails returns /healthz with the master key.

@@ -424,26 +424,6 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 	}
 }
 
-// createTeamKey makes a client key of team through the admin API.
-func createTeamKey(t *testing.T, base, team string) string {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, base+"/admin/keys", strings.NewReader(`{"team":"`+team+`","name":"load"}`))
-	req.Header.Set("Authorization", "Bearer "+procMasterKey)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var v struct {
-		Key string `json:"key"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || v.Key == "" {
-		t.Fatalf("create key of %s: %d %v", team, resp.StatusCode, err)
-	}
-	return v.Key
-}
-
 // TestThreeReplicasHeldFractions: three replicas sharing one Redis, a
 // round-robin client per request, both organisations flooding an engine
 // of 16 slots (capacity 16: etabA reserves 12, etabB 4). The fractions of

@@ -2,6 +2,7 @@ package store
 
 import (
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -25,6 +26,8 @@ type dialect struct {
 	// the next microsecond so that a stored hour is ≥ the bound exactly
 	// when it is at or after the time.
 	hour func(time.Time) any
+	// at converts a time to its column's type (whole microseconds).
+	at func(time.Time) any
 }
 
 // sqliteDialect: ? parameters, hours as INTEGER unix microseconds, sums of
@@ -33,6 +36,7 @@ var sqliteDialect = dialect{
 	nullHour:    "NULL",
 	nestRollups: true,
 	hour:        func(t time.Time) any { return ceilMicros(t) },
+	at:          func(t time.Time) any { return toMicros(t) },
 }
 
 // postgresDialect: $n parameters, hours as timestamptz, sums of bigints
@@ -42,6 +46,7 @@ var postgresDialect = dialect{
 	nullHour: "NULL::timestamptz",
 	sumCast:  "::bigint",
 	hour:     func(t time.Time) any { return pgBound(t) },
+	at:       func(t time.Time) any { return pgTime(t) },
 }
 
 // placeholder returns the n-th (1-based) query parameter.
@@ -50,6 +55,18 @@ func (d dialect) placeholder(n int) string {
 		return "$" + strconv.Itoa(n)
 	}
 	return "?"
+}
+
+// placeholders returns the parameters from to to (1-based), comma-separated.
+func (d dialect) placeholders(from, to int) string {
+	var b strings.Builder
+	for n := from; n <= to; n++ {
+		if n > from {
+			b.WriteString(", ")
+		}
+		b.WriteString(d.placeholder(n))
+	}
+	return b.String()
 }
 
 // sumInt returns the sum of the integer column col, as an integer.

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/go-llmflow/llmflow"
@@ -105,4 +106,64 @@ func (d dialect) listOutboxQuery(f llmflow.OutboxFilter) (string, []any) {
 		q += ` LIMIT ` + d.placeholder(len(args))
 	}
 	return q, args
+}
+
+// The statements below are the outbox's in every backend, in d's SQL;
+// only the claim differs (see each backend's ClaimOutbox).
+
+// enqueueOutboxQuery inserts m unless its (ID, Channel) is stored.
+func (d dialect) enqueueOutboxQuery(m llmflow.OutboxMessage) (string, []any) {
+	return `INSERT INTO outbox (id, channel, payload, created_at, next_attempt_at)
+VALUES (` + d.placeholders(1, 5) + `) ON CONFLICT (id, channel) DO NOTHING`,
+		[]any{m.ID, m.Channel, string(m.Payload), d.at(m.CreatedAt), d.at(m.NextAttemptAt)}
+}
+
+// completeOutboxQuery marks a message delivered at at, if token holds it.
+func (d dialect) completeOutboxQuery(id, channel, token string, at time.Time) (string, []any) {
+	return `UPDATE outbox SET delivered_at = ` + d.placeholder(1) + `, lease_token = '', lease_until = NULL, last_error = ''
+WHERE id = ` + d.placeholder(2) + ` AND channel = ` + d.placeholder(3) + ` AND lease_token = ` + d.placeholder(4) + ` AND delivered_at IS NULL`,
+		[]any{d.at(at), id, channel, token}
+}
+
+// retryOutboxQuery makes a message held by token due again at next.
+func (d dialect) retryOutboxQuery(id, channel, token string, next time.Time, lastErr string) (string, []any) {
+	return `UPDATE outbox SET next_attempt_at = ` + d.placeholder(1) + `, last_error = ` + d.placeholder(2) + `, lease_token = '', lease_until = NULL
+WHERE id = ` + d.placeholder(3) + ` AND channel = ` + d.placeholder(4) + ` AND lease_token = ` + d.placeholder(5) + ` AND delivered_at IS NULL`,
+		[]any{d.at(next), cutError(lastErr), id, channel, token}
+}
+
+// pendingOutboxQuery counts the undelivered messages per channel.
+const pendingOutboxQuery = `SELECT channel, count(*) FROM outbox WHERE delivered_at IS NULL GROUP BY channel`
+
+// scanPending reads pendingOutboxQuery's rows (a *sql.Rows or pgx.Rows).
+func scanPending(rows interface {
+	Next() bool
+	Err() error
+	Scan(dest ...any) error
+}) (map[string]int64, error) {
+	type pending struct {
+		ch string
+		n  int64
+	}
+	ps, err := scanRows(rows, func() (p pending, err error) { return p, rows.Scan(&p.ch, &p.n) })
+	if err != nil {
+		return nil, fmt.Errorf("pending outbox: %w", err)
+	}
+	out := make(map[string]int64, len(ps))
+	for _, p := range ps {
+		out[p.ch] = p.n
+	}
+	return out, nil
+}
+
+// leaseLost maps a Complete or Retry that changed n rows (or failed with
+// err) to its result: llmflow.ErrLeaseLost when none.
+func leaseLost(what string, n int64, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if n == 0 {
+		return llmflow.ErrLeaseLost
+	}
+	return nil
 }

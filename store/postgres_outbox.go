@@ -27,9 +27,8 @@ func (s *Postgres) EnqueueOutbox(ctx context.Context, msgs []llmflow.OutboxMessa
 		inserted = inserted[:0]
 		for _, m := range msgs {
 			m = nextAttempt(m)
-			tag, err := tx.Exec(ctx, `INSERT INTO outbox (id, channel, payload, created_at, next_attempt_at)
-VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id, channel) DO NOTHING`,
-				m.ID, m.Channel, string(m.Payload), pgTime(m.CreatedAt), pgTime(m.NextAttemptAt))
+			q, args := postgresDialect.enqueueOutboxQuery(m)
+			tag, err := tx.Exec(ctx, q, args...)
 			if err != nil {
 				return err
 			}
@@ -85,10 +84,9 @@ func (s *Postgres) CompleteOutbox(ctx context.Context, id, channel, token string
 	if token == "" {
 		return llmflow.ErrLeaseLost
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE outbox SET delivered_at = $1, lease_token = '', lease_until = NULL, last_error = ''
-WHERE id = $2 AND channel = $3 AND lease_token = $4 AND delivered_at IS NULL`,
-		pgTime(at), id, channel, token)
-	return pgLeaseResult("complete outbox", tag, err)
+	q, args := postgresDialect.completeOutboxQuery(id, channel, token, at)
+	res, err := s.pool.Exec(ctx, q, args...)
+	return pgLeaseResult("complete outbox", res, err)
 }
 
 // RetryOutbox records a failed attempt of the message held by token: it
@@ -98,43 +96,24 @@ func (s *Postgres) RetryOutbox(ctx context.Context, id, channel, token string, n
 	if token == "" {
 		return llmflow.ErrLeaseLost
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE outbox SET next_attempt_at = $1, last_error = $2, lease_token = '', lease_until = NULL
-WHERE id = $3 AND channel = $4 AND lease_token = $5 AND delivered_at IS NULL`,
-		pgTime(next), cutError(lastErr), id, channel, token)
-	return pgLeaseResult("retry outbox", tag, err)
+	q, args := postgresDialect.retryOutboxQuery(id, channel, token, next, lastErr)
+	res, err := s.pool.Exec(ctx, q, args...)
+	return pgLeaseResult("retry outbox", res, err)
 }
 
 func pgLeaseResult(what string, tag pgconn.CommandTag, err error) error {
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return llmflow.ErrLeaseLost
-	}
-	return nil
+	return leaseLost(what, tag.RowsAffected(), err)
 }
 
 // PendingOutbox counts the undelivered messages per channel (channels
 // with none are absent).
 func (s *Postgres) PendingOutbox(ctx context.Context) (map[string]int64, error) {
-	rows, err := s.pool.Query(ctx, `SELECT channel, count(*) FROM outbox WHERE delivered_at IS NULL GROUP BY channel`)
+	rows, err := s.pool.Query(ctx, pendingOutboxQuery)
 	if err != nil {
 		return nil, fmt.Errorf("pending outbox: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]int64{}
-	for rows.Next() {
-		var ch string
-		var n int64
-		if err := rows.Scan(&ch, &n); err != nil {
-			return nil, fmt.Errorf("pending outbox: %w", err)
-		}
-		out[ch] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("pending outbox: %w", err)
-	}
-	return out, nil
+	return scanPending(rows)
 }
 
 // ListOutbox returns the messages matching f ordered by CreatedAt, ID,

@@ -33,9 +33,8 @@ func (s *SQLite) EnqueueOutbox(ctx context.Context, msgs []llmflow.OutboxMessage
 	var inserted []llmflow.OutboxMessage
 	for _, m := range msgs {
 		m = nextAttempt(m)
-		res, err := tx.ExecContext(ctx, `INSERT INTO outbox (id, channel, payload, created_at, next_attempt_at)
-VALUES (?, ?, ?, ?, ?) ON CONFLICT (id, channel) DO NOTHING`,
-			m.ID, m.Channel, string(m.Payload), toMicros(m.CreatedAt), toMicros(m.NextAttemptAt))
+		q, args := sqliteDialect.enqueueOutboxQuery(m)
+		res, err := tx.ExecContext(ctx, q, args...)
 		if err != nil {
 			return nil, fmt.Errorf("enqueue outbox: %w", err)
 		}
@@ -93,9 +92,8 @@ func (s *SQLite) CompleteOutbox(ctx context.Context, id, channel, token string, 
 	if token == "" {
 		return llmflow.ErrLeaseLost
 	}
-	res, err := s.write.ExecContext(ctx, `UPDATE outbox SET delivered_at = ?, lease_token = '', lease_until = NULL, last_error = ''
-WHERE id = ? AND channel = ? AND lease_token = ? AND delivered_at IS NULL`,
-		toMicros(at), id, channel, token)
+	q, args := sqliteDialect.completeOutboxQuery(id, channel, token, at)
+	res, err := s.write.ExecContext(ctx, q, args...)
 	return leaseResult("complete outbox", res, err)
 }
 
@@ -106,47 +104,28 @@ func (s *SQLite) RetryOutbox(ctx context.Context, id, channel, token string, nex
 	if token == "" {
 		return llmflow.ErrLeaseLost
 	}
-	res, err := s.write.ExecContext(ctx, `UPDATE outbox SET next_attempt_at = ?, last_error = ?, lease_token = '', lease_until = NULL
-WHERE id = ? AND channel = ? AND lease_token = ? AND delivered_at IS NULL`,
-		toMicros(next), cutError(lastErr), id, channel, token)
+	q, args := sqliteDialect.retryOutboxQuery(id, channel, token, next, lastErr)
+	res, err := s.write.ExecContext(ctx, q, args...)
 	return leaseResult("retry outbox", res, err)
 }
 
 func leaseResult(what string, res sql.Result, err error) error {
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if n == 0 {
-		return llmflow.ErrLeaseLost
-	}
-	return nil
+	return leaseLost(what, n, err)
 }
 
 // PendingOutbox counts the undelivered messages per channel (channels
 // with none are absent).
 func (s *SQLite) PendingOutbox(ctx context.Context) (map[string]int64, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT channel, count(*) FROM outbox WHERE delivered_at IS NULL GROUP BY channel`)
+	rows, err := s.read.QueryContext(ctx, pendingOutboxQuery)
 	if err != nil {
 		return nil, fmt.Errorf("pending outbox: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]int64{}
-	for rows.Next() {
-		var ch string
-		var n int64
-		if err := rows.Scan(&ch, &n); err != nil {
-			return nil, fmt.Errorf("pending outbox: %w", err)
-		}
-		out[ch] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("pending outbox: %w", err)
-	}
-	return out, nil
+	return scanPending(rows)
 }
 
 // ListOutbox returns the messages matching f ordered by CreatedAt, ID,

@@ -227,6 +227,7 @@ func adminCmd(e *env) *cobra.Command {
 		adminOrgs(e, run), adminTeams(e, run), adminProjects(e, run), adminModels(e, run),
 		adminKeys(e, run), adminAudit(e, run),
 		adminUpstreams(e, run), adminAliases(e, run), // admin_upstreams.go
+		adminBudgets(e, run), // budgets.go
 	)
 	return root
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,32 +47,52 @@ func budgetsCmd(e *env) *cobra.Command {
 		Args: cobra.NoArgs,
 	}
 	pf := cmd.PersistentFlags()
-	pf.String("url", "http://127.0.0.1:8080", "the gateway's base URL (LLMFLOW_URL)")
+	pf.String("url", "http://127.0.0.1:8080", "the gateway's base URL (LLMFLOW_ADMIN_URL, as llmflow admin; LLMFLOW_URL too)")
 	pf.String("admin-key-file", "", "file holding the master key (default: the configuration's master_key_file)")
 	for _, name := range []string{"url", "admin-key-file"} {
 		if err := e.v.BindPFlag("budgets."+name, pf.Lookup(name)); err != nil {
 			panic(err)
 		}
 	}
-	if err := e.v.BindEnv("budgets.url", "LLMFLOW_URL"); err != nil {
+	if err := e.v.BindEnv("budgets.url", "LLMFLOW_ADMIN_URL", "LLMFLOW_URL"); err != nil {
 		panic(err)
 	}
+	run := func(f func(ctx context.Context, c *adminClient, args []string) error) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, args []string) error {
+			c, err := e.budgetsClient(cmd)
+			if err != nil {
+				return err
+			}
+			return f(cmd.Context(), c, args)
+		}
+	}
+	cmd.AddCommand(budgetSubcommands(e, run)...)
+	return cmd
+}
+
+// adminBudgets is `llmflow admin budgets`: the same subcommands as
+// `llmflow budgets`, with admin's token (a delegated admin's own, within
+// what the roles allow: org budgets by proxy admins, team budgets by org
+// admins, project and key budgets by team admins).
+func adminBudgets(e *env, run runner) *cobra.Command {
+	return group("budgets", "List and set GPU-hour budgets (what your roles allow)", budgetSubcommands(e, run)...)
+}
+
+// budgetSubcommands are list, set, delete and increase, each run with the
+// client run gives it.
+func budgetSubcommands(e *env, run runner) []*cobra.Command {
 
 	var asJSON bool
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the budgets in force with their spend, holds and effective limit",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := e.budgetsClient(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: run(func(ctx context.Context, c *adminClient, _ []string) error {
 			var out struct {
 				Data []budgetRow `json:"data"`
 			}
 			var raw json.RawMessage
-			if err := c.do(cmd.Context(), http.MethodGet, "/admin/budgets", nil, &raw); err != nil {
+			if err := c.do(ctx, http.MethodGet, "/admin/budgets", nil, &raw); err != nil {
 				return err
 			}
 			if err := json.Unmarshal(raw, &out); err != nil {
@@ -82,7 +103,7 @@ func budgetsCmd(e *env) *cobra.Command {
 				return err
 			}
 			return writeBudgetTable(e.stdout, out.Data)
-		},
+		}),
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON")
 
@@ -101,19 +122,15 @@ func budgetsCmd(e *env) *cobra.Command {
 		Use:   "set",
 		Short: "Set (create or replace) the budget of a scope",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := e.budgetsClient(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: run(func(ctx context.Context, c *adminClient, _ []string) error {
 			body := map[string]any{"kind": sc.kind, "name": sc.name, "model": sc.model, "period": sc.period,
 				"max_cost": sc.maxCost, "soft_limit": sc.soft}
 			var row budgetRow
-			if err := c.do(cmd.Context(), http.MethodPut, "/admin/budgets", body, &row); err != nil {
+			if err := c.do(ctx, http.MethodPut, "/admin/budgets", body, &row); err != nil {
 				return err
 			}
 			return writeBudgetTable(e.stdout, []budgetRow{row})
-		},
+		}),
 	}
 	scopeFlags(set)
 	set.Flags().StringVar(&sc.period, "period", "month", "day, week or month (UTC)")
@@ -125,18 +142,14 @@ func budgetsCmd(e *env) *cobra.Command {
 		Use:   "delete",
 		Short: "Delete the budget of a scope",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := e.budgetsClient(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: run(func(ctx context.Context, c *adminClient, _ []string) error {
 			q := url.Values{"kind": {sc.kind}, "name": {sc.name}, "model": {sc.model}}
-			if err := c.do(cmd.Context(), http.MethodDelete, "/admin/budgets?"+q.Encode(), nil, nil); err != nil {
+			if err := c.do(ctx, http.MethodDelete, "/admin/budgets?"+q.Encode(), nil, nil); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "deleted the budget of %s %q\n", sc.kind, sc.name)
 			return nil
-		},
+		}),
 	}
 	scopeFlags(del)
 
@@ -144,22 +157,21 @@ func budgetsCmd(e *env) *cobra.Command {
 		Use:   "increase",
 		Short: "Raise a budget temporarily, until --expires (whatever the period)",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			exp, err := time.Parse(time.RFC3339, sc.expires)
-			if err != nil {
+		PreRunE: func(*cobra.Command, []string) error {
+			if _, err := time.Parse(time.RFC3339, sc.expires); err != nil {
 				return fmt.Errorf("--expires must be an RFC 3339 time (2026-12-31T00:00:00Z): %w", err)
 			}
-			c, err := e.budgetsClient(cmd)
-			if err != nil {
-				return err
-			}
+			return nil
+		},
+		RunE: run(func(ctx context.Context, c *adminClient, _ []string) error {
+			exp, _ := time.Parse(time.RFC3339, sc.expires) // checked in PreRunE
 			body := map[string]any{"kind": sc.kind, "name": sc.name, "model": sc.model, "amount": sc.amount, "expires_at": exp}
 			var row budgetRow
-			if err := c.do(cmd.Context(), http.MethodPost, "/admin/budgets/increase", body, &row); err != nil {
+			if err := c.do(ctx, http.MethodPost, "/admin/budgets/increase", body, &row); err != nil {
 				return err
 			}
 			return writeBudgetTable(e.stdout, []budgetRow{row})
-		},
+		}),
 	}
 	scopeFlags(inc)
 	inc.Flags().Float64Var(&sc.amount, "amount", 0, "GPU-hours added to the limit")
@@ -167,8 +179,7 @@ func budgetsCmd(e *env) *cobra.Command {
 	inc.MarkFlagRequired("amount")
 	inc.MarkFlagRequired("expires")
 
-	cmd.AddCommand(list, set, del, inc)
-	return cmd
+	return []*cobra.Command{list, set, del, inc}
 }
 
 // budgetRow is one budget as the admin API lists it.

@@ -57,6 +57,20 @@ func TestBudgetsCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "deleted") {
 		t.Fatalf("delete: exit %d\n%s%s", code, out, errs)
 	}
+	// llmflow admin budgets: the same subcommands with admin's flags (a
+	// token file, LLMFLOW_ADMIN_URL), which llmflow budgets reads too.
+	t.Setenv("LLMFLOW_ADMIN_URL", e.base)
+	var ob, eb2 bytes.Buffer
+	code = Run(context.Background(), []string{"admin", "--token-file", keyFile, "budgets", "set", "--kind", "team", "--name", "lab-nlp", "--max-cost", "2"}, &ob, &eb2)
+	if code != 0 || !strings.Contains(ob.String(), "lab-nlp") {
+		t.Fatalf("admin budgets set: exit %d\n%s%s", code, ob.String(), eb2.String())
+	}
+	ob.Reset()
+	code = Run(context.Background(), []string{"budgets", "list", "--admin-key-file", keyFile}, &ob, &eb2)
+	lines = strings.Split(strings.TrimSpace(ob.String()), "\n")
+	if code != 0 || len(lines) != 2 || strings.Join(strings.Fields(lines[1])[:6], " ") != "team lab-nlp * month admin 3" { // 2 + the increase of 1 still running
+		t.Fatalf("budgets list with LLMFLOW_ADMIN_URL: exit %d\n%s%s", code, ob.String(), eb2.String())
+	}
 	// A wrong key file: 401, and the secret is never echoed.
 	bad := filepath.Join(t.TempDir(), "wrong.key")
 	os.WriteFile(bad, []byte("not-the-master-key-0123456789abcdef0123\n"), 0o600)

@@ -21,6 +21,14 @@ import (
 // the tree (a deleted team, an unknown key): only proxy-wide callers see
 // or change those.
 func (g *Gateway) budgetScope(ctx context.Context, sc budgets.Scope) (s authz.Scope, ok bool) {
+	return g.budgetScopeWith(sc, func(id string) (string, bool) {
+		k, err := g.keys.KeyByID(ctx, id)
+		return k.Team, err == nil
+	})
+}
+
+// budgetScopeWith is budgetScope with keyTeam telling a key's team.
+func (g *Gateway) budgetScopeWith(sc budgets.Scope, keyTeam func(id string) (string, bool)) (s authz.Scope, ok bool) {
 	v := g.accts.Load()
 	switch sc.Kind {
 	case budgets.KindOrg:
@@ -39,11 +47,11 @@ func (g *Gateway) budgetScope(ctx context.Context, sc budgets.Scope) (s authz.Sc
 		}
 		return g.teamScope(a.Name)
 	case budgets.KindKey:
-		k, err := g.keys.KeyByID(ctx, sc.Name)
-		if err != nil {
+		team, ok := keyTeam(sc.Name)
+		if !ok {
 			return authz.Proxy, false
 		}
-		return g.teamScope(k.Team)
+		return g.teamScope(team)
 	}
 	return authz.Proxy, true // tag
 }
@@ -136,13 +144,30 @@ func (g *Gateway) listBudgets(w http.ResponseWriter, r *http.Request, p Principa
 	q := r.URL.Query()
 	out := []budgetView{}
 	all := p.everywhere(authz.Read) // else: the budgets of the scopes p may read, none for a member
+	// the teams of the keys with a budget, read once for the listing (not
+	// one query per key budget)
+	var teams map[string]string
+	keyTeam := func(id string) (string, bool) {
+		if teams == nil {
+			teams = map[string]string{}
+			ks, err := g.keys.ListKeys(r.Context(), llmflow.KeyFilter{IncludeRevoked: true})
+			if err != nil {
+				g.log.Warn("budget listing: keys not read; key budgets left out", "err", err)
+			}
+			for _, k := range ks {
+				teams[k.ID] = k.Team
+			}
+		}
+		t, ok := teams[id]
+		return t, ok
+	}
 	for _, s := range g.bud.mem.Table().Status() {
 		if (q.Has("kind") && string(s.Kind) != q.Get("kind")) || (q.Has("name") && s.Name != q.Get("name")) ||
 			(q.Has("model") && s.Model != q.Get("model")) {
 			continue
 		}
 		if !all {
-			if sc, known := g.budgetScope(r.Context(), s.Scope); !known || sc == authz.Proxy || !p.may(authz.Read, sc) {
+			if sc, known := g.budgetScopeWith(s.Scope, keyTeam); !known || sc == authz.Proxy || !p.may(authz.Read, sc) {
 				continue
 			}
 		}

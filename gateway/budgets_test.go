@@ -796,3 +796,50 @@ func FuzzTagHeader(f *testing.F) {
 		}
 	})
 }
+
+// countingKeys counts a store's key lookups.
+type countingKeys struct {
+	*store.SQLite
+	byID, lists atomic.Int64
+}
+
+func (c *countingKeys) KeyByID(ctx context.Context, id string) (llmflow.Key, error) {
+	c.byID.Add(1)
+	return c.SQLite.KeyByID(ctx, id)
+}
+
+func (c *countingKeys) ListKeys(ctx context.Context, f llmflow.KeyFilter) ([]llmflow.Key, error) {
+	c.lists.Add(1)
+	return c.SQLite.ListKeys(ctx, f)
+}
+
+// TestScopedBudgetListingKeys: a team admin's budget listing shows the
+// budgets of its team's keys and not another team's, reading the keys
+// once for the listing, not once per key budget.
+func TestScopedBudgetListingKeys(t *testing.T) {
+	var keys *countingKeys
+	e := newAdminEnv(t, "", func(o *Options) {
+		keys = &countingKeys{SQLite: o.Keys.(*store.SQLite)}
+		o.Keys = keys
+	})
+	var ids []string
+	for i := range 5 {
+		team := "lab-nlp"
+		if i%2 == 1 {
+			team = "lab-chem"
+		}
+		k := e.newKeyOf(t, fmt.Sprintf(`{"team":%q,"name":"budgeted-%d"}`, team, i))
+		e.must(t, "PUT", "/admin/budgets", "master", `{"kind":"key","name":"`+k.ID+`","period":"day","max_cost":1}`, 200)
+		ids = append(ids, k.ID)
+	}
+	byID, lists := keys.byID.Load(), keys.lists.Load()
+	body := e.must(t, "GET", "/admin/budgets?kind=key", "tadmin", "", 200)
+	for i, id := range ids {
+		if shown := strings.Contains(body, id); shown != (i%2 == 0) {
+			t.Errorf("key budget %d (lab-nlp: %v) shown to lab-nlp's team admin: %v\n%s", i, i%2 == 0, shown, body)
+		}
+	}
+	if n, l := keys.byID.Load()-byID, keys.lists.Load()-lists; n != 0 || l != 1 {
+		t.Fatalf("the listing read %d keys one by one and listed keys %d times; want 0 and 1", n, l)
+	}
+}

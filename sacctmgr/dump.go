@@ -2,6 +2,8 @@ package sacctmgr
 
 import (
 	"strings"
+
+	"github.com/go-llmflow/llmflow"
 )
 
 // Slurm creates a cluster's root account with these (as_mysql_add_clusters);
@@ -27,9 +29,14 @@ const (
 // line, which must name root or an account defined above it. Values may be
 // quoted with ' (a quote ends at a ' followed by ':' or the end of the
 // line); keys are case-insensitive; keys other than Description,
-// Organization, Fairshare, DefaultAccount and Partition are ignored;
-// Fairshare defaults to 1 (sacctmgr load's default) and 2147483647 means
-// parent. '#' starts a comment line. Errors are *ParseError.
+// Organization, Fairshare, DefaultAccount, Partition, GrpTRESMins and
+// GrpTRES are ignored; Fairshare defaults to 1 (sacctmgr load's default)
+// and 2147483647 means parent. GrpTRESMins and GrpTRES, which sacctmgr
+// writes with TRES names (print_file_add_limits_to_line:
+// GrpTRES=cpu=64,gres/gpu=16), give an account's Limits (the Cluster
+// line's, root's), as Options.Limits does for listings; a TRES string
+// that does not parse is an error naming the line. '#' starts a comment
+// line. Errors are *ParseError.
 func ParseDump(data []byte) (*Tree, error) {
 	ls := lines{data: data}
 	var (
@@ -62,6 +69,12 @@ func ParseDump(data []byte) (*Tree, error) {
 				return nil, err
 			}
 		}
+		var limits llmflow.GPULimits
+		if kind == "cluster" || kind == "account" {
+			if limits, err = GPULimits(fields["grptresmins"], fields["grptres"], GPUTRES); err != nil {
+				return nil, errorf(num, "%s %q: %v", kind, name, err)
+			}
+		}
 		switch kind {
 		case "cluster":
 			if t != nil {
@@ -70,7 +83,7 @@ func ParseDump(data []byte) (*Tree, error) {
 			t = &Tree{Cluster: name}
 			t.Accounts = append(t.Accounts, Account{
 				Name: "root", Description: rootDescription, Organization: rootOrganization,
-				Shares: shares, UseParent: useParent,
+				Shares: shares, UseParent: useParent, Limits: limits,
 			})
 			acctLine = append(acctLine, num)
 			accounts["root"] = true
@@ -90,7 +103,7 @@ func ParseDump(data []byte) (*Tree, error) {
 			t.Accounts = append(t.Accounts, Account{
 				Name: name, Parent: parent,
 				Description: fields["description"], Organization: fields["organization"],
-				Shares: shares, UseParent: useParent,
+				Shares: shares, UseParent: useParent, Limits: limits,
 			})
 			acctLine = append(acctLine, num)
 		case "user":

@@ -125,6 +125,9 @@ func TestParseDump_Errors(t *testing.T) {
 		{"QuoteNotClosedBeforeColon", cl + "Parent - 'root'\nAccount - 'a'x\n", 3, "unterminated quote"},
 		{"NoEquals", cl + "Parent - 'root'\nAccount - 'a':Fairshare\n", 3, "want Key=Value"},
 		{"EmptyName", cl + "Parent - ''\n", 2, "empty name"},
+		{"BadGrpTRES", cl + "Parent - 'root'\nAccount - 'a':GrpTRES=gres/gpu=lots\n", 3, `account "a": GrpTRES`},
+		{"NegativeGrpTRESMins", cl + "Parent - 'root'\nAccount - 'a':GrpTRESMins=gres/gpu=-5\n", 3, `account "a": GrpTRESMins`},
+		{"BadRootGrpTRES", "Cluster - 'hgx':GrpTRES=gres/gpu=\n", 1, `cluster "hgx": GrpTRES`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr, err := sacctmgr.ParseDump([]byte(tc.input))

@@ -54,7 +54,7 @@ func roundTrip(t *testing.T, tr *sacctmgr.Tree) {
 		}
 		t.Fatal(err)
 	}
-	back, err := sacctmgr.ParseAssociations(&buf, sacctmgr.Options{PipeColumn: "Descr"})
+	back, err := sacctmgr.ParseAssociations(&buf, sacctmgr.Options{PipeColumn: "Descr", Limits: true})
 	if err != nil {
 		t.Fatalf("re-parse: %v\n%s", err, buf.Bytes())
 	}

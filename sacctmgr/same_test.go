@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/sacctmgr"
 	"github.com/google/go-cmp/cmp"
 )
@@ -90,6 +91,19 @@ func without(t *sacctmgr.Tree, parents, text, defaults, partitions bool) *sacctm
 	return c
 }
 
+// withLimits is a copy of t with the accounts' Limits of from.
+func withLimits(t, from *sacctmgr.Tree) *sacctmgr.Tree {
+	c := t.Clone()
+	limits := map[string]llmflow.GPULimits{}
+	for _, a := range from.Accounts {
+		limits[a.Name] = a.Limits
+	}
+	for i := range c.Accounts {
+		c.Accounts[i].Limits = limits[c.Accounts[i].Name]
+	}
+	return c
+}
+
 // TestSameState: every form of the same Slurm state gives the same Tree,
 // up to the fields the form lacks.
 func TestSameState(t *testing.T) {
@@ -135,8 +149,9 @@ func TestSameState(t *testing.T) {
 		{"assoc.psv", byName(mustParse(t, "assoc.psv", sacctmgr.Options{Partial: true})), byName(without(ref, true, false, false, false))},
 		{"assoc.parsable1.txt", byName(mustParse(t, "assoc.parsable1.txt", sacctmgr.Options{Partial: true})), byName(without(ref, true, false, false, false))},
 		{"assoc.noheader.psv", byName(mustParse(t, "assoc.noheader.psv", sacctmgr.Options{Columns: defaultColumns, Partial: true})), byName(without(ref, true, false, false, false))},
-		// the dump has everything but deleted rows.
-		{"dump-hgx.cfg", dump, full},
+		// the dump has everything but deleted rows, GPU limits included
+		// (the listing's GrpTRES column, read with Options.Limits).
+		{"dump-hgx.cfg", dump, withLimits(full, mustParse(t, "assoc.format.psv", sacctmgr.Options{Limits: true}))},
 		// show account withassoc lacks partitions and defaults.
 		{"account.withassoc.psv", mustParse(t, "account.withassoc.psv", sacctmgr.Options{PipeColumn: "Descr"}), without(full, false, false, true, true)},
 		// show user withassoc has users and defaults only.
@@ -256,6 +271,8 @@ func TestDatabase(t *testing.T) {
 			live.Users = append(live.Users, u)
 		}
 	}
+	// treeFromDB reads no limits: the dump's GrpTRES are the listing's
+	live = withLimits(live, mustParse(t, "assoc.format.psv", sacctmgr.Options{Limits: true}))
 	dump, err := sacctmgr.ParseDump(mustRead(t, "dump-hgx.cfg"))
 	if err != nil {
 		t.Fatal(err)

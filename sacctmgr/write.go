@@ -10,16 +10,17 @@ import (
 
 // Parsable2Header is the header WriteParsable2 writes: the columns of
 //
-//	sacctmgr show assoc -P format=Cluster,Account,User,Partition,Share,ParentName,DefaultAccount,Organization,Description
+//	sacctmgr show assoc -P format=Cluster,Account,User,Partition,Share,ParentName,DefaultAccount,Organization,GrpTRESMins,GrpTRES,Description
 //
 // (sacctmgr itself prints Def Acct, Org and Descr empty in an association
 // listing; WriteParsable2 fills them).
-const Parsable2Header = "Cluster|Account|User|Partition|Share|ParentName|Def Acct|Org|Descr"
+const Parsable2Header = "Cluster|Account|User|Partition|Share|ParentName|Def Acct|Org|GrpTRESMins|GrpTRES|Descr"
 
 // WriteParsable2 writes the Tree as a --parsable2 association listing with
 // the Parsable2Header columns, in the Tree's order: account rows carry
-// Org and Descr, user rows Def Acct (their account when Default). Deleted
-// is not written. ParseAssociations(…, Options{PipeColumn: "Descr"}) reads
+// Org, Descr and their GPU limits (gres/gpu=N), user rows Def Acct (their
+// account when Default). Deleted is not written.
+// ParseAssociations(…, Options{PipeColumn: "Descr", Limits: true}) reads
 // it back into an equal Tree. Description is the last column, so it may
 // hold '|'; a '|' in any other field, or a line break anywhere, cannot be
 // written unambiguously and is an error.
@@ -48,7 +49,7 @@ func (t *Tree) WriteParsable2(w io.Writer) error {
 		if u.Default {
 			def = u.Account
 		}
-		for _, s := range [...]string{t.Cluster, "|", u.Account, "|", u.Name, "|", u.Partition, "|", share(u.Shares, u.UseParent), "||", def, "||\n"} {
+		for _, s := range [...]string{t.Cluster, "|", u.Account, "|", u.Name, "|", u.Partition, "|", share(u.Shares, u.UseParent), "||", def, "||||\n"} {
 			bw.WriteString(s)
 		}
 		return nil
@@ -60,7 +61,14 @@ func (t *Tree) WriteParsable2(w io.Writer) error {
 		if bad(a.Name, false) || bad(a.Parent, false) || bad(a.Organization, false) || bad(a.Description, true) {
 			return fmt.Errorf("write listing: account %q: '|' or line break where it cannot be written unambiguously", a.Name)
 		}
-		for _, s := range [...]string{t.Cluster, "|", a.Name, "|||", share(a.Shares, a.UseParent), "|", a.Parent, "||", a.Organization, "|", a.Description, "\n"} {
+		mins, gpus := "", ""
+		if a.Limits.HasMinutes {
+			mins = GPUTRES + "=" + strconv.FormatInt(a.Limits.Minutes, 10)
+		}
+		if a.Limits.HasGPUs {
+			gpus = GPUTRES + "=" + strconv.FormatInt(a.Limits.GPUs, 10)
+		}
+		for _, s := range [...]string{t.Cluster, "|", a.Name, "|||", share(a.Shares, a.UseParent), "|", a.Parent, "||", a.Organization, "|", mins, "|", gpus, "|", a.Description, "\n"} {
 			bw.WriteString(s)
 		}
 		for _, i := range users[a.Name] {

@@ -254,7 +254,7 @@ func TestSyncFileForms(t *testing.T) {
 		errs       []string // in stderr
 	}{
 		{"plain listing", []string{"--file", f("assoc.format.psv")}, true,
-			[]string{"created     org      etaba", "7 created"}, []string{"lab-old"}, nil},
+			[]string{"created     org      etaba", "7 created", `etabb (parent "", shares 3), limits GrpTRES=gres/gpu=16`}, []string{"lab-old"}, nil},
 		{"both listings", []string{"--file", f("assoc.format.psv"), "--file", f("assoc.format.withdeleted.psv")}, true,
 			[]string{"created     team     lab-chem", "7 created"}, []string{"lab-old"}, nil},
 		{"both listings, withdeleted first", []string{"--file", f("assoc.format.withdeleted.psv"), "--file", f("assoc.format.psv")}, true,
@@ -268,7 +268,7 @@ func TestSyncFileForms(t *testing.T) {
 		{"-n without --columns", []string{"--file", f("assoc.format.noheader.psv")}, false,
 			nil, nil, []string{"--noheader (-n)", "--columns"}},
 		{"dump file", []string{"--file", f("dump-hgx.cfg")}, true,
-			[]string{"created     org      etaba", "created     project  nlp-llm"}, []string{"lab-old"}, nil},
+			[]string{"created     org      etaba", "created     project  nlp-llm", `etabb (parent "", shares 3), limits GrpTRES=gres/gpu=16`}, []string{"lab-old"}, nil},
 		{"show account listing", []string{"--file", f("account.psv")}, false,
 			nil, nil, []string{`use "sacctmgr show assoc"`}},
 	} {

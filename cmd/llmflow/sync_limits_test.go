@@ -58,6 +58,13 @@ func TestSyncGPULimits(t *testing.T) {
 	if strings.ReplaceAll(fromCmd, "sacctmgr:", "") != strings.ReplaceAll(fromDB, "slurmdbd:", "") {
 		t.Errorf("the sources differ:\nsacctmgr:\n%s\nslurmdbd:\n%s", fromCmd, fromDB)
 	}
+	// a dump of the cluster (sacctmgr dump … file=) carries the same limits
+	dump := filepath.Join(dir, "dump.cfg")
+	sam(t, "dump", cluster, "file="+dump)
+	changes := func(out string) string { return out[:strings.LastIndex(out, "dry-run from ")] } // not the source line
+	if fromDump := run("--from-sacctmgr", "--file", dump, "--dry-run"); changes(fromDump) != changes(fromCmd) {
+		t.Errorf("the dump differs from the listing:\ndump:\n%s\nlisting:\n%s", fromDump, fromCmd)
+	}
 
 	// applied from sacctmgr; slurmdbd then sees nothing to change
 	run("--from-sacctmgr")

@@ -278,6 +278,17 @@ add_cluster() {
 	sacctmgr -i add cluster "$CLUSTER" >/dev/null || die "sacctmgr add cluster $CLUSTER"
 }
 
+# register_gpu_tres: a GPU site's slurmctld registers gres/gpu in tres_table
+# (AccountingStorageTRES=gres/gpu); the lab has no slurmctld, so it is
+# registered the same way here, once: GrpTRES=gres/gpu=N and the
+# write-back need it.
+register_gpu_tres() {
+	if [[ -n $(sql slurm_acct_db -e "SELECT id FROM tres_table WHERE type = 'gres' AND name = 'gpu'") ]]; then return 0; fi
+	say "registering TRES gres/gpu"
+	sql slurm_acct_db -e "INSERT INTO tres_table (creation_time, deleted, type, name) VALUES (UNIX_TIMESTAMP(), 0, 'gres', 'gpu')" ||
+		die "could not register TRES gres/gpu in tres_table"
+}
+
 install_packages
 start_munge
 start_mariadb
@@ -285,3 +296,4 @@ setup_databases
 write_configs
 start_slurmdbd
 add_cluster
+register_gpu_tres

@@ -17,8 +17,21 @@ import (
 )
 
 // adminChanged is the invalidation message of an admin write (keys are
-// announced by their hash in hex).
-const adminChanged = "admin"
+// announced by their hash in hex); treeChanged that of a Slurm import
+// that changed the stored account tree.
+const (
+	adminChanged = "admin"
+	treeChanged  = "tree"
+)
+
+// announceTree tells the other replicas that this one's Slurm import
+// changed the stored tree: they serve it at once (listenInvalidations),
+// not at their own next import.
+func (s *server) announceTree(ctx context.Context) {
+	if err := s.counters.rdb.Publish(context.WithoutCancel(ctx), s.counters.channel(), treeChanged).Err(); err != nil {
+		s.log.Warn("slurm import not announced to the other replicas (redis): they follow at their next import", "err", err)
+	}
+}
 
 // AppendAudit records an admin write (every admin write is audited once
 // it is done) and announces it to the other replicas, which reload their
@@ -71,6 +84,14 @@ func (s *server) listenInvalidations(ctx context.Context) {
 					s.log.Warn("admin state not reloaded after resubscribing", "err", err)
 				}
 			case *redis.Message:
+				if m.Payload == treeChanged {
+					if imp := s.imp.Load(); imp != nil {
+						if err := imp.reload(ctx, gw); err != nil {
+							s.log.Warn("account tree not reloaded after another replica's slurm import", "err", err)
+						}
+					}
+					continue
+				}
 				if m.Payload == adminChanged {
 					if err := gw.AdminChanged(ctx); err != nil {
 						s.log.Warn("admin state not reloaded after another replica's write", "err", err)

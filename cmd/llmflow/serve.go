@@ -244,6 +244,7 @@ type server struct {
 	log      *slog.Logger
 	counters *sharedCounters
 	cur      atomic.Pointer[gateway.Gateway]
+	imp      atomic.Pointer[slurmImport] // the current generation's; nil without a slurm block
 	draining atomic.Bool
 	open     atomic.Int64 // client connections
 }
@@ -371,8 +372,12 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) 
 	s.hook.gw.Store(g.gw)
 	g.gw.Start(ctx)
 	if g.imp != nil {
+		if s.counters.rdb != nil {
+			g.imp.announce = s.announceTree
+		}
 		g.imp.start(ctx, g.gw)
 	}
+	s.imp.Store(g.imp)
 	s.cur.Store(g.gw)
 	ok = true
 	return g, nil

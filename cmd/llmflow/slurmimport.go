@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,9 @@ type slurmImport struct {
 	current  atomic.Pointer[llmflow.Accounts] // the tree served now (budgets from Slurm read it)
 	cron     *cron.Cron
 	mu       sync.Mutex // one import at a time
+	// announce tells the other replicas that an import changed the
+	// stored tree (serve: a message on the Redis channel); nil: alone.
+	announce func(ctx context.Context)
 }
 
 func newSlurmImport(ctx context.Context, cfg *config.Config, as accountStore, log *slog.Logger) (*slurmImport, error) {
@@ -96,13 +100,13 @@ func (imp *slurmImport) run(ctx context.Context, gw *gateway.Gateway) {
 	}
 	start := time.Now()
 	res, err := imp.syncer.Run(ctx, false)
-	if err == nil && res.Run.Outcome == "applied" {
-		var accts llmflow.Accounts
-		if accts, err = imp.combine(res.Accounts); err == nil {
-			imp.current.Store(&accts)
-			gw.SetAccounts(accts)
-		} else {
+	if err == nil && (res.Run.Outcome == "applied" || res.Run.Outcome == "unchanged") {
+		// unchanged: Slurm equals the stored tree, which another replica
+		// may have applied since this one last served it
+		if err = imp.serve(gw, res.Accounts); err != nil {
 			res.Run.Outcome, res.Run.Error = "failed", err.Error()
+		} else if res.Run.Outcome == "applied" && imp.announce != nil {
+			imp.announce(ctx)
 		}
 	}
 	gw.ReportSync(res.Run)
@@ -122,6 +126,34 @@ func (imp *slurmImport) run(ctx context.Context, gw *gateway.Gateway) {
 	for _, n := range res.RoleNotes {
 		imp.log.Info("slurm role note", "note", n)
 	}
+}
+
+// serve hands gw the tree combined from stored (the Slurm tree in the
+// store), when it differs from the one served now. imp.mu is held.
+func (imp *slurmImport) serve(gw *gateway.Gateway, stored llmflow.Accounts) error {
+	accts, err := imp.combine(stored)
+	if err != nil {
+		return err
+	}
+	if reflect.DeepEqual(accts, *imp.current.Load()) {
+		return nil
+	}
+	imp.current.Store(&accts)
+	gw.SetAccounts(accts)
+	return nil
+}
+
+// reload serves the tree in the store now: another replica's import
+// changed it (its announcement), so this one follows at once rather than
+// at its next import.
+func (imp *slurmImport) reload(ctx context.Context, gw *gateway.Gateway) error {
+	imp.mu.Lock()
+	defer imp.mu.Unlock()
+	stored, err := imp.syncer.Sink.Accounts(ctx)
+	if err != nil {
+		return fmt.Errorf("read the account tree: %w", err)
+	}
+	return imp.serve(gw, stored)
 }
 
 func (imp *slurmImport) close() {

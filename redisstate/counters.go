@@ -169,7 +169,8 @@ func New(rdb redis.UniversalClient, pool string, halfLife time.Duration, o Optio
 	cells := []*tally{new(tally)}
 	c.tally.cells.Store(&cells)
 	c.replicas.Store(1)
-	c.share.Store(&shareState{n: 1, changed: make(chan struct{})}) // not settled: no share before the first beat
+	// not settled: no part of a capacity before the first beat
+	c.share.Store(&shareState{n: 1, changed: make(chan struct{})})
 	c.dirty.Store(true) // register the lease and an empty part at the first beat
 	return c
 }

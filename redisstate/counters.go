@@ -21,6 +21,11 @@
 // their counts are taken off the totals, so the requests a crashed replica
 // had in flight disappear within the lease.
 //
+// Capacity: the beat also tells each replica its rank among the live ones
+// (by name), from which Share gives it its part of a pool capacity (the
+// gateway-side queue of a scheduler = "gateway" pool), the parts of all
+// replicas summing exactly to it.
+//
 // Redis trouble: after a failed call the pool falls back to counts in
 // this process, placing requests against its own slice of each
 // reservation (the reservation divided by the number of live replicas

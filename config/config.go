@@ -90,7 +90,8 @@ type Pool struct {
 	//     default: vLLM releases before mid-2026 ignore the header);
 	//   - "gateway": engines without a priority scheduler (llama-server,
 	//     vLLM in FCFS mode); the gateway keeps at most Capacity requests in
-	//     flight and queues the rest in (priority, arrival) order;
+	//     flight and queues the rest in (priority, arrival) order (replicas
+	//     sharing Redis divide Capacity among them);
 	//   - "fcfs": no priority anywhere (the control).
 	Engine   engine.Descriptor
 	DefRange hcl.Range

@@ -384,6 +384,9 @@ func (g *Gateway) newPools(o Options, view *accountView) error {
 			pl.queue = newQueue(p.Capacity, p.QueueSize, p.QueueTimeout, func(k queueKey) int {
 				return fs.Peek(fairshare.Path{Org: k.org, Team: k.team, Project: k.project, User: k.owner}, k.class)
 			})
+			if sc, ok := ctr.(capacityShare); ok { // replicas share the capacity
+				pl.queue.share = sc
+			}
 			wait := g.m.queueWait.WithLabelValues(p.Name)
 			pl.queue.waitSeconds = func(d time.Duration) { wait.Observe(d.Seconds()) }
 		}

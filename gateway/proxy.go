@@ -56,6 +56,9 @@ type exchange struct {
 	// idleness (limits.stream_idle_timeout); nil otherwise.
 	cancelUp context.CancelFunc
 	rec      llmflow.Record
+	// recorded: rec was completed and queued when the stream's [DONE]
+	// arrived (recordAtDone); finish leaves it as it is.
+	recorded bool
 
 	ck  *cachedKey // the key's cache entry (nil for a refused key)
 	bud budgetReq  // budgets and per-key limits (budgets.go)
@@ -264,45 +267,83 @@ func drain(resp *http.Response) {
 	resp.Body.Close()
 }
 
-// flushWriter records the time of the first byte sent to the client and
-// flushes after each event.
+// flushWriter records the time of the first byte sent to the client,
+// flushes after each event, and records the request when the upstream's
+// [DONE] arrives, before it is written (sse.DoneHook).
 type flushWriter struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	x   *exchange
-	now func() time.Time
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	x    *exchange
+	g    *Gateway
+	idle *idleReader // nil without limits.stream_idle_timeout
 }
 
 func (f *flushWriter) Write(p []byte) (int, error) {
 	if f.x.first.IsZero() {
-		f.x.first = f.now()
+		f.x.first = f.g.now()
 	}
 	return f.w.Write(p)
 }
 
 func (f *flushWriter) Flush() error { return f.rc.Flush() }
 
+// BeforeDone implements sse.DoneHook.
+func (f *flushWriter) BeforeDone(res sse.Result) { f.g.recordAtDone(f.x, res, f.idle) }
+
+// recordAtDone completes the record of a stream whose upstream sent
+// [DONE] and queues it (the accounting spool appends it before Enqueue
+// returns) before [DONE] is written: a client that saw the stream complete
+// was accounted, even if the gateway is killed right after. Everything the
+// record holds is known then: the usage came before [DONE], the outcome is
+// ok, the latency ends at [DONE]. A client still connected at that moment
+// was served in full (it has every chunk; only [DONE] remains), as one
+// that leaves once it has [DONE]; one already gone (its request context
+// ended) is left to relayStream and finish, which record it as before,
+// client_gone when the write of [DONE] fails.
+func (g *Gateway) recordAtDone(x *exchange, res sse.Result, idle *idleReader) {
+	if g.rec == nil || x.r.Context().Err() != nil {
+		return
+	}
+	now := g.now()
+	if x.first.IsZero() {
+		x.first = now // [DONE] is the first byte the client gets
+	}
+	g.streamOutcome(x, res, nil, idle)
+	g.completeRecord(x, now)
+	g.rec.Enqueue(x.rec)
+	x.recorded = true
+}
+
 // relayStream forwards an SSE answer event by event. With
 // limits.stream_idle_timeout set, an engine that sends nothing for that
 // long has its request cancelled (x.cancelUp): the client's stream ends
-// without [DONE] and the record is incomplete.
+// without [DONE] and the record is incomplete. The record of a stream
+// that ends on [DONE] is queued before [DONE] is written (recordAtDone).
 func (g *Gateway) relayStream(w http.ResponseWriter, x *exchange, resp *http.Response) error {
 	h := w.Header()
 	h["Content-Type"] = []string{"text/event-stream"}
 	h["Cache-Control"] = []string{"no-cache"}
 	h["X-Accel-Buffering"] = []string{"no"}
 	w.WriteHeader(http.StatusOK)
-	fw := &flushWriter{w: w, rc: http.NewResponseController(w), x: x, now: g.now}
+	fw := &flushWriter{w: w, rc: http.NewResponseController(w), x: x, g: g}
 	var src io.Reader = resp.Body
-	var idle *idleReader
 	if x.cancelUp != nil {
-		idle = newIdleReader(resp.Body, g.cfg.Limits.StreamIdleTimeout, x.cancelUp)
-		defer idle.stop()
-		src = idle
+		fw.idle = newIdleReader(resp.Body, g.cfg.Limits.StreamIdleTimeout, x.cancelUp)
+		defer fw.idle.stop()
+		src = fw.idle
 	}
 	res, err := sse.Copy(fw, src, sse.Options{KeepUsage: x.rq.wantsUsage, Flush: fw.Flush,
 		Model: x.rq.model, UpstreamModel: x.rt.upstreamModel})
 	x.upDone = g.now()
+	if !x.recorded { // else recorded at [DONE], final
+		g.streamOutcome(x, res, err, fw.idle)
+	}
+	return nil
+}
+
+// streamOutcome sets the outcome, status and usage of a stream that Copy
+// forwarded, with Copy's result and error.
+func (g *Gateway) streamOutcome(x *exchange, res sse.Result, err error, idle *idleReader) {
 	x.rec.Status = http.StatusOK
 	var we *sse.WriteError
 	reason := llmflow.EstimateNoUsage
@@ -345,7 +386,6 @@ func (g *Gateway) relayStream(w http.ResponseWriter, x *exchange, resp *http.Res
 	default:
 		g.estimate(x, int64(res.Deltas), reason)
 	}
-	return nil
 }
 
 // idleReader reads a stream's upstream body and cancels the upstream
@@ -550,8 +590,9 @@ func truncate(s string, n int) string {
 }
 
 // finish completes x's record, releases what admission took (charging the
-// request's cost), settles the metrics, and queues the record. It runs once
-// per admitted request, whatever happened.
+// request's cost), settles the metrics, and queues the record (a stream
+// recorded at its [DONE] is left as it was queued then). It runs once per
+// admitted request, whatever happened.
 func (g *Gateway) finish(x *exchange) {
 	end := g.now()
 	x.end = end
@@ -559,20 +600,9 @@ func (g *Gateway) finish(x *exchange) {
 		x.up.b.inflight.Add(-1)
 	}
 	rec := &x.rec
-	rec.Time = x.start
-	rec.RequestID = x.id
-	rec.KeyID, rec.Project, rec.Team, rec.Org = x.key.ID, x.key.Project, x.key.Team, x.org
-	rec.Model, rec.Pool = x.rt.name, x.rt.pool.name
-	rec.Tags = x.requestTags()
-	rec.Stream = x.rq.stream
-	if x.rt.pool.engine.SendsPriority() || x.queued {
-		rec.Priority = x.ticket.Priority // sent to the engine, or the queue's order
+	if !x.recorded {
+		g.completeRecord(x, end)
 	}
-	rec.Latency = end.Sub(x.start)
-	if !x.first.IsZero() {
-		rec.TTFB = x.first.Sub(x.start)
-	}
-	rec.GPUHours = x.rt.cost.GPUHours(rec.PromptTokens, rec.CompletionTokens, rec.CachedTokens)
 	g.release(x)
 
 	c := g.m.child(rec.Model, rec.Pool, rec.Org, rec.Team)
@@ -592,10 +622,30 @@ func (g *Gateway) finish(x *exchange) {
 		x.rt.pool.upstreamSeconds.Observe(upEnd.Sub(x.sentUp).Seconds())
 		g.m.overhead.Observe((x.sentUp.Sub(x.start) + end.Sub(upEnd)).Seconds())
 	}
-	if g.rec != nil {
+	if g.rec != nil && !x.recorded {
 		g.rec.Enqueue(*rec)
 	}
 	g.accessLog(rec, "")
+}
+
+// completeRecord fills in x's record, the request ending at end (the
+// outcome, status and usage are set by then).
+func (g *Gateway) completeRecord(x *exchange, end time.Time) {
+	rec := &x.rec
+	rec.Time = x.start
+	rec.RequestID = x.id
+	rec.KeyID, rec.Project, rec.Team, rec.Org = x.key.ID, x.key.Project, x.key.Team, x.org
+	rec.Model, rec.Pool = x.rt.name, x.rt.pool.name
+	rec.Tags = x.requestTags()
+	rec.Stream = x.rq.stream
+	if x.rt.pool.engine.SendsPriority() || x.queued {
+		rec.Priority = x.ticket.Priority // sent to the engine, or the queue's order
+	}
+	rec.Latency = end.Sub(x.start)
+	if !x.first.IsZero() {
+		rec.TTFB = x.first.Sub(x.start)
+	}
+	rec.GPUHours = x.rt.cost.GPUHours(rec.PromptTokens, rec.CompletionTokens, rec.CachedTokens)
 }
 
 // accessLog writes the access log line of one request, served or refused

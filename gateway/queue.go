@@ -34,8 +34,18 @@ type waiter struct {
 //
 // Waiters are kept in one FIFO per (leaf, class), so a dispatch compares
 // only the heads: O(leaves), not O(waiting).
+//
+// With replicas sharing the pool's counters (share set), each replica's
+// queue lets through only its part of the capacity, so that all replicas
+// together send the engine no more than one gateway would; the part
+// follows the live replicas without a restart (read at each acquire and
+// release, and by the waiters when it changes: a part that grows
+// dispatches them at once).
 type queue struct {
-	capacity int
+	total    int           // the pool's capacity
+	share    capacityShare // nil: alone, capacity = total
+	capacity int           // this replica's part of total (mu)
+	settled  bool          // capacity is final, not 0 while joining (mu)
 	maxWait  int
 	timeout  time.Duration
 	priority func(k queueKey) int // current priority of a leaf and class
@@ -50,11 +60,42 @@ type queue struct {
 	waitSeconds func(d time.Duration)
 }
 
+// capacityShare is implemented by pool counters shared between gateway
+// replicas (redisstate.Counters): this replica's part of a capacity among
+// the live replicas (the parts of all sum to it), whether that part is
+// settled (false: the replica is joining and holds 0 for now), and a
+// channel closed when it changes. Share only reads memory.
+type capacityShare interface {
+	Share(capacity int) (part int, settled bool, changed <-chan struct{})
+}
+
 func newQueue(capacity, maxWait int, timeout time.Duration, priority func(queueKey) int) *queue {
-	return &queue{capacity: capacity, maxWait: maxWait, timeout: timeout, priority: priority, fifos: make(map[queueKey]*list.List)}
+	return &queue{total: capacity, capacity: capacity, settled: true, maxWait: maxWait, timeout: timeout, priority: priority, fifos: make(map[queueKey]*list.List)}
 }
 
 var errQueueFull = llmflow.Errorf(llmflow.EUNAVAILABLE, "the pool's queue is full; retry later")
+
+// errNoShare refuses at once, rather than after the queue timeout, a
+// request to a replica that holds none of the pool's capacity (fewer
+// slots than live replicas): another replica may have a slot now.
+var errNoShare = llmflow.Errorf(llmflow.EUNAVAILABLE,
+	"the pool's capacity is shared among the gateway replicas and this one holds none of it (fewer slots than replicas); retry later")
+
+// follow sets the capacity to this replica's current part and dispatches
+// waiters if it grew; it returns the channel closed at the next change
+// (nil, never closed, without a share). Called with mu.
+func (q *queue) follow() <-chan struct{} {
+	if q.share == nil {
+		return nil
+	}
+	part, settled, changed := q.share.Share(q.total)
+	q.settled = settled
+	if part != q.capacity {
+		q.capacity = part
+		q.dispatch()
+	}
+	return changed
+}
 
 // acquire returns once the request may be sent: at once while fewer than
 // capacity requests are in flight and nobody waits, else after waiting its
@@ -62,10 +103,15 @@ var errQueueFull = llmflow.Errorf(llmflow.EUNAVAILABLE, "the pool's queue is ful
 // queue timeout passes, and with ctx's error when the client leaves.
 func (q *queue) acquire(ctx context.Context, k queueKey, now func() time.Time) error {
 	q.mu.Lock()
+	changed := q.follow()
 	if q.inflight < q.capacity && q.waiting == 0 {
 		q.inflight++
 		q.mu.Unlock()
 		return nil
+	}
+	if q.capacity == 0 && q.settled {
+		q.mu.Unlock()
+		return withRetryAfter(errNoShare, time.Second)
 	}
 	if q.waiting >= q.maxWait {
 		q.mu.Unlock()
@@ -85,24 +131,30 @@ func (q *queue) acquire(ctx context.Context, k queueKey, now func() time.Time) e
 	start := now()
 	t := time.NewTimer(q.timeout)
 	defer t.Stop()
-	select {
-	case <-w.ready:
-		if q.waitSeconds != nil {
-			q.waitSeconds(now().Sub(start))
-		}
-		return nil
-	case <-t.C:
-		if q.leave(w) {
-			return withRetryAfter(llmflow.Errorf(llmflow.EUNAVAILABLE,
-				"the pool is saturated: no slot within the queue timeout of %s; retry later", q.timeout), q.timeout)
-		}
-		return nil // granted in the meantime
-	case <-ctx.Done():
-		if q.leave(w) {
+	for {
+		select {
+		case <-w.ready:
+			if q.waitSeconds != nil {
+				q.waitSeconds(now().Sub(start))
+			}
+			return nil
+		case <-changed: // this replica's part changed: a larger one dispatches
+			q.mu.Lock()
+			changed = q.follow()
+			q.mu.Unlock()
+		case <-t.C:
+			if q.leave(w) {
+				return withRetryAfter(llmflow.Errorf(llmflow.EUNAVAILABLE,
+					"the pool is saturated: no slot within the queue timeout of %s; retry later", q.timeout), q.timeout)
+			}
+			return nil // granted in the meantime
+		case <-ctx.Done():
+			if q.leave(w) {
+				return ctx.Err()
+			}
+			q.release() // granted in the meantime: give the slot back
 			return ctx.Err()
 		}
-		q.release() // granted in the meantime: give the slot back
-		return ctx.Err()
 	}
 }
 
@@ -127,6 +179,7 @@ func (q *queue) release() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.inflight--
+	q.follow()
 	q.dispatch()
 }
 

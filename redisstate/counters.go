@@ -23,6 +23,11 @@
 // their counts are taken off the totals, so the requests a crashed replica
 // had in flight disappear within the lease.
 //
+// Capacity: the beat also tells each replica its rank among the live ones
+// (by name), from which Share gives it its part of a pool capacity (the
+// gateway-side queue of a scheduler = "gateway" pool), the parts of all
+// replicas summing exactly to it.
+//
 // Redis trouble: after a failed call the pool falls back to counts in
 // this process, placing requests against its own slice of each
 // reservation (the reservation divided by the number of live replicas
@@ -102,6 +107,12 @@ type Counters struct {
 	downSince atomic.Int64 // unix ns; 0 when up
 	replicas  atomic.Int64 // live replicas last seen (≥ 1)
 
+	// share is the live replicas and this one's rank last seen, for
+	// Share; shareMu orders its replacements (Beat).
+	share   atomic.Pointer[shareState]
+	shareMu sync.Mutex
+	joined  atomic.Int64 // when this replica's lease began (ms, Redis's clock); 0: unknown
+
 	pending map[fairshare.Slot]usageAt // charged while down, not yet in Redis
 	usage   map[fairshare.Slot]usageAt // last usage read from Redis
 
@@ -165,6 +176,8 @@ func New(rdb redis.UniversalClient, pool string, halfLife time.Duration, o Optio
 	cells := []*tally{new(tally)}
 	c.tally.cells.Store(&cells)
 	c.replicas.Store(1)
+	// not settled: no part of a capacity before the first beat
+	c.share.Store(&shareState{n: 1, changed: make(chan struct{})})
 	c.dirty.Store(true) // register the lease and an empty part at the first beat
 	return c
 }
@@ -343,15 +356,25 @@ end
 // beatScript renews this replica's lease, reaps the replicas whose lease
 // expired (their counts leave the totals) and, when asked, rebuilds this
 // replica's part. KEYS: totals, this replica's hash, leases. ARGV:
-// replica, lease (ms), rebuild (1/0), half-life (s), m, then m triples
+// replica, lease (ms), rebuild (1/0), half-life (s), joined (ms, when
+// this replica's lease began as a previous beat said; 0: unknown), m, then
+// m pairs
 // field, count (the replica's own counts), then usage charges as triples
 // path key, GPU-hours, unix seconds. It returns {live replicas,
-// registered}.
+// registered, rank, settled, joined}: rank is this replica's place among
+// the live ones in byte order of their names (0-based), joined when its
+// lease began (now when it had none, or an expired one: it was reaped, or
+// Redis lost it), settled 1 when every other live replica has beaten
+// since then (a lease's expiry is its last beat plus the lease, alike for
+// all replicas of a pool), so all of them count this one.
 var beatScript = redis.NewScript(chargeLua + `
 local h, r, l = KEYS[1], KEYS[2], KEYS[3]
 local rid, lease, rebuild, hl = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', tonumber(ARGV[4])
+local joined = tonumber(ARGV[5])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local prev = tonumber(redis.call('ZSCORE', l, rid) or '')
+if prev == nil or prev <= now or joined <= 0 then joined = now end
 local function sub(f, d)
   if d == 0 then return end
   if redis.call('HINCRBY', h, f, d) < 0 then redis.call('HSET', h, f, 0) end
@@ -376,10 +399,10 @@ if rebuild then
     if f[i] ~= 'live' then old[f[i]] = tonumber(f[i + 1]) end
   end
   redis.call('DEL', r)
-  local m = tonumber(ARGV[5])
+  local m = tonumber(ARGV[6])
   local new = {'live', 1}
   for i = 0, m - 1 do
-    local field, v = ARGV[6 + 2*i], tonumber(ARGV[7 + 2*i])
+    local field, v = ARGV[7 + 2*i], tonumber(ARGV[8 + 2*i])
     sub(field, v - (old[field] or 0))
     old[field] = nil
     new[#new + 1] = field
@@ -387,12 +410,29 @@ if rebuild then
   end
   for field, v in pairs(old) do sub(field, -v) end
   redis.call('HSET', r, unpack(new))
-  local base = 6 + 2*m
+  local base = 7 + 2*m
   for i = base, #ARGV - 2, 3 do
     charge(h, ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), hl)
   end
 end
-return {redis.call('ZCOUNT', l, now, '+inf'), redis.call('HEXISTS', r, 'live')}
+-- byte order, not Lua's '<' (strcoll: locale-dependent)
+local function before(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+local live = redis.call('ZRANGEBYSCORE', l, '(' .. now, '+inf', 'WITHSCORES')
+local rank, settled = 0, 1
+for i = 1, #live, 2 do
+  local id = live[i]
+  if id ~= rid then
+    if before(id, rid) then rank = rank + 1 end
+    if tonumber(live[i + 1]) - lease <= joined then settled = 0 end
+  end
+end
+return {#live / 2, redis.call('HEXISTS', r, 'live'), rank, settled, joined}
 `)
 
 func (c *Counters) ctx() (context.Context, context.CancelFunc) {
@@ -772,6 +812,7 @@ func (c *Counters) Beat() {
 		cancel()
 		if err != nil {
 			c.fail(fmt.Errorf("redis ping: %w", err))
+			c.shareUnseen()
 			return
 		}
 	}
@@ -780,7 +821,7 @@ func (c *Counters) Beat() {
 		defer c.gate.Unlock()
 		c.dirty.Store(false)
 	}
-	args := []any{c.replica, (3 * c.beat).Milliseconds(), b01(rebuild), c.halfLife.Seconds()}
+	args := []any{c.replica, (3 * c.beat).Milliseconds(), b01(rebuild), c.halfLife.Seconds(), c.joined.Load()}
 	var charged map[fairshare.Slot]usageAt
 	if rebuild {
 		args, charged = c.rebuildArgs(args)
@@ -790,11 +831,12 @@ func (c *Counters) Beat() {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*c.timeout)
 	defer cancel()
 	v, err := beatScript.Run(ctx, c.rdb, []string{c.key, c.mine, c.live}, args...).Int64Slice()
-	if err == nil && len(v) != 2 {
+	if err == nil && len(v) != 5 {
 		err = fmt.Errorf("beat script returned %d values", len(v))
 	}
 	if err != nil {
 		c.fail(fmt.Errorf("redis beat: %w", err))
+		c.shareUnseen()
 		c.mu.Lock()
 		for sl, x := range charged { // kept for the next rebuild
 			addUsage(c.pending, sl, x, c.halfLife)
@@ -803,6 +845,8 @@ func (c *Counters) Beat() {
 		return
 	}
 	c.replicas.Store(max(v[0], 1))
+	c.joined.Store(v[4])
+	c.setShare(shareState{n: max(int(v[0]), 1), rank: int(v[2]), settled: v[3] == 1})
 	if v[1] == 0 {
 		c.dirty.Store(true)
 		c.poke()

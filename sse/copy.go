@@ -71,6 +71,17 @@ type Result struct {
 	Bytes int64
 }
 
+// DoneHook is implemented by a dst that must act when the stream is
+// complete but before its client can know it: Copy calls BeforeDone with
+// the Result (Done set, the [DONE] event counted, not yet written) when the
+// [DONE] event arrives, then writes it. The gateway makes its accounting
+// record durable there, so that a client that saw [DONE] was accounted
+// even if the process dies at once. Like io.Copy's WriterTo, it is found
+// by a type assertion on dst: no allocation, nothing for other writers.
+type DoneHook interface {
+	BeforeDone(Result)
+}
+
 // WriteError wraps an error from writing to dst or from Options.Flush:
 // the client went away. Copy's other errors come from reading the
 // upstream, or are ErrEventTooLarge.
@@ -100,7 +111,8 @@ const maxPooledRaw = 64 << 10
 // unless opt.KeepUsage is set. Comments (": ping") and other fields
 // (event:, id:, retry:) are forwarded as they are. The [DONE] event (data
 // starting with "[DONE]", as the OpenAI SDKs test it) is forwarded, then
-// Copy returns without reading src any further.
+// Copy returns without reading src any further; when dst is a DoneHook,
+// its BeforeDone is called first.
 //
 // If src ends without [DONE], Copy returns Result.Done == false and a nil
 // error; an incomplete last event (no blank line after it) is forwarded as
@@ -157,6 +169,9 @@ func Copy(dst io.Writer, src io.Reader, opt Options) (res Result, err error) {
 		if c.done {
 			res.Done = true
 			res.Events++
+			if h, ok := dst.(DoneHook); ok {
+				h.BeforeDone(res)
+			}
 			return res, forward(dst, ev.Raw, opt.Flush, &res)
 		}
 		if c.hasUsage {

@@ -41,7 +41,8 @@ func (g *Gateway) admissionSteps() []step {
 		{name: "model", admit: g.admitModel, reason: reasonModel},
 		{name: "tags", admit: g.admitTags, reason: reasonBadTags},
 		// budgets and per-key limits: one ledger call (budgets.Ledger)
-		{name: "budget", admit: g.admitBudget, release: g.releaseBudget, reason: reasonBudget},
+		{name: "budget", admit: g.admitBudget, release: g.releaseBudget, reason: reasonBudget,
+			byCode: map[string]string{llmflow.EINVALID: reasonBadRequest}}, // an output limit that cannot bound the engine
 		{name: "queue", admit: g.admitQueue, release: g.releaseQueue, reason: reasonQueue},
 		{name: "fair_share", admit: g.admitFairShare, release: g.releaseFairShare, reason: reasonQueue, byCode: grpTRESByCode},
 	}

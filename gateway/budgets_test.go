@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,8 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/budgets"
+	"github.com/go-llmflow/llmflow/fairshare"
+	"github.com/go-llmflow/llmflow/redisstate"
 	"github.com/go-llmflow/llmflow/store"
 	"github.com/go-llmflow/llmflow/vllmsim"
 )
@@ -663,9 +668,68 @@ func TestSoftLimitCrossedOnce(t *testing.T) {
 // output limit the hold covers: the model's max_output_tokens when the
 // client gives none, the lowered one in the client's own field, and the
 // client's own limit untouched when the budget pays for it.
-func TestBudgetOutputLimitUpstream(t *testing.T) {
+func TestBudgetOutputLimitUpstream(t *testing.T) { testBudgetOutputLimitUpstream(t) }
+
+// TestBudgetOutputLimitUpstreamRedis is the same with the ledger and the
+// fair-share counters in Redis, where the reservation rides in the
+// counters' admission (one round trip): the same limits, headers and
+// refusals.
+func TestBudgetOutputLimitUpstreamRedis(t *testing.T) {
+	e := testBudgetOutputLimitUpstream(t, sharedRedis(t))
+	// what is left pays for nothing more: a budget refusal, counted as one
+	putBudget(t, e, `{"kind":"team","name":"lab-nlp","period":"day","max_cost":0}`)
+	resp := e.post(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "" {
+		t.Fatalf("over budget: %d Retry-After %q, want 429 without", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if n := metricValue(e.metricsText(t), `llmflow_denied_total{reason="budget"}`); n != 1 {
+		t.Fatalf("llmflow_denied_total{reason=\"budget\"} = %v, want 1", n)
+	}
+}
+
+// sharedRedis puts the ledger and the pools' counters in the real Redis,
+// under a prefix of the test's own.
+func sharedRedis(t *testing.T) func(*Options) {
+	if os.Getenv("LLMFLOW_SKIP_REDIS") == "1" {
+		t.Skip("LLMFLOW_SKIP_REDIS=1")
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	if err := rdb.Ping(t.Context()).Err(); err != nil {
+		t.Fatalf("Redis at 127.0.0.1:6379: %v (LLMFLOW_SKIP_REDIS=1 skips)", err)
+	}
+	prefix := fmt.Sprintf("llmflow-gwtest:%d:", time.Now().UnixNano())
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() {
+		cancel()
+		keys, _ := rdb.Keys(context.Background(), prefix+"*").Result()
+		if len(keys) > 0 {
+			rdb.Del(context.Background(), keys...)
+		}
+		rdb.Close()
+	})
+	return func(o *Options) {
+		o.Ledger = redisstate.NewLedger(rdb, redisstate.LedgerOptions{Prefix: prefix + "ledger:"})
+		o.Counters = redisPools{rdb: rdb, prefix: prefix, ctx: ctx}
+	}
+}
+
+type redisPools struct {
+	rdb    *redis.Client
+	prefix string
+	ctx    context.Context
+}
+
+func (p redisPools) PoolCounters(pool string, halfLife time.Duration) fairshare.Counters {
+	c := redisstate.New(p.rdb, pool, halfLife, redisstate.Options{Prefix: p.prefix + "counters:"})
+	go c.Run(p.ctx)
+	return c
+}
+
+func testBudgetOutputLimitUpstream(t *testing.T, mod ...func(*Options)) *testEnv {
 	up := newRecordingUpstream(t, nil)
-	e, _ := budgetEnv(t, []string{up.srv.URL}, "")
+	e, _ := budgetEnv(t, []string{up.srv.URL}, "", mod...)
 	// 1 GPU-hour per million prompt tokens, 10 per million output tokens:
 	// a 0.001 budget pays for at most 96 output tokens after the prompt
 	// hold (37 bytes), fewer as the requests before spend it.
@@ -713,6 +777,7 @@ func TestBudgetOutputLimitUpstream(t *testing.T) {
 			t.Errorf("%s: %d %+v, want 400 naming the field", bad, resp.StatusCode, eb)
 		}
 	}
+	return e
 }
 
 // BenchmarkBudgetStep is the budget step's own cost per request (admit and

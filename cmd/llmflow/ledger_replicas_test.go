@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -122,5 +123,75 @@ func TestOneRedisRoundTripPerSide(t *testing.T) {
 	}
 	if h := healthz(t, rep.base); h.Shared == nil || h.Shared.Status != "ok" {
 		t.Fatalf("health: %+v", h.Shared)
+	}
+}
+
+// TestKeyChangesReachAllReplicas: with a redis block, a key deactivated
+// through one replica (PUT /admin/keys/{id}/active) is refused by the
+// other at once, although that one had the key cached, and reactivated
+// the same way; new limits (PUT /admin/keys/{id}/limits) hold there too.
+func TestKeyChangesReachAllReplicas(t *testing.T) {
+	rds := startRedis(t, freeAddr(t))
+	sim := startSim(t, time.Millisecond)
+	dir := t.TempDir()
+	cfg := procConfig(t, dir, sim, fmt.Sprintf("store {\n  path = \"llmflow.db\"\n}\nredis {\n  address = %q\n}\n", rds.addr))
+	a := startServe(t, cfg, "LLMFLOW_SPOOL_DIR="+filepath.Join(dir, "spool-a"))
+	b := startServe(t, cfg, "LLMFLOW_SPOOL_DIR="+filepath.Join(dir, "spool-b"))
+	key := createKey(t, a.base)
+	c := &http.Client{}
+	if !shortRequest(c, b.base, key) { // b caches the key
+		t.Fatal("first request on b failed")
+	}
+	var id string
+	{
+		req, _ := http.NewRequest(http.MethodGet, a.base+"/admin/keys?team=lab-nlp", nil)
+		req.Header.Set("Authorization", "Bearer "+procMasterKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			Data []struct{ ID string } `json:"data"`
+		}
+		json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if len(out.Data) != 1 {
+			t.Fatalf("keys: %+v", out)
+		}
+		id = out.Data[0].ID
+	}
+	status := func(base string) int {
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions",
+			strings.NewReader(`{"model":"sim-llama","max_tokens":2,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s, _ := procAdmin(t, http.MethodPut, a.base+"/admin/keys/"+id+"/active", `{"active":false}`); s != http.StatusOK {
+		t.Fatalf("deactivate: %d", s)
+	}
+	start := time.Now()
+	for status(b.base) != http.StatusForbidden {
+		if time.Since(start) > time.Second {
+			t.Fatal("a key deactivated on a was still served by b after 1 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("deactivation reached b in %s", time.Since(start).Round(time.Millisecond))
+	if s, _ := procAdmin(t, http.MethodPut, a.base+"/admin/keys/"+id+"/active", `{"active":true}`); s != http.StatusOK {
+		t.Fatalf("reactivate: %d", s)
+	}
+	waitUntil(t, time.Second, func() bool { return status(b.base) == http.StatusOK })
+	// limits: 1 request a minute, shared; b sees it at once
+	if s, _ := procAdmin(t, http.MethodPut, a.base+"/admin/keys/"+id+"/limits", `{"rpm":1}`); s != http.StatusOK {
+		t.Fatalf("limits: %d", s)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if s1, s2 := status(b.base), status(b.base); s1 != http.StatusOK || s2 != http.StatusTooManyRequests {
+		t.Fatalf("under rpm 1 on b: %d then %d, want 200 then 429", s1, s2)
 	}
 }

@@ -19,6 +19,7 @@ type appStore interface {
 	gateway.ShareUsageStore
 	gateway.SpendReader
 	gateway.AdminStore
+	gateway.KeyAdminStore
 	accountStore
 	Rollups(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)
 	RollupsByTag(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)

@@ -448,9 +448,11 @@ func (s *server) reload(ctx context.Context, old *generation) *generation {
 	return g
 }
 
-// revokeBroadcast is the key store of a replica with Redis: a revocation
-// is published on the invalidation channel, and every replica (this one
-// too) drops the key from its caches when it hears it (listenInvalidations).
+// revokeBroadcast is the key store of a replica with Redis: a change of a
+// key that its cached copy must not outlive (a revocation, a
+// deactivation, new limits) is published on the invalidation channel,
+// and every replica (this one too) drops the key from its caches when it
+// hears it (listenInvalidations).
 type revokeBroadcast struct {
 	appStore
 	s *server
@@ -460,14 +462,33 @@ func (r *revokeBroadcast) RevokeKey(ctx context.Context, id string, at time.Time
 	if err := r.appStore.RevokeKey(ctx, id, at); err != nil {
 		return err
 	}
+	return r.announce(ctx, id, "revoked")
+}
+
+func (r *revokeBroadcast) SetKeyLimits(ctx context.Context, id string, rpm, tpm, maxInFlight int) error {
+	if err := r.appStore.SetKeyLimits(ctx, id, rpm, tpm, maxInFlight); err != nil {
+		return err
+	}
+	return r.announce(ctx, id, "limits changed")
+}
+
+func (r *revokeBroadcast) SetKeyDisabled(ctx context.Context, id string, disabled bool) error {
+	if err := r.appStore.SetKeyDisabled(ctx, id, disabled); err != nil {
+		return err
+	}
+	return r.announce(ctx, id, "activation changed")
+}
+
+// announce publishes key id's hash, the change being stored already.
+func (r *revokeBroadcast) announce(ctx context.Context, id, what string) error {
 	k, err := r.appStore.KeyByID(ctx, id)
 	if err != nil {
 		return err
 	}
 	if err := r.s.counters.rdb.Publish(ctx, r.s.counters.channel(), hex.EncodeToString(k.Hash[:])).Err(); err != nil {
-		// The revocation is stored; other replicas see it when their
-		// cache entry expires (a minute at most).
-		r.s.log.Error("key revoked but not announced to the other replicas (redis)", "id", id, "err", err)
+		// The change is stored; other replicas see it when their cache
+		// entry expires (a minute at most).
+		r.s.log.Error("key "+what+" but not announced to the other replicas (redis)", "id", id, "err", err)
 	}
 	return nil
 }

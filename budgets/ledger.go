@@ -178,9 +178,9 @@ type Slot struct {
 
 	// The slice (Mem.SetSlice), s.mu held: 0 or the divisor n; floor0,
 	// used (spent + held) when it began; own0, this gateway's charges
-	// and holds then (local + held); fresh, the slot was not refreshed
-	// since its period came into force (the baseline is taken again at
-	// the first refresh, which brings the store's figure).
+	// and holds then (local + held); refreshed, the store's figure of the
+	// period came since it came into force; fresh, the slice began before
+	// that (floor0 is taken again at the first refresh).
 	sliceN    int64
 	floor0    int64
 	own0      int64
@@ -670,8 +670,10 @@ func (m *Mem) Refresh(sc Scope, periodStart time.Time, st StoredSpend, now time.
 	after := s.settleSpent()
 	s.refreshed = true
 	if s.sliceN > 1 && s.fresh {
-		// sliced since before the store's figure of the period was known
-		s.baseline()
+		// Sliced since before the store's figure of the period was
+		// known: floor0 is taken again with it, what this gateway spent
+		// and held since the baseline still counting.
+		s.floor0, s.fresh = s.spent.Load()-s.local+s.own0, false
 		s.recap()
 	}
 	x := s.crossed(after, now)

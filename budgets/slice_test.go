@@ -84,6 +84,12 @@ func TestSliceBudgets(t *testing.T) {
 			during: func(m *Mem) { apply(m, t0, 10, 4) }, want: 4},
 		{name: "a new period while sliced: floor0 again", n: 3,
 			during: func(m *Mem) { apply(m, next, 10, 2.5) }, at: next, want: 5}, // (10 − 2.5) / 3
+		{name: "own spend before the first refresh still counts", n: 3,
+			setup: func(m *Mem) { m.Apply([]Budget{orgB(10)}, nil, t0) }, // the store not read yet
+			during: func(m *Mem) {
+				settle(m, 2, 0.5)
+				m.Refresh(orgB(10).Scope, Month.Start(t0), StoredSpend{Older: 4}, t0)
+			}, want: 2}, // (10 − 4) / 3 − 1
 		{name: "the slice ends", n: 3, during: func(m *Mem) { m.SetSlice(1) }, want: 12},
 		{name: "n changes: floor0 stays", n: 3, during: func(m *Mem) {
 			settle(m, 2, 0.5) // 1 of its 2

@@ -59,6 +59,12 @@ func TestLedgerFallbackSlice(t *testing.T) {
 	if h := p.l.Health(); !h.Fallback || h.Divisor != 3 {
 		t.Fatalf("health: %+v", h)
 	}
+	// a Mem handed over in the fallback (a reload's gateway) is sliced too
+	o := newReplica(t, deadRedis(t), "t:", now, 10, 4)
+	p.l.SetLocal(o.mem)
+	if got, why := admitAll(t, &replica{mem: o.mem, l: p.l, t: o.t}, now, "", budgets.KeyLimits{}, 0.5); got != 4 || why != "budget" {
+		t.Fatalf("admitted %d of 0.5 GPU-hours on a Mem handed over (%s), want 4", got, why)
+	}
 	q := slicedReplica(t, deadRedis(t), now, 1000, 0, live.Load)
 	if got, why := admitAll(t, q, now, "k", budgets.KeyLimits{RPM: 9}, 0); got != 3 || why != "rpm" {
 		t.Fatalf("admitted %d of RPM 9 (%s), want 3", got, why)

@@ -67,17 +67,15 @@ type KeyLimits struct {
 // Any reports whether any limit is set.
 func (l KeyLimits) Any() bool { return l.RPM > 0 || l.TPM > 0 || l.MaxInFlight > 0 }
 
-// slice returns one replica's 1/n share of the limits: each set limit
-// divided by n, rounded down but at least 1 (so a limit below n lets n
-// replicas together run up to n − limit more than it); 0 stays unlimited.
-func (l KeyLimits) slice(n int64) KeyLimits {
-	part := func(v int) int {
-		if v <= 0 {
-			return v
-		}
-		return int(max(int64(v)/n, 1))
+// share returns one replica's 1/n share of a key limit v (n ≤ 1: v): v/n
+// rounded down but at least 1 (so a limit below n lets n replicas
+// together run up to n − v more than it); 0 stays unlimited.
+func share(v int, n int64) int64 {
+	l := int64(v)
+	if n > 1 && l > 0 {
+		l = max(l/n, 1)
 	}
-	return KeyLimits{RPM: part(l.RPM), TPM: part(l.TPM), MaxInFlight: part(l.MaxInFlight)}
+	return l
 }
 
 // sliceNote is added to a refusal's message while the ledger is sliced.
@@ -421,11 +419,8 @@ func (s *Slot) recap() {
 func (m *Mem) Reserve(now time.Time, r *Request) error {
 	r.Output, r.Lowered, r.held, r.inflight, r.window = r.WantOutput, false, 0, false, false
 	if k := r.Key; k != nil {
-		kl, n := r.Limits, m.slice.Load()
-		if n > 1 {
-			kl = kl.slice(n)
-		}
-		if lim := int64(kl.MaxInFlight); lim > 0 {
+		n := m.slice.Load()
+		if lim := share(r.Limits.MaxInFlight, n); lim > 0 {
 			if k.inflight.Add(1) > lim {
 				k.inflight.Add(-1)
 				return &Refusal{Reason: "max_inflight", RetryAfter: time.Second,
@@ -435,8 +430,8 @@ func (m *Mem) Reserve(now time.Time, r *Request) error {
 			k.inflight.Add(1)
 		}
 		r.inflight = true
-		if kl.RPM > 0 || kl.TPM > 0 {
-			if err := m.window(now, r, kl, n); err != nil {
+		if r.Limits.RPM > 0 || r.Limits.TPM > 0 {
+			if err := m.window(now, r, n); err != nil {
 				m.undo(r)
 				return err
 			}
@@ -451,19 +446,19 @@ func (m *Mem) Reserve(now time.Time, r *Request) error {
 	return nil
 }
 
-// window counts the request in its key's rate windows under the limits
-// kl (r.Limits, or their slice 1/n).
-func (m *Mem) window(now time.Time, r *Request, kl KeyLimits, n int64) error {
+// window counts the request in its key's rate windows, under its limits
+// or their 1/n share.
+func (m *Mem) window(now time.Time, r *Request, n int64) error {
 	k, sec := r.Key, now.Unix()
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if lim := int64(kl.RPM); lim > 0 {
+	if lim := share(r.Limits.RPM, n); lim > 0 {
 		if wait := k.reqs.wait(sec, 1, lim); wait > 0 {
 			return &Refusal{Reason: "rpm", RetryAfter: wait,
 				Message: fmt.Sprintf("the key's limit of %d requests per minute is reached", lim) + sliceNote(n, r.Limits.RPM)}
 		}
 	}
-	if lim := int64(kl.TPM); lim > 0 {
+	if lim := share(r.Limits.TPM, n); lim > 0 {
 		if wait := k.toks.wait(sec, min(r.Tokens, lim), lim); wait > 0 {
 			return &Refusal{Reason: "tpm", RetryAfter: wait,
 				Message: fmt.Sprintf("the key's limit of %d tokens per minute is reached", lim) + sliceNote(n, r.Limits.TPM)}
@@ -593,6 +588,9 @@ func (s *Slot) charge(hour, c, h int64, now time.Time) *Crossing {
 		s.local += c
 	}
 	after := s.settleSpent()
+	if s.sliceN > 1 {
+		s.recap() // before the hold goes: never a moment too generous
+	}
 	s.used.Add(-h)
 	s.held.Add(-h)
 	x := s.crossed(after, now)
@@ -601,14 +599,12 @@ func (s *Slot) charge(hour, c, h int64, now time.Time) *Crossing {
 }
 
 // settleSpent sets spent to max(stored, base + local), moving used by the
-// difference, and returns it. s.mu is held.
+// difference, and returns it. s.mu is held; while sliced, the caller
+// then recaps (kept out of here so that it inlines in charge).
 func (s *Slot) settleSpent() int64 {
 	v := max(s.stored, s.origin+s.local)
 	before := s.spent.Swap(v)
 	s.used.Add(v - before)
-	if s.sliceN > 1 {
-		s.recap()
-	}
 	return v
 }
 
@@ -669,11 +665,13 @@ func (m *Mem) Refresh(sc Scope, periodStart time.Time, st StoredSpend, now time.
 	s.stored = total
 	after := s.settleSpent()
 	s.refreshed = true
-	if s.sliceN > 1 && s.fresh {
-		// Sliced since before the store's figure of the period was
-		// known: floor0 is taken again with it, what this gateway spent
-		// and held since the baseline still counting.
-		s.floor0, s.fresh = s.spent.Load()-s.local+s.own0, false
+	if s.sliceN > 1 {
+		if s.fresh {
+			// Sliced since before the store's figure of the period was
+			// known: floor0 is taken again with it, what this gateway
+			// spent and held since the baseline still counting.
+			s.floor0, s.fresh = s.spent.Load()-s.local+s.own0, false
+		}
 		s.recap()
 	}
 	x := s.crossed(after, now)

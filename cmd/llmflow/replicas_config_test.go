@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -59,38 +57,17 @@ func TestReplicasConfiguredBeforeRedis(t *testing.T) {
 		t.Errorf("/healthz: %+v %+v", h, h.Shared)
 	}
 	// The ledger too: a key's RPM of 9 is 3 on this replica.
-	var k struct {
-		Key string `json:"key"`
-	}
-	if err := json.Unmarshal(adminCall(t, http.MethodPost, p.base+"/admin/keys", `{"team":"lab-chem","name":"k","rpm":9}`, http.StatusCreated), &k); err != nil || k.Key == "" {
-		t.Fatalf("create key: %v", err)
+	status, key9 := procAdmin(t, http.MethodPost, p.base+"/admin/keys", `{"team":"lab-chem","name":"k","rpm":9}`)
+	if status != http.StatusCreated || key9 == "" {
+		t.Fatalf("create key: %d", status)
 	}
 	ok := 0
 	for range 6 {
-		if shortRequest(c, p.base, k.Key) {
+		if shortRequest(c, p.base, key9) {
 			ok++
 		}
 	}
 	if ok != 3 {
 		t.Errorf("%d of 6 requests of a key with rpm = 9 answered with Redis down, replicas = 3; want 3", ok)
 	}
-}
-
-// adminCall sends an admin request with the master key and returns the body
-// of the answer, which must have status want.
-func adminCall(t *testing.T, method, url, body string, want int) []byte {
-	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+procMasterKey)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		t.Fatalf("%s %s: %d %s", method, url, resp.StatusCode, b)
-	}
-	return b
 }

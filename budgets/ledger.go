@@ -67,6 +67,25 @@ type KeyLimits struct {
 // Any reports whether any limit is set.
 func (l KeyLimits) Any() bool { return l.RPM > 0 || l.TPM > 0 || l.MaxInFlight > 0 }
 
+// share returns one replica's 1/n share of a key limit v (n ≤ 1: v): v/n
+// rounded down but at least 1 (so a limit below n lets n replicas
+// together run up to n − v more than it); 0 stays unlimited.
+func share(v int, n int64) int64 {
+	l := int64(v)
+	if n > 1 && l > 0 {
+		l = max(l/n, 1)
+	}
+	return l
+}
+
+// sliceNote is added to a refusal's message while the ledger is sliced.
+func sliceNote(n int64, whole int) string {
+	if n <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(" (this replica's 1/%d share of %d while the replicas cannot share the count)", n, whole)
+}
+
 // Request is one admission as the ledger sees it. The caller fills the
 // inputs; Reserve fills the outputs, and Settle reads both. It is meant to
 // live inside the caller's per-request state, so admission allocates
@@ -129,9 +148,10 @@ func (e *Refusal) Unwrap() error {
 // not its records are written yet (stored − base ≤ local); records of
 // another source (a restart's spool, another replica) raise stored.
 type Slot struct {
-	// What a request touches, together: admissions read limit and used
+	// What a request touches, together: admissions read cap and used
 	// and take with used and held; settles move used, held and spent.
 	limit  atomic.Int64 // effective limit, units
+	cap    atomic.Int64 // what admissions check used against: limit, or less while sliced
 	used   atomic.Int64 // spent + held: the one word admissions check
 	held   atomic.Int64
 	spent  atomic.Int64
@@ -153,6 +173,17 @@ type Slot struct {
 	origin  int64        // the store's spend before this gateway counted the period
 	hasBase bool
 	alerted time.Time
+
+	// The slice (Mem.SetSlice), s.mu held: 0 or the divisor n; floor0,
+	// used (spent + held) when it began; own0, this gateway's charges
+	// and holds then (local + held); refreshed, the store's figure of the
+	// period came since it came into force; fresh, the slice began before
+	// that (floor0 is taken again at the first refresh).
+	sliceN    int64
+	floor0    int64
+	own0      int64
+	refreshed bool
+	fresh     bool
 }
 
 type hourAmount struct {
@@ -167,7 +198,7 @@ func (s *Slot) Scope() Scope { return s.scope }
 func (s *Slot) take(h int64) bool {
 	for {
 		u := s.used.Load()
-		if u+h > s.limit.Load() {
+		if u+h > s.cap.Load() {
 			return false
 		}
 		if s.used.CompareAndSwap(u, u+h) {
@@ -273,6 +304,8 @@ type Mem struct {
 	OnCrossing func(Crossing)
 
 	recentHours int64
+	// slice is the divisor of every limit (SetSlice); 0 or 1: none.
+	slice atomic.Int64
 
 	mu    sync.Mutex
 	slots map[Scope]*Slot
@@ -311,22 +344,94 @@ func (m *Mem) Key(id string) *KeyState {
 // Table returns the budgets in force.
 func (m *Mem) Table() *Table { return m.table.Load() }
 
+// SetSlice makes the ledger enforce one replica's 1/n slice of every
+// limit, for a gateway that is one of n replicas keeping alone what they
+// normally share (a shared ledger's fallback while its store is away);
+// n ≤ 1 ends the slice. While sliced:
+//
+//   - each key limit (RPM, TPM, max_inflight) is max(1, limit/n): a limit
+//     below n lets the replicas together exceed it by up to n − limit;
+//   - on each budget, this gateway's own charges and holds since the
+//     slice began may not exceed (limit − floor0)/n, where floor0 is the
+//     budget's used (spent + held) when the slice began: its effective
+//     limit is floor0 + (limit − floor0)/n, raised by the spend of others
+//     that reaches this gateway through Refresh (never above the limit).
+//     For a budget that comes into force, or enters a new period, while
+//     sliced, floor0 is taken at its first refresh; when its limit
+//     changes, floor0 stays and the new limit is divided.
+//
+// So n replicas together never spend more than what was left when the
+// slice began (holds of other replicas then in flight, and spend not yet
+// in the store, are the residual risk). Changing n while sliced keeps
+// each budget's floor0.
+func (m *Mem) SetSlice(n int64) {
+	n = max(n, 1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if max(m.slice.Load(), 1) == n {
+		return
+	}
+	m.slice.Store(n)
+	for _, s := range m.slots {
+		s.mu.Lock()
+		s.setSlice(n)
+		s.mu.Unlock()
+	}
+}
+
+// Slice returns the divisor in force (1: the whole limits).
+func (m *Mem) Slice() int64 { return max(m.slice.Load(), 1) }
+
+// setSlice puts the slot under a 1/n slice (n ≤ 1: none). s.mu is held.
+func (s *Slot) setSlice(n int64) {
+	switch {
+	case n <= 1:
+		s.sliceN = 0
+	case s.sliceN == 0:
+		s.sliceN = n
+		s.baseline()
+	default:
+		s.sliceN = n
+	}
+	s.recap()
+}
+
+// baseline takes the figures the slice counts from. s.mu is held.
+func (s *Slot) baseline() {
+	h := s.held.Load() // used is spent + held; spent moves under s.mu only
+	s.floor0, s.own0, s.fresh = s.spent.Load()+h, s.local+h, !s.refreshed
+}
+
+// recap sets what admissions check used against: the limit or, sliced,
+// min(limit, spent − local + own0 + (limit − floor0)/n), so that an
+// admission of h fits when local + held + h ≤ own0 + (limit − floor0)/n
+// (this gateway's own consumption since the slice began) and used + h ≤
+// limit. s.mu is held.
+func (s *Slot) recap() {
+	l := s.limit.Load()
+	if n := s.sliceN; n > 1 {
+		l = min(l, s.spent.Load()-s.local+s.own0+(l-s.floor0)/n)
+	}
+	s.cap.Store(l)
+}
+
 // Reserve implements Ledger.
 func (m *Mem) Reserve(now time.Time, r *Request) error {
 	r.Output, r.Lowered, r.held, r.inflight, r.window = r.WantOutput, false, 0, false, false
 	if k := r.Key; k != nil {
-		if lim := int64(r.Limits.MaxInFlight); lim > 0 {
+		n := m.slice.Load()
+		if lim := share(r.Limits.MaxInFlight, n); lim > 0 {
 			if k.inflight.Add(1) > lim {
 				k.inflight.Add(-1)
 				return &Refusal{Reason: "max_inflight", RetryAfter: time.Second,
-					Message: fmt.Sprintf("the key has %d requests in flight, its limit (max_inflight)", lim)}
+					Message: fmt.Sprintf("the key has %d requests in flight, its limit (max_inflight)", lim) + sliceNote(n, r.Limits.MaxInFlight)}
 			}
 		} else {
 			k.inflight.Add(1)
 		}
 		r.inflight = true
 		if r.Limits.RPM > 0 || r.Limits.TPM > 0 {
-			if err := m.window(now, r); err != nil {
+			if err := m.window(now, r, n); err != nil {
 				m.undo(r)
 				return err
 			}
@@ -341,20 +446,22 @@ func (m *Mem) Reserve(now time.Time, r *Request) error {
 	return nil
 }
 
-func (m *Mem) window(now time.Time, r *Request) error {
+// window counts the request in its key's rate windows, under its limits
+// or their 1/n share.
+func (m *Mem) window(now time.Time, r *Request, n int64) error {
 	k, sec := r.Key, now.Unix()
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if lim := int64(r.Limits.RPM); lim > 0 {
+	if lim := share(r.Limits.RPM, n); lim > 0 {
 		if wait := k.reqs.wait(sec, 1, lim); wait > 0 {
 			return &Refusal{Reason: "rpm", RetryAfter: wait,
-				Message: fmt.Sprintf("the key's limit of %d requests per minute is reached", lim)}
+				Message: fmt.Sprintf("the key's limit of %d requests per minute is reached", lim) + sliceNote(n, r.Limits.RPM)}
 		}
 	}
-	if lim := int64(r.Limits.TPM); lim > 0 {
+	if lim := share(r.Limits.TPM, n); lim > 0 {
 		if wait := k.toks.wait(sec, min(r.Tokens, lim), lim); wait > 0 {
 			return &Refusal{Reason: "tpm", RetryAfter: wait,
-				Message: fmt.Sprintf("the key's limit of %d tokens per minute is reached", lim)}
+				Message: fmt.Sprintf("the key's limit of %d tokens per minute is reached", lim) + sliceNote(n, r.Limits.TPM)}
 		}
 	}
 	k.reqs.advance(sec)
@@ -377,7 +484,7 @@ func (m *Mem) hold(r *Request) error {
 	for range 16 {
 		avail := int64(math.MaxInt64)
 		for _, s := range r.Slots {
-			if a := s.limit.Load() - s.used.Load(); a < avail {
+			if a := s.cap.Load() - s.used.Load(); a < avail {
 				avail, tight = a, s
 			}
 		}
@@ -411,14 +518,18 @@ func (m *Mem) hold(r *Request) error {
 		}
 	}
 	sc := tight.scope
-	return &Refusal{Reason: "budget", Scope: sc,
-		Message: fmt.Sprintf("the budget of %s is exhausted for this %s", sc, tight.periodName())}
+	return &Refusal{Reason: "budget", Scope: sc, Message: tight.exhausted()}
 }
 
-func (s *Slot) periodName() string {
+// exhausted is the message of a budget refusal on s.
+func (s *Slot) exhausted() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return string(s.period)
+	msg := fmt.Sprintf("the budget of %s is exhausted for this %s", s.scope, s.period)
+	if s.sliceN > 1 && s.cap.Load() < s.limit.Load() {
+		msg += fmt.Sprintf(" (this replica's 1/%d share of what was left while the replicas cannot share the count)", s.sliceN)
+	}
+	return msg
 }
 
 // undo gives back what a refused Reserve took.
@@ -477,6 +588,9 @@ func (s *Slot) charge(hour, c, h int64, now time.Time) *Crossing {
 		s.local += c
 	}
 	after := s.settleSpent()
+	if s.sliceN > 1 {
+		s.recap() // before the hold goes: never a moment too generous
+	}
 	s.used.Add(-h)
 	s.held.Add(-h)
 	x := s.crossed(after, now)
@@ -485,7 +599,8 @@ func (s *Slot) charge(hour, c, h int64, now time.Time) *Crossing {
 }
 
 // settleSpent sets spent to max(stored, base + local), moving used by the
-// difference, and returns it. s.mu is held.
+// difference, and returns it. s.mu is held; while sliced, the caller
+// then recaps (kept out of here so that it inlines in charge).
 func (s *Slot) settleSpent() int64 {
 	v := max(s.stored, s.origin+s.local)
 	before := s.spent.Swap(v)
@@ -549,6 +664,16 @@ func (m *Mem) Refresh(sc Scope, periodStart time.Time, st StoredSpend, now time.
 	}
 	s.stored = total
 	after := s.settleSpent()
+	s.refreshed = true
+	if s.sliceN > 1 {
+		if s.fresh {
+			// Sliced since before the store's figure of the period was
+			// known: floor0 is taken again with it, what this gateway
+			// spent and held since the baseline still counting.
+			s.floor0, s.fresh = s.spent.Load()-s.local+s.own0, false
+		}
+		s.recap()
+	}
 	x := s.crossed(after, now)
 	s.mu.Unlock()
 	if x != nil && m.OnCrossing != nil {
@@ -576,7 +701,8 @@ func (m *Mem) Apply(bs []Budget, incs []Increase, now time.Time) *Table {
 		}
 		s.mu.Lock()
 		start := b.Period.Start(now)
-		if !s.start.Equal(start) {
+		newPeriod := !s.start.Equal(start)
+		if newPeriod {
 			// A new slot, a new period, or another period kind: count
 			// this gateway's charges since start (from the recent hours)
 			// and start from no stored figure until the next refresh.
@@ -591,10 +717,18 @@ func (m *Mem) Apply(bs []Budget, incs []Increase, now time.Time) *Table {
 			// nothing of the period came before it.
 			s.origin, s.hasBase = 0, !s.created.After(start)
 			s.start = start
+			s.refreshed = false
 			s.settleSpent()
 		}
 		s.start, s.period, s.base, s.maxCost, s.incr = start, b.Period, b, b.MaxCost, extra[b.Scope]
 		s.limit.Store(floorUnits(b.MaxCost + extra[b.Scope]))
+		if n := m.slice.Load(); n > 1 && (s.sliceN == 0 || newPeriod) {
+			// in force, or in a new period, while sliced: counted from
+			// here (again at the first refresh)
+			s.sliceN = n
+			s.baseline()
+		}
+		s.recap()
 		s.soft.Store(units(b.SoftLimit))
 		s.active.Store(true)
 		s.mu.Unlock()

@@ -150,16 +150,21 @@ type Store struct {
 	SpoolSync string
 }
 
-// Redis is redis { address, password_file, tls, key_prefix, timeout }:
-// the fair-share counters of every pool are shared through it, so that
-// several gateway replicas admit against one set of counts.
+// Redis is redis { address, password_file, tls, key_prefix, timeout,
+// replicas }: the fair-share counters of every pool are shared through
+// it, so that several gateway replicas admit against one set of counts.
 type Redis struct {
 	Address      string        // host:port
 	PasswordFile string        // "" = no AUTH
 	TLS          bool          // connect with TLS (system roots)
 	KeyPrefix    string        // default "llmflow:"
 	Timeout      time.Duration // bound of a call on a request's path, default 250ms
-	DefRange     hcl.Range
+	// Replicas is how many replicas run (≥ 1, default 1): until Redis has
+	// answered once, each replica takes reservation / Replicas (and
+	// budgets and key limits / Replicas); then the live count of the
+	// leases is used.
+	Replicas int64
+	DefRange hcl.Range
 }
 
 // FairShare tunes the fair-share usage.

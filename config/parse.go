@@ -196,16 +196,17 @@ var redisSchema = &hcl.BodySchema{
 		{Name: "tls"},
 		{Name: "key_prefix"},
 		{Name: "timeout"},
+		{Name: "replicas"},
 	},
 }
 
 // decodeRedis decodes redis { address, password_file, tls, key_prefix,
-// timeout }.
+// timeout, replicas }.
 func (d *decoder) decodeRedis(b *hcl.Block) {
 	if b == nil {
 		return
 	}
-	r := &Redis{KeyPrefix: "llmflow:", Timeout: 250 * time.Millisecond, DefRange: b.DefRange}
+	r := &Redis{KeyPrefix: "llmflow:", Timeout: 250 * time.Millisecond, Replicas: 1, DefRange: b.DefRange}
 	c := d.content(b.Body, redisSchema)
 	if a := d.str(c.Attributes, "address", &r.Address); a != nil {
 		i := strings.LastIndexByte(r.Address, ':')
@@ -217,6 +218,7 @@ func (d *decoder) decodeRedis(b *hcl.Block) {
 	d.bool(c.Attributes, "tls", &r.TLS)
 	d.str(c.Attributes, "key_prefix", &r.KeyPrefix)
 	d.duration(c.Attributes, "timeout", &r.Timeout)
+	intAttr(d, c.Attributes, "replicas", 1, 1000, &r.Replicas)
 	d.cfg.Redis = r
 }
 

@@ -495,8 +495,11 @@ func TestParse_StoreKinds(t *testing.T) {
 		t.Errorf("configured spool: %+v", own)
 	}
 	r := mustParse(t, "/etc/llmflow/gw.hcl", "redis {\n  address = \"10.0.0.5:6379\"\n  password_file = \"redis.pass\"\n  tls = true\n}\n").Redis
-	if r == nil || r.Address != "10.0.0.5:6379" || r.PasswordFile != "/etc/llmflow/redis.pass" || !r.TLS || r.KeyPrefix != "llmflow:" || r.Timeout != 250*time.Millisecond {
+	if r == nil || r.Address != "10.0.0.5:6379" || r.PasswordFile != "/etc/llmflow/redis.pass" || !r.TLS || r.KeyPrefix != "llmflow:" || r.Timeout != 250*time.Millisecond || r.Replicas != 1 {
 		t.Errorf("redis: %+v", r)
+	}
+	if r := mustParse(t, "gw.hcl", "redis {\n  address = \"r:6379\"\n  replicas = 3\n}\n").Redis; r.Replicas != 3 {
+		t.Errorf("redis replicas = 3: %+v", r)
 	}
 	if config.DefaultRetention != 2160*time.Hour {
 		t.Errorf("DefaultRetention = %v, want 90 days", config.DefaultRetention)

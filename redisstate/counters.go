@@ -74,6 +74,11 @@ type Options struct {
 	Beat time.Duration
 	// Log receives the fallback's start and end (nil: none).
 	Log *slog.Logger
+	// Replicas is the number of replicas taken as live until Redis has
+	// answered a beat (default 1): a replica started while Redis is away
+	// admits against reservation / Replicas. Then the live count of the
+	// leases is used.
+	Replicas int64
 }
 
 // Counters is fairshare.Counters over Redis for one pool.
@@ -175,7 +180,7 @@ func New(rdb redis.UniversalClient, pool string, halfLife time.Duration, o Optio
 	c.keys.Store(&keys)
 	cells := []*tally{new(tally)}
 	c.tally.cells.Store(&cells)
-	c.replicas.Store(1)
+	c.replicas.Store(max(o.Replicas, 1))
 	// not settled: no part of a capacity before the first beat
 	c.share.Store(&shareState{n: 1, changed: make(chan struct{})})
 	c.dirty.Store(true) // register the lease and an empty part at the first beat

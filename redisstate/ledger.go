@@ -32,8 +32,11 @@ import (
 //
 // When Redis does not answer, the replica falls back to the gateway's
 // own in-process ledger (budgets.Mem) until a probe succeeds; Health says
-// so. Settles that could not reach Redis are retried by Run, so a hold
-// is not kept forever.
+// so. That ledger then enforces this replica's slice (budgets.Mem.SetSlice)
+// of what was left of each budget and of each key limit: 1/n, n the live
+// replicas last seen (LedgerOptions.Replicas), so that the replicas
+// together do not spend a budget n-fold. Settles that could not reach
+// Redis are retried by Run, so a hold is not kept forever.
 type Ledger struct {
 	rdb     redis.UniversalClient
 	prefix  string
@@ -42,6 +45,13 @@ type Ledger struct {
 	log     *slog.Logger
 
 	local atomic.Pointer[budgets.Mem]
+
+	replicas func() int64
+	// slice is the divisor the local ledger must enforce (1 while Redis
+	// answers); sliceMu orders its changes with the fallback's start and
+	// end, so a Mem is never left sliced after the fallback, or whole in it.
+	sliceMu sync.Mutex
+	slice   atomic.Int64
 
 	down      atomic.Bool
 	downSince atomic.Int64
@@ -69,6 +79,9 @@ type LedgerOptions struct {
 	// that died left held counts for at most twice this long.
 	InFlightTTL time.Duration
 	Log         *slog.Logger
+	// Replicas returns the number of live replicas (nil: 1): while Redis
+	// is away, budgets and key limits are divided by it.
+	Replicas func() int64
 }
 
 // Via marks on budgets.Request.Ext.
@@ -80,7 +93,11 @@ const (
 // NewLedger returns a Ledger over rdb. Its fallback is the Mem the
 // gateway hands it (SetLocal); until then, a Mem of its own.
 func NewLedger(rdb redis.UniversalClient, o LedgerOptions) *Ledger {
-	l := &Ledger{rdb: rdb, prefix: o.Prefix, timeout: o.Timeout, ifTTL: o.InFlightTTL, log: o.Log}
+	l := &Ledger{rdb: rdb, prefix: o.Prefix, timeout: o.Timeout, ifTTL: o.InFlightTTL, log: o.Log, replicas: o.Replicas}
+	if l.replicas == nil {
+		l.replicas = func() int64 { return 1 }
+	}
+	l.slice.Store(1)
 	if l.prefix == "" {
 		l.prefix = "llmflow:ledger:"
 	}
@@ -376,7 +393,14 @@ func periodOf(s *budgets.Slot) string {
 }
 
 func (l *Ledger) reserveLocal(now time.Time, r *budgets.Request) error {
-	err := l.local.Load().Reserve(now, r)
+	m := l.local.Load()
+	if m.Slice() != l.slice.Load() { // a Mem handed over (SetLocal) in the fallback
+		l.sliceMu.Lock()
+		m = l.local.Load()
+		m.SetSlice(l.slice.Load())
+		l.sliceMu.Unlock()
+	}
+	err := m.Reserve(now, r)
 	r.Ext = budgets.Ext{Via: viaLocal}
 	return err
 }
@@ -439,11 +463,34 @@ func (l *Ledger) settleFailed(err error, keys []string, args []any) {
 func (l *Ledger) fail(err error) {
 	l.errors.Add(1)
 	l.lastErr.Store(&errAt{err: err, at: time.Now()})
-	if !l.down.Swap(true) {
+	if l.down.Load() {
+		return
+	}
+	n := max(l.replicas(), 1)
+	l.sliceMu.Lock()
+	// sliced before the fallback begins: no local admission takes the whole
+	l.slice.Store(n)
+	l.local.Load().SetSlice(n)
+	first := !l.down.Swap(true)
+	l.sliceMu.Unlock()
+	if first {
 		l.downSince.Store(time.Now().UnixNano())
 		if l.log != nil {
-			l.log.Warn("redis unreachable: budget holds and key limits are kept by this replica alone until it answers", "err", err)
+			l.log.Warn("redis unreachable: budget holds and key limits are kept by this replica alone, on its slice of each, until it answers",
+				"replicas", n, "err", err)
 		}
+	}
+}
+
+// reslice divides the local ledger by the live replicas now, while in
+// fallback.
+func (l *Ledger) reslice() {
+	n := max(l.replicas(), 1)
+	l.sliceMu.Lock()
+	defer l.sliceMu.Unlock()
+	if l.down.Load() {
+		l.slice.Store(n)
+		l.local.Load().SetSlice(n)
 	}
 }
 
@@ -453,6 +500,7 @@ func (l *Ledger) Probe() {
 	if !l.down.Load() {
 		return
 	}
+	l.reslice()
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
 	if err := l.rdb.Ping(ctx).Err(); err != nil {
@@ -471,14 +519,20 @@ func (l *Ledger) Probe() {
 			return
 		}
 	}
-	if l.down.Swap(false) && l.log != nil {
+	l.sliceMu.Lock()
+	ended := l.down.Swap(false)
+	l.slice.Store(1)
+	l.local.Load().SetSlice(1)
+	l.sliceMu.Unlock()
+	if ended && l.log != nil {
 		l.log.Info("redis answers again: budget holds and key limits shared", "settles_replayed", len(todo),
 			"fallback_for", time.Since(time.Unix(0, l.downSince.Load())).Round(time.Millisecond))
 	}
 	l.downSince.Store(0)
 }
 
-// Run probes Redis every interval while in fallback, until ctx ends.
+// Run probes Redis every interval while in fallback (and keeps the
+// fallback's slice to the live replicas), until ctx ends.
 func (l *Ledger) Run(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -498,11 +552,14 @@ type LedgerHealth struct {
 	Since    time.Time
 	Err      string
 	Pending  int // settles waiting for Redis
+	// Divisor is what budgets and key limits are divided by in the
+	// fallback (the live replicas last seen); 1 while Redis answers.
+	Divisor int64
 }
 
 // Health returns the ledger's state.
 func (l *Ledger) Health() LedgerHealth {
-	h := LedgerHealth{Fallback: l.down.Load()}
+	h := LedgerHealth{Fallback: l.down.Load(), Divisor: l.slice.Load()}
 	if h.Fallback {
 		h.Since = time.Unix(0, l.downSince.Load())
 		if e := l.lastErr.Load(); e != nil {

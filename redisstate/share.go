@@ -26,7 +26,8 @@ type shareState struct {
 // next lower rank's, for n − 1, so views one beat apart never sum beyond
 // capacity. Before the first beat the part is 0, not settled; when Redis
 // is away, the last seen n and rank hold, and a replica that never
-// reached Redis counts as alone (as the fallback's slice does).
+// reached Redis takes capacity / Options.Replicas, rounded down (as the
+// fallback's slice does).
 //
 // changed is closed when the next beat sees other live replicas or
 // another rank, or settles: a waiter re-reads its part then. Share only
@@ -62,9 +63,13 @@ func (c *Counters) setShare(s shareState) {
 	close(old.changed)
 }
 
-// shareUnseen makes a replica that never reached Redis count as alone.
+// shareUnseen makes a replica that never reached Redis count as one of
+// the replicas it was told there are (Options.Replicas; alone by
+// default), its rank unknown: capacity / n, rounded down, so that n such
+// replicas never send the engine more than capacity.
 func (c *Counters) shareUnseen() {
 	if c.joined.Load() == 0 {
-		c.setShare(shareState{n: 1, settled: true})
+		n := int(c.replicas.Load())
+		c.setShare(shareState{n: n, rank: n, settled: true})
 	}
 }

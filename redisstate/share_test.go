@@ -125,7 +125,7 @@ func TestShareSumsToCapacity(t *testing.T) {
 	}
 
 	// Redis away: the last parts hold; a replica that never reached it
-	// counts as alone
+	// counts as alone, or as one of Options.Replicas
 	before := parts(reps[:2], 7)
 	r.kill()
 	lone := New(rdb, "p", time.Hour, o("d"))
@@ -137,6 +137,15 @@ func TestShareSumsToCapacity(t *testing.T) {
 	}
 	if part, settled, _ := lone.Share(7); part != 7 || !settled {
 		t.Fatalf("never reached Redis: part %d, settled %v; want all 7, settled", part, settled)
+	}
+	// told there are 3 replicas (redis { replicas = 3 }): a third, rounded
+	// down, so that three such never send more than the capacity
+	o3 := o("e")
+	o3.Replicas = 3
+	third := New(rdb, "p", time.Hour, o3)
+	third.Beat()
+	if part, settled, _ := third.Share(7); part != 2 || !settled {
+		t.Fatalf("never reached Redis, 3 replicas: part %d, settled %v; want 2 (7/3), settled", part, settled)
 	}
 }
 

@@ -512,7 +512,10 @@ type sharedCounters struct {
 	base    string // the configured key prefix
 	timeout time.Duration
 	replica string // this process among the replicas (leases)
-	log     *slog.Logger
+	// replicas is redis.replicas: the divisor of each slice until Redis
+	// has answered once
+	replicas int64
+	log      *slog.Logger
 	// run is the context of the counters' beats; close cancels it and
 	// waits for each to give up its lease.
 	run     context.Context
@@ -546,11 +549,11 @@ func newSharedCounters(ctx context.Context, cfg *config.Config, log *slog.Logger
 	}
 	c.rdb = redis.NewClient(o)
 	c.prefix, c.base, c.timeout = rc.KeyPrefix+"counters:", rc.KeyPrefix, rc.Timeout
-	c.replica, c.log = replicaName(), log
+	c.replica, c.replicas, c.log = replicaName(), max(rc.Replicas, 1), log
 	redis.SetLogger(redisLogger{log})
 	c.run, c.stop = context.WithCancel(context.WithoutCancel(ctx))
 	c.ledger = redisstate.NewLedger(c.rdb, redisstate.LedgerOptions{Prefix: rc.KeyPrefix + "ledger:", Timeout: rc.Timeout,
-		InFlightTTL: cfg.Limits.MaxRequestDuration + time.Minute, Log: log})
+		InFlightTTL: cfg.Limits.MaxRequestDuration + time.Minute, Log: log, Replicas: c.liveReplicas})
 	c.beating.Go(func() { c.ledger.Run(c.run, time.Second) })
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -570,7 +573,8 @@ func (c *sharedCounters) PoolCounters(pool string, halfLife time.Duration) fairs
 	}
 	var m fairshare.Counters
 	if c.rdb != nil {
-		r := redisstate.New(c.rdb, pool, halfLife, redisstate.Options{Prefix: c.prefix, Timeout: c.timeout, Replica: c.replica, Log: c.log})
+		r := redisstate.New(c.rdb, pool, halfLife, redisstate.Options{Prefix: c.prefix, Timeout: c.timeout, Replica: c.replica, Log: c.log,
+			Replicas: c.replicas})
 		c.beating.Go(func() { r.Run(c.run) })
 		m = r
 	} else {
@@ -578,6 +582,24 @@ func (c *sharedCounters) PoolCounters(pool string, halfLife time.Duration) fairs
 	}
 	c.m[pool] = m
 	return m
+}
+
+// liveReplicas is the number of live replicas the pools' counters last
+// saw (the largest), or redis.replicas before any pool's counters: what
+// budgets and key limits are divided by while the ledger's Redis is away.
+func (c *sharedCounters) liveReplicas() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := int64(0)
+	for _, m := range c.m {
+		if r, ok := m.(*redisstate.Counters); ok {
+			n = max(n, r.Health().Replicas)
+		}
+	}
+	if n == 0 {
+		return c.replicas
+	}
+	return n
 }
 
 // holdsUsage reports whether the counters already hold every pool's

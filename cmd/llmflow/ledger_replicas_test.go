@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,11 +20,7 @@ func TestKeyRPMAcrossReplicas(t *testing.T) {
 	rds := startRedis(t, freeAddr(t))
 	sim := startSim(t, time.Millisecond)
 	dir := t.TempDir()
-	cfg := procConfig(t, dir, sim, fmt.Sprintf("store {\n  path = \"llmflow.db\"\n}\nredis {\n  address = %q\n}\n", rds.addr))
-	var reps []*proc
-	for i := range 2 {
-		reps = append(reps, startServe(t, cfg, "LLMFLOW_SPOOL_DIR="+filepath.Join(dir, fmt.Sprintf("spool-%d", i))))
-	}
+	reps := startReplicas(t, replicasConfig(t, dir, sim, redisAt(rds.addr), `pool "sim" { capacity = 64 }`), dir, 2)
 	status, key := procAdmin(t, http.MethodPost, reps[0].base+"/admin/keys", `{"team":"lab-nlp","name":"rpm","rpm":4}`)
 	if key == "" {
 		t.Fatalf("create key: %d", status)
@@ -75,8 +69,7 @@ func TestOneRedisRoundTripPerSide(t *testing.T) {
 	rds := startRedis(t, freeAddr(t))
 	sim := startSim(t, time.Millisecond)
 	dir := t.TempDir()
-	cfg := procConfig(t, dir, sim, fmt.Sprintf("store {\n  path = \"llmflow.db\"\n}\nredis {\n  address = %q\n}\n", rds.addr))
-	rep := startServe(t, cfg, "LLMFLOW_SPOOL_DIR="+filepath.Join(dir, "spool"))
+	rep := startReplicas(t, replicasConfig(t, dir, sim, redisAt(rds.addr), `pool "sim" { capacity = 64 }`), dir, 1)[0]
 	status, key := procAdmin(t, http.MethodPost, rep.base+"/admin/keys", `{"team":"lab-nlp","name":"limited","rpm":100000,"tpm":100000000,"max_inflight":50}`)
 	if key == "" {
 		t.Fatalf("create key: %d", status)
@@ -134,9 +127,8 @@ func TestKeyChangesReachAllReplicas(t *testing.T) {
 	rds := startRedis(t, freeAddr(t))
 	sim := startSim(t, time.Millisecond)
 	dir := t.TempDir()
-	cfg := procConfig(t, dir, sim, fmt.Sprintf("store {\n  path = \"llmflow.db\"\n}\nredis {\n  address = %q\n}\n", rds.addr))
-	a := startServe(t, cfg, "LLMFLOW_SPOOL_DIR="+filepath.Join(dir, "spool-a"))
-	b := startServe(t, cfg, "LLMFLOW_SPOOL_DIR="+filepath.Join(dir, "spool-b"))
+	reps := startReplicas(t, replicasConfig(t, dir, sim, redisAt(rds.addr), `pool "sim" { capacity = 64 }`), dir, 2)
+	a, b := reps[0], reps[1]
 	key := createKey(t, a.base)
 	c := &http.Client{}
 	if !shortRequest(c, b.base, key) { // b caches the key

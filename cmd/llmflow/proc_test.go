@@ -421,3 +421,33 @@ func freeAddr(t testing.TB) string {
 }
 
 var _ = context.Background
+
+// replicasConfig writes the configuration of replicas sharing a store
+// (SQLite, in dir) and a Redis: procConfig's, with the given redis block
+// body (`address = "…"` and any other setting) and pool block.
+func replicasConfig(t testing.TB, dir, simURL, redisBody, pool string) string {
+	t.Helper()
+	cfg := procConfig(t, dir, simURL, "store {\n  path = \"llmflow.db\"\n}\nredis {\n"+redisBody+"}\n")
+	src, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte(strings.Replace(string(src), `pool "sim" { capacity = 64 }`, pool, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// redisAt is a redis block body naming addr.
+func redisAt(addr string) string { return fmt.Sprintf("  address = %q\n", addr) }
+
+// startReplicas starts n serve processes of cfg, each with a spool of its
+// own in dir.
+func startReplicas(t testing.TB, cfg, dir string, n int) []*proc {
+	t.Helper()
+	var reps []*proc
+	for i := range n {
+		reps = append(reps, startServe(t, cfg, "LLMFLOW_SPOOL_DIR="+filepath.Join(dir, fmt.Sprintf("spool-%d", i))))
+	}
+	return reps
+}

@@ -6,8 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,13 +44,8 @@ func TestThreeReplicasGatewayQueue(t *testing.T) {
 	}))
 	t.Cleanup(func() { simSrv.Close(); sim.Close() })
 	dir := t.TempDir()
-	cfg := procConfig(t, dir, simSrv.URL, fmt.Sprintf("store {\n  path = \"llmflow.db\"\n}\nredis {\n  address = %q\n}\n", rds.addr))
-	src, _ := os.ReadFile(cfg)
-	os.WriteFile(cfg, []byte(strings.Replace(string(src), "pool \"sim\" { capacity = 64 }", "pool \"sim\" {\n  capacity  = 4\n  scheduler = \"gateway\"\n}", 1)), 0o600)
-	var reps []*proc
-	for i := range 3 {
-		reps = append(reps, startServe(t, cfg, "LLMFLOW_SPOOL_DIR="+filepath.Join(dir, fmt.Sprintf("spool-%d", i))))
-	}
+	cfg := replicasConfig(t, dir, simSrv.URL, redisAt(rds.addr), "pool \"sim\" {\n  capacity  = 4\n  scheduler = \"gateway\"\n}")
+	reps := startReplicas(t, cfg, dir, 3)
 	key := createKey(t, reps[0].base)
 	waitFor(t, 10*time.Second, "every replica sees 3 live replicas (leases)", func() bool {
 		for _, r := range reps {

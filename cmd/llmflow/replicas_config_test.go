@@ -1,11 +1,8 @@
 package main
 
 import (
-	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,10 +20,7 @@ func TestReplicasConfiguredBeforeRedis(t *testing.T) {
 	simSrv := httptest.NewServer(sim)
 	t.Cleanup(func() { simSrv.Close(); sim.Close() })
 	dir := t.TempDir()
-	cfg := procConfig(t, dir, simSrv.URL, fmt.Sprintf("store {\n  path = \"llmflow.db\"\n}\nredis {\n  address = %q\n  replicas = 3\n}\n", freeAddr(t)))
-	src, _ := os.ReadFile(cfg)
-	os.WriteFile(cfg, []byte(strings.Replace(string(src), "capacity = 64", "capacity = 16", 1)), 0o600)
-	p := startServe(t, cfg)
+	p := startServe(t, replicasConfig(t, dir, simSrv.URL, redisAt(freeAddr(t))+"  replicas = 3\n", `pool "sim" { capacity = 16 }`))
 	key := createKey(t, p.base)
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	for range 6 {

@@ -102,13 +102,7 @@ func TestThreeReplicasShareReservation(t *testing.T) {
 	simSrv := httptest.NewServer(sim)
 	t.Cleanup(func() { simSrv.Close(); sim.Close() })
 	dir := t.TempDir()
-	cfg := procConfig(t, dir, simSrv.URL, fmt.Sprintf("store {\n  path = \"llmflow.db\"\n}\nredis {\n  address = %q\n}\n", rds.addr))
-	src, _ := os.ReadFile(cfg)
-	os.WriteFile(cfg, []byte(strings.Replace(string(src), "capacity = 64", "capacity = 8", 1)), 0o600)
-	var reps []*proc
-	for i := range 3 {
-		reps = append(reps, startServe(t, cfg, "LLMFLOW_SPOOL_DIR="+filepath.Join(dir, fmt.Sprintf("spool-%d", i))))
-	}
+	reps := startReplicas(t, replicasConfig(t, dir, simSrv.URL, redisAt(rds.addr), `pool "sim" { capacity = 8 }`), dir, 3)
 	key := createKey(t, reps[0].base)
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	waitFor(t, 10*time.Second, "every replica sees 3 live replicas (leases)", func() bool {
@@ -260,11 +254,7 @@ func TestRevocationReachesAllReplicas(t *testing.T) {
 	rds := startRedis(t, freeAddr(t))
 	sim := startSim(t, time.Millisecond)
 	dir := t.TempDir()
-	cfg := procConfig(t, dir, sim, fmt.Sprintf("store {\n  path = \"llmflow.db\"\n}\nredis {\n  address = %q\n}\n", rds.addr))
-	var reps []*proc
-	for i := range 3 {
-		reps = append(reps, startServe(t, cfg, "LLMFLOW_SPOOL_DIR="+filepath.Join(dir, fmt.Sprintf("spool-%d", i))))
-	}
+	reps := startReplicas(t, replicasConfig(t, dir, sim, redisAt(rds.addr), `pool "sim" { capacity = 64 }`), dir, 3)
 	req, _ := http.NewRequest(http.MethodPost, reps[0].base+"/admin/keys", strings.NewReader(`{"team":"lab-nlp","name":"x"}`))
 	req.Header.Set("Authorization", "Bearer "+procMasterKey)
 	resp, err := http.DefaultClient.Do(req)
@@ -555,13 +545,7 @@ func TestCrashedReplicaReleasesItsShare(t *testing.T) {
 	rds := startRedis(t, freeAddr(t))
 	sim := startSim(t, 20*time.Millisecond)
 	dir := t.TempDir()
-	cfg := procConfig(t, dir, sim, fmt.Sprintf("store {\n  path = \"llmflow.db\"\n}\nredis {\n  address = %q\n}\n", rds.addr))
-	src, _ := os.ReadFile(cfg)
-	os.WriteFile(cfg, []byte(strings.Replace(string(src), "capacity = 64", "capacity = 8", 1)), 0o600)
-	var reps []*proc
-	for i := range 3 {
-		reps = append(reps, startServe(t, cfg, "LLMFLOW_SPOOL_DIR="+filepath.Join(dir, fmt.Sprintf("spool-%d", i))))
-	}
+	reps := startReplicas(t, replicasConfig(t, dir, sim, redisAt(rds.addr), `pool "sim" { capacity = 8 }`), dir, 3)
 	key := createKey(t, reps[0].base)
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	var held []heldStream

@@ -424,10 +424,11 @@ var _ = context.Background
 
 // replicasConfig writes the configuration of replicas sharing a store
 // (SQLite, in dir) and a Redis: procConfig's, with the given redis block
-// body (`address = "…"` and any other setting) and pool block.
-func replicasConfig(t testing.TB, dir, simURL, redisBody, pool string) string {
+// body (`address = "…"` and any other setting), pool block and any extra
+// blocks.
+func replicasConfig(t testing.TB, dir, simURL, redisBody, pool string, extra ...string) string {
 	t.Helper()
-	cfg := procConfig(t, dir, simURL, "store {\n  path = \"llmflow.db\"\n}\nredis {\n"+redisBody+"}\n")
+	cfg := procConfig(t, dir, simURL, "store {\n  path = \"llmflow.db\"\n}\nredis {\n"+redisBody+"}\n"+strings.Join(extra, ""))
 	src, err := os.ReadFile(cfg)
 	if err != nil {
 		t.Fatal(err)

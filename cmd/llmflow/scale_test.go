@@ -201,6 +201,10 @@ func procMem(b *testing.B, p *proc) (rss, heap int64) {
 // the fair-share counters in Redis (LLMFLOW_TEST_REDIS_ADDR, default the
 // machine's 127.0.0.1:6379, under a key prefix of its own): one replica,
 // then three behind a round-robin client (one SQLite file, a spool each).
+// The key has RPM, TPM and in-flight limits and its organisation a
+// budget, all far from reached, so that every request also goes through
+// the shared ledger, as in production: one Redis round trip at admission
+// and one at the end.
 //
 //	go test ./cmd/llmflow -run '^$' -bench BenchmarkProcessRedis -benchtime 5000x
 func BenchmarkProcessRedis(b *testing.B) {
@@ -210,15 +214,13 @@ func BenchmarkProcessRedis(b *testing.B) {
 	}
 	dir := b.TempDir()
 	sim := startSimProc(b, dir, 200*time.Microsecond)
-	cfg := procConfig(b, dir, sim, fmt.Sprintf("store {\n  path = \"llmflow.db\"\n}\nlimits {\n  max_connections = 0\n  max_connections_per_network = 0\n}\n"+
-		"redis {\n  address = %q\n  key_prefix = \"llmflow-bench:%d:\"\n}\n", addr, time.Now().UnixNano()))
-	src, _ := os.ReadFile(cfg)
-	os.WriteFile(cfg, []byte(strings.Replace(string(src), "capacity = 64", "capacity = 4096", 1)), 0o600)
-	var reps []*proc
-	for i := range 3 {
-		reps = append(reps, startServe(b, cfg, "LLMFLOW_SPOOL_DIR="+filepath.Join(dir, fmt.Sprintf("spool-%d", i))))
+	cfg := replicasConfig(b, dir, sim, redisAt(addr)+fmt.Sprintf("  key_prefix = \"llmflow-bench:%d:\"\n", time.Now().UnixNano()),
+		`pool "sim" { capacity = 4096 }`, "limits {\n  max_connections = 0\n  max_connections_per_network = 0\n}\n")
+	reps := startReplicas(b, cfg, dir, 3)
+	_, key := procAdmin(b, http.MethodPost, reps[0].base+"/admin/keys", `{"team":"lab-nlp","name":"bench","rpm":100000000,"tpm":1000000000,"max_inflight":100000}`)
+	if s, _ := procAdmin(b, http.MethodPut, reps[0].base+"/admin/budgets", `{"kind":"org","name":"etabA","period":"month","max_cost":1000000}`); s != http.StatusOK || key == "" {
+		b.Fatalf("key or budget not set (%d)", s)
 	}
-	key := createKey(b, reps[0].base)
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2048, DisableCompression: true}}
 	do := func(base string) time.Duration {
 		req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions",

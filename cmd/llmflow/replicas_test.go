@@ -451,8 +451,8 @@ func createTeamKey(t *testing.T, base, team string) string {
 // stay within 0.02 of the shares (0.75 / 0.25); at no sample does the
 // engine run more within-share requests of an organisation than its
 // reservation — what one gateway would grant, not three times it (three
-// gateways with counters of their own would grant etabA all its 24 and
-// etabB 12: 0.67 / 0.33).
+// gateways counting alone grant etabA up to 24, all its requests, and
+// etabB 12).
 //
 // The engine is saturated the way a real vLLM is: bound by its KV cache,
 // not by max_num_seqs (default 256). Each request has a distinct 64-token
@@ -464,14 +464,16 @@ func createTeamKey(t *testing.T, base, team string) string {
 // space, whatever the delay of the clients' next requests.
 //
 // Not tested here, because vLLM does not do it: taking a slot back from a
-// running borrower. With an engine whose slots outnumber the reservations'
-// demand (max_num_seqs 16, KV to spare) a slot freed while the owner's next
-// request is on its way goes to a waiting borrower and stays with it until
-// it finishes — vLLM V1 preempts a running request only when KV blocks run
-// out, never for a waiting higher-priority one (vLLM issue #40004; see
-// vllmsim.Scheduler.Step) — and the held fractions then depend on how fast
-// clients resubmit (off by up to 0.13 under the race detector on 2 loaded
-// cores). Only the gateway holding borrowers back could keep them then.
+// running borrower. With an engine bound by max_num_seqs (16, with KV to
+// spare: what this test ran against before) a slot freed while the owner's
+// next request is on its way goes to a waiting borrower and stays with it
+// until it finishes — vLLM V1 preempts a running request only when KV
+// blocks run out, never for a waiting higher-priority one (vLLM issue
+// #40004; vllmsim's TestWaitingHighPriorityNeverPreempts) — and the held
+// fractions then depend on how fast clients resubmit: within 0.02 only
+// while the next request reaches the engine before its next step, etabA
+// off by up to 0.13 in CI runs under the race detector. Only the gateway
+// holding borrowers back could keep the shares then.
 func TestThreeReplicasHeldFractions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 10 s load test")

@@ -415,19 +415,42 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 }
 
 // TestThreeReplicasHeldFractions: three replicas sharing one Redis, a
-// round-robin client per request, both organisations flooding an engine
-// of 16 slots (capacity 16: etabA reserves 12, etabB 4). The fractions of
-// the engine's running requests each organisation holds, sampled over the
-// run, stay within 0.02 of the shares (0.75 / 0.25); at no sample does the
+// round-robin client per request, both organisations flooding one engine
+// (pool capacity 16: etabA reserves 12, etabB 4). The fractions of the
+// engine's running requests each organisation holds, sampled over the run,
+// stay within 0.02 of the shares (0.75 / 0.25); at no sample does the
 // engine run more within-share requests of an organisation than its
-// reservation — what one gateway would grant, not three times it.
+// reservation — what one gateway would grant, not three times it (three
+// gateways counting alone grant etabA up to 24, all its requests, and
+// etabB 12).
+//
+// The engine is saturated the way a real vLLM is: bound by its KV cache,
+// not by max_num_seqs (default 256). Each request has a distinct 64-token
+// prompt and 10 output tokens (5 blocks of 16 at full length); 59 blocks
+// hold about 11 of them, fewer than the 16 reserved, so within-share
+// requests (priority 0) always wait in the engine and take any space that
+// frees before a borrower (priority ≥ 10) can: vLLM admits waiting
+// requests in priority order once KV blocks free. Borrowers then get no
+// space, whatever the delay of the clients' next requests.
+//
+// Not tested here, because vLLM does not do it: taking a slot back from a
+// running borrower. With an engine bound by max_num_seqs (16, with KV to
+// spare: what this test ran against before) a slot freed while the owner's
+// next request is on its way goes to a waiting borrower and stays with it
+// until it finishes — vLLM V1 preempts a running request only when KV
+// blocks run out, never for a waiting higher-priority one (vLLM issue
+// #40004; vllmsim's TestWaitingHighPriorityNeverPreempts) — and the held
+// fractions then depend on how fast clients resubmit: within 0.02 only
+// while the next request reaches the engine before its next step, etabA
+// off by up to 0.13 in CI runs under the race detector. Only the gateway
+// holding borrowers back could keep the shares then.
 func TestThreeReplicasHeldFractions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 10 s load test")
 	}
 	rds := startRedis(t, freeAddr(t))
 	sim := vllmsim.New(vllmsim.Config{APIKey: "sim-secret", StepInterval: 20 * time.Millisecond,
-		Sched: vllmsim.SchedConfig{MaxNumSeqs: 16, KVBlocks: 1 << 16}})
+		Sched: vllmsim.SchedConfig{KVBlocks: 59, BlockSize: 16}})
 	simSrv := httptest.NewServer(sim)
 	t.Cleanup(func() { simSrv.Close(); sim.Close() })
 	dir := t.TempDir()
@@ -473,7 +496,7 @@ func TestThreeReplicasHeldFractions(t *testing.T) {
 					default:
 					}
 					req, _ := http.NewRequest(http.MethodPost, reps[i%3].base+"/v1/chat/completions",
-						strings.NewReader(`{"model":"sim-llama","max_tokens":20,"messages":[{"role":"user","content":"`+org+`"}]}`))
+						strings.NewReader(`{"model":"sim-llama","max_tokens":10,"messages":[{"role":"user","content":"`+heldPrompt(org, first, i)+`"}]}`))
 					req.Header.Set("Authorization", "Bearer "+key)
 					req.Header.Set("Content-Type", "application/json")
 					resp, err := c.Do(req)
@@ -492,7 +515,8 @@ func TestThreeReplicasHeldFractions(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second) // fill the engine
 	held := map[string]int{}
-	samples := 0
+	samples, running, borrowing := 0, 0, 0
+	var kv float64
 	for range 160 { // 8 s
 		time.Sleep(50 * time.Millisecond)
 		by := sim.RunningBy(func(r *vllmsim.Received) string {
@@ -508,6 +532,10 @@ func TestThreeReplicasHeldFractions(t *testing.T) {
 		}
 		held["etabA"] += by["etabA/within"] + by["etabA/borrowing"]
 		held["etabB"] += by["etabB/within"] + by["etabB/borrowing"]
+		borrowing += by["etabA/borrowing"] + by["etabB/borrowing"]
+		st := sim.Stats()
+		running += st.Running
+		kv += st.KVUsage
 		samples++
 	}
 	close(stop)
@@ -517,23 +545,25 @@ func TestThreeReplicasHeldFractions(t *testing.T) {
 	}
 	total := float64(held["etabA"] + held["etabB"])
 	fa, fb := float64(held["etabA"])/total, float64(held["etabB"])/total
-	t.Logf("held fractions over %d samples (%.1f running on average): etabA %.4f (share 0.75), etabB %.4f (share 0.25)",
-		samples, total/float64(samples), fa, fb)
-	// 0.02 is the target and what a normal run gives (0.7497 / 0.2503).
-	// Under the race detector the three replicas are race-built and the
-	// clients, on 2 cores shared with the rest of the suite, resubmit late:
-	// a slot freed while the owner's next request is still on its way goes
-	// to a borrower (vLLM preempts only under KV pressure), which cost
-	// etabA up to 0.13 in CI runs. The per-sample invariant above (never
-	// more within-share requests running than the reservation) holds
-	// there too; the fractions only get a sanity bound.
-	tol := 0.02
-	if raceEnabled {
-		tol = 0.15
+	mean := float64(running) / float64(samples)
+	t.Logf("held fractions over %d samples: etabA %.4f (share 0.75), etabB %.4f (share 0.25); "+
+		"on average %.1f running (%.2f borrowing), KV cache %.0f%% used",
+		samples, fa, fb, mean, float64(borrowing)/float64(samples), 100*kv/float64(samples))
+	if mean > 14 {
+		t.Errorf("the engine ran %.1f requests on average: not bound by its KV cache below the 16 reserved, "+
+			"so the fractions below depend on the clients' timing (see the test's comment)", mean)
 	}
-	if math.Abs(fa-0.75) > tol || math.Abs(fb-0.25) > tol {
-		t.Errorf("held fractions etabA %.4f, etabB %.4f: not within %.2f of the shares 0.75 / 0.25", fa, fb, tol)
+	if math.Abs(fa-0.75) > 0.02 || math.Abs(fb-0.25) > 0.02 {
+		t.Errorf("held fractions etabA %.4f, etabB %.4f: not within 0.02 of the shares 0.75 / 0.25", fa, fb)
 	}
+}
+
+// heldPrompt is the 256-byte text (64 simulated tokens) of one request of
+// TestThreeReplicasHeldFractions: distinct per request from its start, so
+// that no two requests could share prefix-cache blocks in a real vLLM.
+func heldPrompt(org string, client, i int) string {
+	p := fmt.Sprintf("%s client %d request %d ", org, client, i)
+	return p + strings.Repeat("x", 256-len(p))
 }
 
 // TestCrashedReplicaReleasesItsShare: a replica holding 6 streams (all of

@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -454,13 +453,7 @@ func TestThreeReplicasHeldFractions(t *testing.T) {
 	simSrv := httptest.NewServer(sim)
 	t.Cleanup(func() { simSrv.Close(); sim.Close() })
 	dir := t.TempDir()
-	cfg := procConfig(t, dir, simSrv.URL, fmt.Sprintf("store {\n  path = \"llmflow.db\"\n}\nredis {\n  address = %q\n}\n", rds.addr))
-	src, _ := os.ReadFile(cfg)
-	os.WriteFile(cfg, []byte(strings.Replace(string(src), "capacity = 64", "capacity = 16", 1)), 0o600)
-	var reps []*proc
-	for i := range 3 {
-		reps = append(reps, startServe(t, cfg, "LLMFLOW_SPOOL_DIR="+filepath.Join(dir, fmt.Sprintf("spool-%d", i))))
-	}
+	reps := startReplicas(t, replicasConfig(t, dir, simSrv.URL, redisAt(rds.addr), `pool "sim" { capacity = 16 }`), dir, 3)
 	keys := map[string]string{"etabA": createTeamKey(t, reps[0].base, "lab-nlp"), "etabB": createTeamKey(t, reps[1].base, "lab-chem")}
 	// Each organisation's cache_salt (set by the gateway per organisation)
 	// tells the engine's requests apart.

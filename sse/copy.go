@@ -92,7 +92,7 @@ type WriteError struct {
 func (e *WriteError) Error() string { return "sse: write to client: " + e.Err.Error() }
 func (e *WriteError) Unwrap() error { return e.Err }
 
-// readerPool recycles Readers (and their 32 KiB buffers) across Copy calls.
+// readerPool recycles Readers (and their read buffers) across Copy calls.
 // Copy never lets Raw or Data escape, so reuse is safe.
 var readerPool sync.Pool
 

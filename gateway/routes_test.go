@@ -117,12 +117,24 @@ func TestMetricsToken(t *testing.T) {
 	if resp.StatusCode != 401 {
 		t.Errorf("metrics without token: %d", resp.StatusCode)
 	}
-	req, _ := http.NewRequest("GET", e.srv.URL+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer metrics-token")
-	resp, _ = e.srv.Client().Do(req)
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	text := string(b)
+	scrape := func() string {
+		req, _ := http.NewRequest("GET", e.srv.URL+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer metrics-token")
+		resp, err := e.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return string(b)
+	}
+	// the store has the record (recs.wait) a moment before the queue
+	// counts it as written
+	text := scrape()
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(text, "llmflow_accounting_written_total 1\n") && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		text = scrape()
+	}
 	for _, want := range []string{
 		`llmflow_requests_total{code="200",model="m",org="etabA",pool="p",team="lab-nlp"} 1`,
 		`llmflow_tokens_total{kind="prompt",model="m",org="etabA",pool="p",team="lab-nlp"} 10`,

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,5 +187,94 @@ func TestKeyChangesReachAllReplicas(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if s1, s2 := status(b.base), status(b.base); s1 != http.StatusOK || s2 != http.StatusTooManyRequests {
 		t.Fatalf("under rpm 1 on b: %d then %d, want 200 then 429", s1, s2)
+	}
+}
+
+// TestRidingSurvivesRedisRestart: two replicas whose requests all go
+// through the shared ledger (a key with limits, an organisation budget)
+// and the counters; Redis is killed under load and comes back empty.
+// No request fails: during the outage each replica falls back to its own
+// slice, and says so; when Redis answers, both rebuild, and once the load
+// ends nothing is left in flight or held, in Redis or in the replicas.
+func TestRidingSurvivesRedisRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills and restarts a redis-server under load")
+	}
+	rds := startRedis(t, freeAddr(t))
+	sim := startSim(t, 5*time.Millisecond)
+	dir := t.TempDir()
+	reps := startReplicas(t, replicasConfig(t, dir, sim, redisAt(rds.addr), `pool "sim" { capacity = 64 }`), dir, 2)
+	status, key := procAdmin(t, http.MethodPost, reps[0].base+"/admin/keys", `{"team":"lab-nlp","name":"limited","rpm":1000000,"tpm":100000000,"max_inflight":1000}`)
+	if key == "" {
+		t.Fatalf("create key: %d", status)
+	}
+	if s, _ := procAdmin(t, http.MethodPut, reps[0].base+"/admin/budgets", `{"kind":"org","name":"etabA","period":"month","max_cost":1000}`); s != http.StatusOK {
+		t.Fatalf("set budget: %d", s)
+	}
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: 30 * time.Second}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var ok, failed atomic.Int64
+	for w := range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if shortRequest(c, reps[(w+i)%2].base, key) {
+					ok.Add(1)
+				} else {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	time.Sleep(time.Second)
+	rds.kill()
+	waitFor(t, 10*time.Second, "both replicas in fallback", func() bool {
+		for _, r := range reps {
+			if h := healthz(t, r.base); h.Shared == nil || h.Shared.Status != "fallback" {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(500 * time.Millisecond)
+	startRedis(t, rds.addr) // empty: no persistence
+	waitFor(t, 15*time.Second, "both replicas back on Redis", func() bool {
+		for _, r := range reps {
+			if h := healthz(t, r.base); h.Shared == nil || h.Shared.Status != "ok" {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	t.Logf("%d answered, %d failed", ok.Load(), failed.Load())
+	if failed.Load() != 0 || ok.Load() == 0 {
+		t.Fatalf("%d requests failed (%d answered) across a Redis restart", failed.Load(), ok.Load())
+	}
+	for i, r := range reps {
+		if n := poolInFlight(t, r.base); n != 0 {
+			t.Errorf("replica %d: %d in flight after the load", i, n)
+		}
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: rds.addr})
+	t.Cleanup(func() { rdb.Close() })
+	keys, _ := rdb.Keys(context.Background(), "llmflow:ledger:*").Result()
+	if len(keys) == 0 {
+		t.Fatal("no ledger keys in Redis after it came back: the requests did not go through the shared ledger")
+	}
+	for _, k := range keys {
+		h, _ := rdb.HGetAll(context.Background(), k).Result()
+		for f, v := range h {
+			if (strings.HasPrefix(f, "h:") || strings.HasPrefix(f, "i:")) && v != "0" {
+				t.Errorf("redis %s %s = %s after the load: a hold or an in-flight count left", k, f, v)
+			}
+		}
 	}
 }

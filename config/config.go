@@ -42,6 +42,7 @@ type Config struct {
 	Slurm     *Slurm     // nil: the organisation tree comes from this file only
 	Writeback *Writeback // nil: no write-back to slurmdbd inside serve
 	Redis     *Redis     // nil: fair-share counters in this process only
+	TLS       *TLS       // nil: plain HTTP (a proxy in front terminates TLS)
 
 	// ranges maps Secret.What to the source range of the attribute naming
 	// the secret, for Secrets. Compare Configs with
@@ -148,6 +149,17 @@ type Store struct {
 	// SpoolSync is the spool's fsync policy: "interval" (default, every
 	// 100 ms), "always" (each record) or "never".
 	SpoolSync string
+}
+
+// TLS is tls { cert_file, key_file }: the gateway terminates TLS itself
+// (HTTP/2 and HTTP/1.1, TLS 1.2 and later) with the certificate chain in
+// CertFile (PEM) and its private key in KeyFile (PEM, a secret: mode 0600).
+// Both are read at start and again at each SIGHUP, without closing the
+// listener or any connection.
+type TLS struct {
+	CertFile string
+	KeyFile  string
+	DefRange hcl.Range
 }
 
 // Redis is redis { address, password_file, tls, key_prefix, timeout,

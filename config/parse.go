@@ -165,6 +165,7 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "slurm"},
 		{Type: "writeback"},
 		{Type: "redis"},
+		{Type: "tls"},
 	},
 }
 
@@ -187,6 +188,26 @@ func (d *decoder) decodeRoot(body hcl.Body) {
 	d.decodeSlurm(d.single(c.Blocks, "slurm"))
 	d.decodeWriteback(d.single(c.Blocks, "writeback"))
 	d.decodeRedis(d.single(c.Blocks, "redis"))
+	d.decodeTLS(d.single(c.Blocks, "tls"))
+}
+
+var tlsSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "cert_file", Required: true},
+		{Name: "key_file", Required: true},
+	},
+}
+
+// decodeTLS decodes tls { cert_file, key_file }.
+func (d *decoder) decodeTLS(b *hcl.Block) {
+	if b == nil {
+		return
+	}
+	t := &TLS{DefRange: b.DefRange}
+	c := d.content(b.Body, tlsSchema)
+	d.path(c.Attributes, "cert_file", &t.CertFile)
+	d.secretPath(c.Attributes, "key_file", "tls key_file", &t.KeyFile)
+	d.cfg.TLS = t
 }
 
 var redisSchema = &hcl.BodySchema{

@@ -52,6 +52,9 @@ func (c *Config) Secrets() []Secret {
 	if c.Redis != nil {
 		add("redis password_file", c.Redis.PasswordFile)
 	}
+	if c.TLS != nil {
+		add("tls key_file", c.TLS.KeyFile)
+	}
 	return out
 }
 

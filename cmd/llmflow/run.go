@@ -243,6 +243,10 @@ func checkConfigCmd(e *env) *cobra.Command {
 			} else if err := e.diagnostics(config.CheckSecrets(cfg)); err != nil {
 				fmt.Fprintln(e.stderr, secretsHint)
 				return err
+			} else if cfg.TLS != nil {
+				if _, err := loadCert(cfg.TLS); err != nil { // the pair serve would load
+					return err
+				}
 			}
 			fmt.Fprintf(e.stdout, "%s: ok (%d organisations, %d pools, %d models%s)\n", cfg.Filename, len(cfg.Orgs), len(cfg.Pools), len(cfg.Models), note)
 			return nil

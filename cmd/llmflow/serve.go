@@ -138,15 +138,31 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 		return fmt.Errorf("listen: %w", err)
 	}
 	ln = cur.gw.LimitListener(ln) // limits.max_connections, max_connections_per_network
+	var tlsCerts *certs
+	if cfg.TLS != nil {
+		if tlsCerts, err = newCerts(cfg.TLS); err != nil {
+			ln.Close()
+			cur.stop(context.Background())
+			closeAccounting(rec, log)
+			return err
+		}
+		srv.TLSConfig = tlsCerts.config()
+	}
 	purge := startPurge(ctx, db, cfg.Store.Retention, log)
 	defer func() { <-purge.Stop().Done() }()
-	log.Info("llmflow gateway listening", "addr", ln.Addr().String(), "version", buildVersion(),
+	log.Info("llmflow gateway listening", "addr", ln.Addr().String(), "tls", tlsCerts != nil, "version", buildVersion(),
 		"models", len(cfg.Models), "store", cfg.Store.Kind, "spool", cfg.Store.SpoolDir, "pid", os.Getpid())
 	if ready != nil {
 		ready(ln.Addr().String(), cur.gw)
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if tlsCerts != nil {
+			errc <- srv.ServeTLS(ln, "", "") // the certificate from TLSConfig
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -157,6 +173,12 @@ func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logge
 			err = fmt.Errorf("serve: %w", err)
 		case <-hup:
 			cur = s.reload(ctx, cur)
+			switch {
+			case tlsCerts != nil:
+				tlsCerts.reload(cur.cfg.TLS, log)
+			case cur.cfg.TLS != nil:
+				log.Warn("reload: the tls block was added; the gateway serves TLS from the next restart")
+			}
 			continue
 		case <-ctx.Done():
 		}

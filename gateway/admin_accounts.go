@@ -198,6 +198,34 @@ func (g *Gateway) disableAccount(w http.ResponseWriter, r *http.Request, p Princ
 	return writeJSON(w, http.StatusOK, map[string]any{"account": after, "keys_revoked": revoked})
 }
 
+// enableAccount clears the disable mark an admin set on the account. The
+// keys revoked when it was disabled stay revoked (a revocation is final):
+// its members need new keys. An account disabled because Slurm deleted it
+// is re-enabled in Slurm, not here; one under a disabled ancestor is
+// enabled, and usable once the ancestor is.
+func (g *Gateway) enableAccount(w http.ResponseWriter, r *http.Request, p Principal, a *llmflow.Account, s authz.Scope, action string) error {
+	if !a.Disabled {
+		return llmflow.Errorf(llmflow.ECONFLICT, "%s %q is not disabled", a.Kind, a.Name)
+	}
+	g.tree.mu.Lock()
+	marked := slices.ContainsFunc(g.tree.changes, func(c llmflow.AdminAccount) bool { return c.Name == a.Name && c.Disabled })
+	inBase := slices.ContainsFunc(g.tree.base, func(b llmflow.Account) bool { return b.Name == a.Name && b.Disabled })
+	g.tree.mu.Unlock()
+	if !marked || inBase {
+		return llmflow.Errorf(llmflow.ECONFLICT, "%s %q is disabled by its source (%s: deleted in Slurm, or disabled in the configuration), not by an admin; enable it there", a.Kind, a.Name, a.Source)
+	}
+	before := accountListView{Name: a.Name, Parent: a.Parent, Share: a.Shares, Disabled: true, Source: a.Source}
+	c := llmflow.AdminAccount{Name: a.Name, Kind: a.Kind, Parent: a.Parent, Created: a.Source == "admin", At: g.now().UTC()}
+	if err := g.changeAccount(r.Context(), c); err != nil {
+		return err
+	}
+	after := before
+	after.Disabled = false
+	g.audit(r, p, action, a.Kind.String()+" "+a.Name, s, before, after)
+	g.log.Info("account enabled", "kind", a.Kind, "name", a.Name, "by", p.Name)
+	return writeJSON(w, http.StatusOK, map[string]any{"account": after, "keys_revoked_stay_revoked": true})
+}
+
 // keyUnder reports whether k sits under account a in this tree: its
 // organisation, its team, or a project on its project's chain.
 func (v *accountView) keyUnder(k *llmflow.Key, a *llmflow.Account) bool {
@@ -227,6 +255,18 @@ func (g *Gateway) disableOrg(w http.ResponseWriter, r *http.Request, p Principal
 		return llmflow.Errorf(llmflow.ENOTFOUND, "no organisation %q", name)
 	}
 	return g.disableAccount(w, r, p, a, authz.OrgScope(name), "org.disable")
+}
+
+func (g *Gateway) enableOrg(w http.ResponseWriter, r *http.Request, p Principal) error {
+	name := r.PathValue("name")
+	if !p.may(authz.ManageOrgs, authz.Proxy) {
+		return forbidden("only a proxy admin enables organisations")
+	}
+	a, ok := g.accts.Load().byName[name]
+	if !ok || a.Kind != llmflow.KindOrg {
+		return llmflow.Errorf(llmflow.ENOTFOUND, "no organisation %q", name)
+	}
+	return g.enableAccount(w, r, p, a, authz.OrgScope(name), "org.enable")
 }
 
 // listTeams is GET /admin/teams?org=: the teams the caller may read (or
@@ -292,6 +332,18 @@ func (g *Gateway) disableTeam(w http.ResponseWriter, r *http.Request, p Principa
 		return llmflow.Errorf(llmflow.ENOTFOUND, "no team %q", name)
 	}
 	return g.disableAccount(w, r, p, g.accts.Load().byName[name], s, "team.disable")
+}
+
+func (g *Gateway) enableTeam(w http.ResponseWriter, r *http.Request, p Principal) error {
+	name := r.PathValue("name")
+	s, ok := g.teamScope(name)
+	if !p.may(authz.ManageTeams, s) {
+		return forbidden("you may not enable team %q", name)
+	}
+	if !ok {
+		return llmflow.Errorf(llmflow.ENOTFOUND, "no team %q", name)
+	}
+	return g.enableAccount(w, r, p, g.accts.Load().byName[name], s, "team.enable")
 }
 
 // teamFor resolves the {team} of a route for action a: 403 when the
@@ -383,6 +435,19 @@ func (g *Gateway) disableProject(w http.ResponseWriter, r *http.Request, p Princ
 		return llmflow.Errorf(llmflow.ENOTFOUND, "no project %q under team %q", name, team.Name)
 	}
 	return g.disableAccount(w, r, p, v.byName[name], s, "project.disable")
+}
+
+func (g *Gateway) enableProject(w http.ResponseWriter, r *http.Request, p Principal) error {
+	team, s, err := g.teamFor(r, p, authz.ManageProjects)
+	if err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	v := g.accts.Load()
+	if under, _ := v.projectChain(name, team.Name); !under {
+		return llmflow.Errorf(llmflow.ENOTFOUND, "no project %q under team %q", name, team.Name)
+	}
+	return g.enableAccount(w, r, p, v.byName[name], s, "project.enable")
 }
 
 // loadAdminAccounts reads the admin account changes (New).

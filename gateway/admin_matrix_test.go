@@ -116,6 +116,13 @@ var matrix = map[string]matrixRow{
 		return "/admin/orgs/" + scoped(in, "etabA", "etabB"), ""
 	}, in: proxyAdmins, out: proxyAdmins, ok: 200},
 
+	"POST /admin/orgs/{name}/enable": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
+		name := fmt.Sprintf("eo%d", c)
+		e.must(t, "POST", "/admin/orgs", "master", `{"name":"`+name+`"}`, 201)
+		e.must(t, "DELETE", "/admin/orgs/"+name, "master", "", 200)
+		return "/admin/orgs/" + name + "/enable", ""
+	}, in: proxyAdmins, out: proxyAdmins, ok: 200},
+
 	"GET /admin/teams": {call: fixed("/admin/teams", ""), ok: 200, listing: true,
 		shows:   func(e *adminEnv) shown { return each(append(slices.Clone(readersTeam), "member"), `"lab-nlp"`) },
 		outMark: mark(`"lab-chem"`)},
@@ -128,6 +135,13 @@ var matrix = map[string]matrixRow{
 		return "/admin/teams/" + name, ""
 	}, in: writersOrg, out: proxyAdmins, ok: 200},
 
+	"POST /admin/teams/{name}/enable": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
+		name := fmt.Sprintf("et%d", c)
+		e.must(t, "POST", "/admin/teams", "master", fmt.Sprintf(`{"name":%q,"org":%q}`, name, scoped(in, "etabA", "etabB")), 201)
+		e.must(t, "DELETE", "/admin/teams/"+name, "master", "", 200)
+		return "/admin/teams/" + name + "/enable", ""
+	}, in: writersOrg, out: proxyAdmins, ok: 200},
+
 	"GET /admin/teams/{team}/projects": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
 		return "/admin/teams/" + scoped(in, "lab-nlp", "lab-chem") + "/projects", ""
 	}, in: readersTeam, out: proxyRead, ok: 200},
@@ -138,6 +152,13 @@ var matrix = map[string]matrixRow{
 		team, name := scoped(in, "lab-nlp", "lab-chem"), fmt.Sprintf("dp%d", c)
 		e.must(t, "POST", "/admin/teams/"+team+"/projects", "master", `{"name":"`+name+`"}`, 201)
 		return "/admin/teams/" + team + "/projects/" + name, ""
+	}, in: writersTeam, out: proxyAdmins, ok: 200},
+
+	"POST /admin/teams/{team}/projects/{name}/enable": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
+		team, name := scoped(in, "lab-nlp", "lab-chem"), fmt.Sprintf("ep%d", c)
+		e.must(t, "POST", "/admin/teams/"+team+"/projects", "master", `{"name":"`+name+`"}`, 201)
+		e.must(t, "DELETE", "/admin/teams/"+team+"/projects/"+name, "master", "", 200)
+		return "/admin/teams/" + team + "/projects/" + name + "/enable", ""
 	}, in: writersTeam, out: proxyAdmins, ok: 200},
 
 	"GET /admin/teams/{team}/models": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {

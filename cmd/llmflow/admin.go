@@ -477,7 +477,11 @@ func adminOrgs(e *env, run runner) *cobra.Command {
 		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
 			return disableAccount(e, c, ctx, "/admin/orgs/"+url.PathEscape(args[0]), "organisation "+args[0])
 		})}
-	return group("orgs", "Organisations (institutions)", list, add, disable)
+	enable := &cobra.Command{Use: "enable NAME", Short: "Enable an organisation an admin disabled (its revoked keys stay revoked)", Args: cobra.ExactArgs(1),
+		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
+			return enableAccount(e, c, ctx, "/admin/orgs/"+url.PathEscape(args[0]), "organisation "+args[0])
+		})}
+	return group("orgs", "Organisations (institutions)", list, add, disable, enable)
 }
 
 func disableAccount(e *env, c *adminClient, ctx context.Context, path, what string) error {
@@ -488,6 +492,16 @@ func disableAccount(e *env, c *adminClient, ctx context.Context, path, what stri
 		return err
 	}
 	fmt.Fprintf(e.stdout, "%s disabled, %d keys revoked\n", what, out.Revoked)
+	return nil
+}
+
+// enableAccount is the enable subcommand of orgs, teams and projects (path
+// is the account's, without /enable).
+func enableAccount(e *env, c *adminClient, ctx context.Context, path, what string) error {
+	if err := c.do(ctx, "POST", path+"/enable", nil, nil); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%s enabled (keys revoked when it was disabled stay revoked: create new ones)\n", what)
 	return nil
 }
 
@@ -520,7 +534,11 @@ func adminTeams(e *env, run runner) *cobra.Command {
 		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
 			return disableAccount(e, c, ctx, "/admin/teams/"+url.PathEscape(args[0]), "team "+args[0])
 		})}
-	return group("teams", "Teams (labs) of organisations", list, add, disable)
+	enable := &cobra.Command{Use: "enable NAME", Short: "Enable a team an admin disabled (its revoked keys stay revoked)", Args: cobra.ExactArgs(1),
+		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
+			return enableAccount(e, c, ctx, "/admin/teams/"+url.PathEscape(args[0]), "team "+args[0])
+		})}
+	return group("teams", "Teams (labs) of organisations", list, add, disable, enable)
 }
 
 func adminProjects(e *env, run runner) *cobra.Command {
@@ -545,7 +563,11 @@ func adminProjects(e *env, run runner) *cobra.Command {
 		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
 			return disableAccount(e, c, ctx, "/admin/teams/"+url.PathEscape(args[0])+"/projects/"+url.PathEscape(args[1]), "project "+args[1])
 		})}
-	return group("projects", "Projects of a team", list, add, disable)
+	enable := &cobra.Command{Use: "enable TEAM NAME", Short: "Enable a project an admin disabled (its revoked keys stay revoked)", Args: cobra.ExactArgs(2),
+		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
+			return enableAccount(e, c, ctx, "/admin/teams/"+url.PathEscape(args[0])+"/projects/"+url.PathEscape(args[1]), "project "+args[1])
+		})}
+	return group("projects", "Projects of a team", list, add, disable, enable)
 }
 
 func adminModels(e *env, run runner) *cobra.Command {

@@ -83,6 +83,17 @@ func TestAdminCLI(t *testing.T) {
 	if keys := ok(alice, "keys", "list", "-P"); strings.Contains(keys, "lab-chem") || !strings.Contains(keys, "|lab-x||bob||ci") {
 		t.Errorf("keys list: %q", keys)
 	}
+	// disabled by mistake, enabled again: its old key stays revoked
+	if got := ok(alice, "teams", "disable", "lab-x"); got != "team lab-x disabled, 1 keys revoked\n" {
+		t.Errorf("teams disable: %q", got)
+	}
+	if got := ok(alice, "teams", "enable", "lab-x"); !strings.HasPrefix(got, "team lab-x enabled") {
+		t.Errorf("teams enable: %q", got)
+	}
+	if _, errb, code := run(alice, "teams", "enable", "lab-x"); code != 1 || !strings.Contains(errb, "is not disabled") {
+		t.Errorf("enable a team that is not disabled: exit %d %s", code, errb)
+	}
+	key = strings.TrimSpace(ok(alice, "keys", "add", "--team", "lab-x", "--name", "ci", "--owner", "bob"))
 	// out of scope: a 403 with the gateway's reason, exit 1
 	if _, errb, code := run(alice, "teams", "add", "lab-y", "--org", "etabB"); code != 1 || !strings.Contains(errb, "403") {
 		t.Errorf("team in another organisation: exit %d %s", code, errb)

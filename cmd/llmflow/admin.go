@@ -241,9 +241,10 @@ func group(use, short string, subs ...*cobra.Command) *cobra.Command {
 }
 
 type roleJSON struct {
-	Role string `json:"role"`
-	Org  string `json:"org,omitempty"`
-	Team string `json:"team,omitempty"`
+	Role   string `json:"role"`
+	Org    string `json:"org,omitempty"`
+	Team   string `json:"team,omitempty"`
+	Source string `json:"source,omitempty"` // "slurm", or "" for a role granted by hand (listings only)
 }
 
 func (r roleJSON) String() string {
@@ -386,9 +387,13 @@ func adminRoles(e *env, run runner) *cobra.Command {
 			if err := c.do(ctx, "GET", "/admin/users/"+url.PathEscape(args[0])+"/roles", nil, &out); err != nil {
 				return err
 			}
-			t := &table{cols: []string{"User", "Role", "Org", "Team"}, widths: []int{10, 12, 10, 10}}
+			t := &table{cols: []string{"User", "Role", "Org", "Team", "Source"}, widths: []int{10, 12, 10, 10, 6}}
 			for _, r := range out.Data {
-				t.add(args[0], r.Role, r.Org, r.Team)
+				src := r.Source
+				if src == "" {
+					src = "admin" // granted by hand through the admin API
+				}
+				t.add(args[0], r.Role, r.Org, r.Team, src)
 			}
 			t.write(e.stdout, f)
 			return nil

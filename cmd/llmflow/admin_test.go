@@ -67,6 +67,9 @@ func TestAdminCLI(t *testing.T) {
 	if got := ok(alice, "whoami", "-P", "-n"); got != "alice|user|org_admin|etabA|\n" {
 		t.Errorf("whoami: %q", got)
 	}
+	if got := ok(master, "roles", "list", "alice", "-P"); got != "User|Role|Org|Team|Source\nalice|org_admin|etabA||admin\n" {
+		t.Errorf("roles list: %q", got)
+	}
 	ok(alice, "teams", "add", "lab-x", "--org", "etabA")
 	key := strings.TrimSpace(ok(alice, "keys", "add", "--team", "lab-x", "--name", "ci", "--owner", "bob"))
 	if !strings.HasPrefix(key, "llmf-") {

@@ -334,14 +334,14 @@ func (g *Gateway) adminRoutes() {
 	})
 
 	g.handleMethods("/admin/orgs", map[string]handler{http.MethodGet: a(g.listOrgs), http.MethodPost: s(g.createOrg)})
-	g.handle(http.MethodDelete, "/admin/orgs/{name}", s(g.disableOrg))
-	g.handle(http.MethodPost, "/admin/orgs/{name}/enable", s(g.enableOrg))
+	g.handle(http.MethodDelete, "/admin/orgs/{name}", s(g.accountState(llmflow.KindOrg, true)))
+	g.handle(http.MethodPost, "/admin/orgs/{name}/enable", s(g.accountState(llmflow.KindOrg, false)))
 	g.handleMethods("/admin/teams", map[string]handler{http.MethodGet: a(g.listTeams), http.MethodPost: s(g.createTeam)})
-	g.handle(http.MethodDelete, "/admin/teams/{name}", s(g.disableTeam))
-	g.handle(http.MethodPost, "/admin/teams/{name}/enable", s(g.enableTeam))
+	g.handle(http.MethodDelete, "/admin/teams/{name}", s(g.accountState(llmflow.KindTeam, true)))
+	g.handle(http.MethodPost, "/admin/teams/{name}/enable", s(g.accountState(llmflow.KindTeam, false)))
 	g.handleMethods("/admin/teams/{team}/projects", map[string]handler{http.MethodGet: a(g.listProjects), http.MethodPost: s(g.createProject)})
-	g.handle(http.MethodDelete, "/admin/teams/{team}/projects/{name}", s(g.disableProject))
-	g.handle(http.MethodPost, "/admin/teams/{team}/projects/{name}/enable", s(g.enableProject))
+	g.handle(http.MethodDelete, "/admin/teams/{team}/projects/{name}", s(g.accountState(llmflow.KindProject, true)))
+	g.handle(http.MethodPost, "/admin/teams/{team}/projects/{name}/enable", s(g.accountState(llmflow.KindProject, false)))
 	g.handleMethods("/admin/teams/{team}/models", map[string]handler{http.MethodGet: a(g.getTeamModels), http.MethodPut: s(g.setTeamModels)})
 
 	g.handleMethods("/admin/keys", map[string]handler{

@@ -245,30 +245,6 @@ func (v *accountView) keyUnder(k *llmflow.Key, a *llmflow.Account) bool {
 	return under
 }
 
-func (g *Gateway) disableOrg(w http.ResponseWriter, r *http.Request, p Principal) error {
-	name := r.PathValue("name")
-	if !p.may(authz.ManageOrgs, authz.Proxy) {
-		return forbidden("only a proxy admin disables organisations")
-	}
-	a, ok := g.accts.Load().byName[name]
-	if !ok || a.Kind != llmflow.KindOrg {
-		return llmflow.Errorf(llmflow.ENOTFOUND, "no organisation %q", name)
-	}
-	return g.disableAccount(w, r, p, a, authz.OrgScope(name), "org.disable")
-}
-
-func (g *Gateway) enableOrg(w http.ResponseWriter, r *http.Request, p Principal) error {
-	name := r.PathValue("name")
-	if !p.may(authz.ManageOrgs, authz.Proxy) {
-		return forbidden("only a proxy admin enables organisations")
-	}
-	a, ok := g.accts.Load().byName[name]
-	if !ok || a.Kind != llmflow.KindOrg {
-		return llmflow.Errorf(llmflow.ENOTFOUND, "no organisation %q", name)
-	}
-	return g.enableAccount(w, r, p, a, authz.OrgScope(name), "org.enable")
-}
-
 // listTeams is GET /admin/teams?org=: the teams the caller may read (or
 // is a member of).
 func (g *Gateway) listTeams(w http.ResponseWriter, r *http.Request, p Principal) error {
@@ -320,30 +296,6 @@ func (g *Gateway) createTeam(w http.ResponseWriter, r *http.Request, p Principal
 	}
 	c := llmflow.AdminAccount{Name: req.Name, Kind: llmflow.KindTeam, Parent: req.Org, Created: true, At: g.now().UTC()}
 	return g.createAccount(w, r, p, c, authz.TeamScope(req.Org, req.Name), "team.create")
-}
-
-func (g *Gateway) disableTeam(w http.ResponseWriter, r *http.Request, p Principal) error {
-	name := r.PathValue("name")
-	s, ok := g.teamScope(name)
-	if !p.may(authz.ManageTeams, s) {
-		return forbidden("you may not disable team %q", name)
-	}
-	if !ok {
-		return llmflow.Errorf(llmflow.ENOTFOUND, "no team %q", name)
-	}
-	return g.disableAccount(w, r, p, g.accts.Load().byName[name], s, "team.disable")
-}
-
-func (g *Gateway) enableTeam(w http.ResponseWriter, r *http.Request, p Principal) error {
-	name := r.PathValue("name")
-	s, ok := g.teamScope(name)
-	if !p.may(authz.ManageTeams, s) {
-		return forbidden("you may not enable team %q", name)
-	}
-	if !ok {
-		return llmflow.Errorf(llmflow.ENOTFOUND, "no team %q", name)
-	}
-	return g.enableAccount(w, r, p, g.accts.Load().byName[name], s, "team.enable")
 }
 
 // teamFor resolves the {team} of a route for action a: 403 when the
@@ -424,30 +376,58 @@ func (g *Gateway) createProject(w http.ResponseWriter, r *http.Request, p Princi
 	return g.createAccount(w, r, p, c, s, "project.create")
 }
 
-func (g *Gateway) disableProject(w http.ResponseWriter, r *http.Request, p Principal) error {
-	team, s, err := g.teamFor(r, p, authz.ManageProjects)
-	if err != nil {
-		return err
+// accountState is the handler that disables (disable) or enables the
+// organisation, team or project its route names ({name}, and {team} for a
+// project), by whoever may manage accounts of that kind there.
+func (g *Gateway) accountState(kind llmflow.Kind, disable bool) func(http.ResponseWriter, *http.Request, Principal) error {
+	verb, change := "enable", (*Gateway).enableAccount
+	if disable {
+		verb, change = "disable", (*Gateway).disableAccount
 	}
-	name := r.PathValue("name")
-	v := g.accts.Load()
-	if under, _ := v.projectChain(name, team.Name); !under {
-		return llmflow.Errorf(llmflow.ENOTFOUND, "no project %q under team %q", name, team.Name)
+	prefix := map[llmflow.Kind]string{llmflow.KindOrg: "org", llmflow.KindTeam: "team", llmflow.KindProject: "project"}[kind]
+	return func(w http.ResponseWriter, r *http.Request, p Principal) error {
+		a, s, err := g.routeAccount(r, p, kind, verb)
+		if err != nil {
+			return err
+		}
+		return change(g, w, r, p, a, s, prefix+"."+verb)
 	}
-	return g.disableAccount(w, r, p, v.byName[name], s, "project.disable")
 }
 
-func (g *Gateway) enableProject(w http.ResponseWriter, r *http.Request, p Principal) error {
-	team, s, err := g.teamFor(r, p, authz.ManageProjects)
-	if err != nil {
-		return err
-	}
+// routeAccount resolves the account of a disable or enable route: 403
+// when p may not manage it (an unknown team included, unless p may
+// everywhere: then 404), 404 when it does not exist.
+func (g *Gateway) routeAccount(r *http.Request, p Principal, kind llmflow.Kind, verb string) (*llmflow.Account, authz.Scope, error) {
 	name := r.PathValue("name")
 	v := g.accts.Load()
-	if under, _ := v.projectChain(name, team.Name); !under {
-		return llmflow.Errorf(llmflow.ENOTFOUND, "no project %q under team %q", name, team.Name)
+	switch kind {
+	case llmflow.KindOrg:
+		if !p.may(authz.ManageOrgs, authz.Proxy) {
+			return nil, authz.Proxy, forbidden("only a proxy admin may %s organisations", verb)
+		}
+		a, ok := v.byName[name]
+		if !ok || a.Kind != llmflow.KindOrg {
+			return nil, authz.Proxy, llmflow.Errorf(llmflow.ENOTFOUND, "no organisation %q", name)
+		}
+		return a, authz.OrgScope(name), nil
+	case llmflow.KindTeam:
+		s, ok := g.teamScope(name)
+		if !p.may(authz.ManageTeams, s) {
+			return nil, s, forbidden("you may not %s team %q", verb, name)
+		}
+		if !ok {
+			return nil, s, llmflow.Errorf(llmflow.ENOTFOUND, "no team %q", name)
+		}
+		return v.byName[name], s, nil
 	}
-	return g.enableAccount(w, r, p, v.byName[name], s, "project.enable")
+	team, s, err := g.teamFor(r, p, authz.ManageProjects)
+	if err != nil {
+		return nil, s, err
+	}
+	if under, _ := v.projectChain(name, team.Name); !under {
+		return nil, s, llmflow.Errorf(llmflow.ENOTFOUND, "no project %q under team %q", name, team.Name)
+	}
+	return v.byName[name], s, nil
 }
 
 // loadAdminAccounts reads the admin account changes (New).

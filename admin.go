@@ -110,7 +110,10 @@ type AdminAccount struct {
 	Parent   string
 	Created  bool
 	Disabled bool
-	At       time.Time // of the last change
+	// Shares is the raw share of an account created here among its
+	// siblings (as Account.Shares); 0: none, it only borrows.
+	Shares float64
+	At     time.Time // of the last change
 }
 
 // AuditEntry is one admin write: who did what to what, the object before

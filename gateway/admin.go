@@ -336,12 +336,15 @@ func (g *Gateway) adminRoutes() {
 	g.handleMethods("/admin/orgs", map[string]handler{http.MethodGet: a(g.listOrgs), http.MethodPost: s(g.createOrg)})
 	g.handle(http.MethodDelete, "/admin/orgs/{name}", s(g.accountState(llmflow.KindOrg, true)))
 	g.handle(http.MethodPost, "/admin/orgs/{name}/enable", s(g.accountState(llmflow.KindOrg, false)))
+	g.handle(http.MethodPut, "/admin/orgs/{name}/share", s(g.setShare(llmflow.KindOrg)))
 	g.handleMethods("/admin/teams", map[string]handler{http.MethodGet: a(g.listTeams), http.MethodPost: s(g.createTeam)})
 	g.handle(http.MethodDelete, "/admin/teams/{name}", s(g.accountState(llmflow.KindTeam, true)))
 	g.handle(http.MethodPost, "/admin/teams/{name}/enable", s(g.accountState(llmflow.KindTeam, false)))
+	g.handle(http.MethodPut, "/admin/teams/{name}/share", s(g.setShare(llmflow.KindTeam)))
 	g.handleMethods("/admin/teams/{team}/projects", map[string]handler{http.MethodGet: a(g.listProjects), http.MethodPost: s(g.createProject)})
 	g.handle(http.MethodDelete, "/admin/teams/{team}/projects/{name}", s(g.accountState(llmflow.KindProject, true)))
 	g.handle(http.MethodPost, "/admin/teams/{team}/projects/{name}/enable", s(g.accountState(llmflow.KindProject, false)))
+	g.handle(http.MethodPut, "/admin/teams/{team}/projects/{name}/share", s(g.setShare(llmflow.KindProject)))
 	g.handleMethods("/admin/teams/{team}/models", map[string]handler{http.MethodGet: a(g.getTeamModels), http.MethodPut: s(g.setTeamModels)})
 
 	g.handleMethods("/admin/keys", map[string]handler{

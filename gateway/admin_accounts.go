@@ -18,6 +18,10 @@ import (
 // only borrows: a share comes from the configuration or from Slurm); a
 // disable mark disables whichever source declares the account, and its
 // subtree with it.
+//
+// An account created here has the share its creator gave it (0 by
+// default: it only borrows); the share of an account the configuration or
+// Slurm declares is theirs.
 
 // adminTree holds the base tree and the admin changes; mu serialises every
 // replacement of the served view (Slurm syncs and admin changes).
@@ -63,7 +67,7 @@ func mergeAdminAccounts(base llmflow.Accounts, changes []llmflow.AdminAccount) l
 			}
 		}
 		idx[c.Name] = len(out)
-		out = append(out, llmflow.Account{Name: c.Name, Kind: c.Kind, Parent: c.Parent, Disabled: c.Disabled, Source: "admin"})
+		out = append(out, llmflow.Account{Name: c.Name, Kind: c.Kind, Parent: c.Parent, Shares: c.Shares, Disabled: c.Disabled, Source: "admin"})
 	}
 	return out
 }
@@ -122,9 +126,26 @@ func (g *Gateway) listOrgs(w http.ResponseWriter, r *http.Request, p Principal) 
 	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
 }
 
-// OrgRequest creates an organisation (no share: it only borrows).
+// OrgRequest creates an organisation. Share is its share of the pools
+// among the organisations (absent or 0: none, it only borrows).
 type OrgRequest struct {
-	Name string `json:"name"`
+	Name  string   `json:"name"`
+	Share *float64 `json:"share"`
+}
+
+// maxAccountShare bounds a share set through the admin API (Slurm's
+// Fairshare is a 32-bit integer).
+const maxAccountShare = 1 << 31
+
+// shareOf checks an optional share of a request.
+func shareOf(v *float64) (float64, error) {
+	if v == nil {
+		return 0, nil
+	}
+	if !(*v >= 0 && *v <= maxAccountShare) { // NaN included
+		return 0, &llmflow.Error{Code: llmflow.EINVALID, Param: "share", Message: fmt.Sprintf("share must be a number from 0 (none: it only borrows) to %d", maxAccountShare)}
+	}
+	return *v, nil
 }
 
 func (g *Gateway) createOrg(w http.ResponseWriter, r *http.Request, p Principal) error {
@@ -138,7 +159,11 @@ func (g *Gateway) createOrg(w http.ResponseWriter, r *http.Request, p Principal)
 	if !llmflow.ValidAccountName(req.Name) {
 		return badAccountName("name")
 	}
-	c := llmflow.AdminAccount{Name: req.Name, Kind: llmflow.KindOrg, Created: true, At: g.now().UTC()}
+	share, err := shareOf(req.Share)
+	if err != nil {
+		return err
+	}
+	c := llmflow.AdminAccount{Name: req.Name, Kind: llmflow.KindOrg, Created: true, Shares: share, At: g.now().UTC()}
 	return g.createAccount(w, r, p, c, authz.OrgScope(req.Name), "org.create")
 }
 
@@ -267,10 +292,12 @@ func (g *Gateway) listTeams(w http.ResponseWriter, r *http.Request, p Principal)
 	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
 }
 
-// TeamRequest creates a team of an organisation.
+// TeamRequest creates a team of an organisation, with its share among
+// the organisation's teams (absent or 0: none, it only borrows).
 type TeamRequest struct {
-	Name string `json:"name"`
-	Org  string `json:"org"`
+	Name  string   `json:"name"`
+	Org   string   `json:"org"`
+	Share *float64 `json:"share"`
 }
 
 func (g *Gateway) createTeam(w http.ResponseWriter, r *http.Request, p Principal) error {
@@ -294,7 +321,11 @@ func (g *Gateway) createTeam(w http.ResponseWriter, r *http.Request, p Principal
 	case o.Disabled:
 		return forbidden("organisation %q is disabled", req.Org)
 	}
-	c := llmflow.AdminAccount{Name: req.Name, Kind: llmflow.KindTeam, Parent: req.Org, Created: true, At: g.now().UTC()}
+	share, err := shareOf(req.Share)
+	if err != nil {
+		return err
+	}
+	c := llmflow.AdminAccount{Name: req.Name, Kind: llmflow.KindTeam, Parent: req.Org, Created: true, Shares: share, At: g.now().UTC()}
 	return g.createAccount(w, r, p, c, authz.TeamScope(req.Org, req.Name), "team.create")
 }
 
@@ -352,9 +383,11 @@ func (g *Gateway) listProjects(w http.ResponseWriter, r *http.Request, p Princip
 	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
 }
 
-// ProjectRequest creates a project directly under a team.
+// ProjectRequest creates a project directly under a team, with its share
+// among the team's projects (absent or 0: none, it only borrows).
 type ProjectRequest struct {
-	Name string `json:"name"`
+	Name  string   `json:"name"`
+	Share *float64 `json:"share"`
 }
 
 func (g *Gateway) createProject(w http.ResponseWriter, r *http.Request, p Principal) error {
@@ -372,7 +405,11 @@ func (g *Gateway) createProject(w http.ResponseWriter, r *http.Request, p Princi
 	if team.Disabled {
 		return forbidden("team %q is disabled", team.Name)
 	}
-	c := llmflow.AdminAccount{Name: req.Name, Kind: llmflow.KindProject, Parent: team.Name, Created: true, At: g.now().UTC()}
+	share, err := shareOf(req.Share)
+	if err != nil {
+		return err
+	}
+	c := llmflow.AdminAccount{Name: req.Name, Kind: llmflow.KindProject, Parent: team.Name, Created: true, Shares: share, At: g.now().UTC()}
 	return g.createAccount(w, r, p, c, s, "project.create")
 }
 
@@ -391,6 +428,49 @@ func (g *Gateway) accountState(kind llmflow.Kind, disable bool) func(http.Respon
 			return err
 		}
 		return change(g, w, r, p, a, s, prefix+"."+verb)
+	}
+}
+
+// ShareRequest sets the share of an account created through the admin
+// API: PUT /admin/orgs/{name}/share and the teams' and projects' alike.
+type ShareRequest struct {
+	Share *float64 `json:"share"`
+}
+
+// setShare is the handler of an account's share route, by whoever may
+// disable the account. Only an account created here has a share set here;
+// the configuration's and Slurm's are changed there (409).
+func (g *Gateway) setShare(kind llmflow.Kind) func(http.ResponseWriter, *http.Request, Principal) error {
+	prefix := map[llmflow.Kind]string{llmflow.KindOrg: "org", llmflow.KindTeam: "team", llmflow.KindProject: "project"}[kind]
+	return func(w http.ResponseWriter, r *http.Request, p Principal) error {
+		var req ShareRequest
+		if err := decodeAdmin(w, r, &req); err != nil {
+			return err
+		}
+		a, s, err := g.routeAccount(r, p, kind, "change the share of")
+		if err != nil {
+			return err
+		}
+		if req.Share == nil {
+			return &llmflow.Error{Code: llmflow.EINVALID, Param: "share", Message: "share is required"}
+		}
+		share, err := shareOf(req.Share)
+		if err != nil {
+			return err
+		}
+		if a.Source != "admin" {
+			return llmflow.Errorf(llmflow.ECONFLICT, "%s %q is declared by %s: its share is set there", a.Kind, a.Name, a.Source)
+		}
+		before := accountListView{Name: a.Name, Parent: a.Parent, Share: a.Shares, Disabled: a.Disabled, Source: a.Source}
+		c := llmflow.AdminAccount{Name: a.Name, Kind: a.Kind, Parent: a.Parent, Created: true, Disabled: a.Disabled, Shares: share, At: g.now().UTC()}
+		if err := g.changeAccount(r.Context(), c); err != nil {
+			return err
+		}
+		after := before
+		after.Share = share
+		g.audit(r, p, prefix+".share", a.Kind.String()+" "+a.Name, s, before, after)
+		g.log.Info("account share set", "kind", a.Kind, "name", a.Name, "share", share, "by", p.Name)
+		return writeJSON(w, http.StatusOK, after)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/go-llmflow/llmflow"
 )
 
 // TestEnableAccount: a team disabled by an admin (its keys revoked) is
@@ -62,5 +64,57 @@ func TestEnableAccount(t *testing.T) {
 	audit := e.must(t, "GET", "/admin/audit?limit=100", "master", "", 200)
 	if !strings.Contains(audit, `"team.disable"`) || !strings.Contains(audit, `"team.enable"`) {
 		t.Fatalf("audit lacks the disable or the enable: %s", audit)
+	}
+}
+
+// TestAccountShare: a team created through the admin API with a share
+// holds its part of the organisation's reservation next to the
+// configured team; its share can be changed (0: it only borrows), but not
+// a configured team's; bad shares are 400s naming the field.
+func TestAccountShare(t *testing.T) {
+	e := newAdminEnv(t, "")
+	reserved := func(acct string) int {
+		for _, p := range e.gw.FairshareReport().Pools {
+			for _, a := range p.Accounts {
+				if a.Account == acct {
+					return a.Reserved
+				}
+			}
+		}
+		return -1
+	}
+	org := reserved("etabA")
+	e.must(t, "POST", "/admin/teams", "oadmin", `{"name":"lab-new","org":"etabA","share":3}`, 201)
+	if n, c := reserved("lab-new"), reserved("lab-nlp"); n+c != org || n < 3*c-1 || n > 3*c+1 {
+		t.Fatalf("share 3 next to a configured share 1 in a reservation of %d: %d and %d", org, n, c)
+	}
+	if b := e.must(t, "PUT", "/admin/teams/lab-new/share", "oadmin", `{"share":0}`, 200); !strings.Contains(b, `"share":0`) {
+		t.Fatalf("share 0: %s", b)
+	}
+	if n, c := reserved("lab-new"), reserved("lab-nlp"); n != 0 || c != org {
+		t.Fatalf("share 0: lab-new %d, lab-nlp %d of %d; want 0 and all", n, c, org)
+	}
+	e.must(t, "PUT", "/admin/teams/lab-new/share", "oadmin", `{"share":1}`, 200)
+	if n, c := reserved("lab-new"), reserved("lab-nlp"); n+c != org || n-c > 1 || c-n > 1 {
+		t.Fatalf("share 1 each: %d and %d of %d", n, c, org)
+	}
+	if code, b := e.do(t, "PUT", "/admin/teams/lab-nlp/share", e.tokens["oadmin"], `{"share":2}`); code != 409 || !strings.Contains(b, "its share is set there") {
+		t.Fatalf("share of a configured team: %d %s", code, b)
+	}
+	for _, bad := range []string{`{"share":-1}`, `{"share":1e12}`, `{"share":"2"}`, `{}`} {
+		if code, b := e.do(t, "PUT", "/admin/teams/lab-new/share", e.tokens["oadmin"], bad); code != 400 {
+			t.Errorf("%s: %d %s, want 400", bad, code, b)
+		}
+	}
+	if code, _ := e.do(t, "POST", "/admin/teams", e.tokens["oadmin"], `{"name":"lab-neg","org":"etabA","share":-2}`); code != 400 {
+		t.Errorf("create with a negative share: %d", code)
+	}
+	// the share survives a restart of the gateway on the same store
+	as, err := e.db.AdminAccounts(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := slices.IndexFunc(as, func(a llmflow.AdminAccount) bool { return a.Name == "lab-new" }); i < 0 || as[i].Shares != 1 {
+		t.Fatalf("stored: %+v", as)
 	}
 }

@@ -123,6 +123,12 @@ var matrix = map[string]matrixRow{
 		return "/admin/orgs/" + name + "/enable", ""
 	}, in: proxyAdmins, out: proxyAdmins, ok: 200},
 
+	"PUT /admin/orgs/{name}/share": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
+		name := fmt.Sprintf("so%d", c)
+		e.must(t, "POST", "/admin/orgs", "master", `{"name":"`+name+`"}`, 201)
+		return "/admin/orgs/" + name + "/share", `{"share":2}`
+	}, in: proxyAdmins, out: proxyAdmins, ok: 200},
+
 	"GET /admin/teams": {call: fixed("/admin/teams", ""), ok: 200, listing: true,
 		shows:   func(e *adminEnv) shown { return each(append(slices.Clone(readersTeam), "member"), `"lab-nlp"`) },
 		outMark: mark(`"lab-chem"`)},
@@ -142,6 +148,12 @@ var matrix = map[string]matrixRow{
 		return "/admin/teams/" + name + "/enable", ""
 	}, in: writersOrg, out: proxyAdmins, ok: 200},
 
+	"PUT /admin/teams/{name}/share": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
+		name := fmt.Sprintf("st%d", c)
+		e.must(t, "POST", "/admin/teams", "master", fmt.Sprintf(`{"name":%q,"org":%q}`, name, scoped(in, "etabA", "etabB")), 201)
+		return "/admin/teams/" + name + "/share", `{"share":2}`
+	}, in: writersOrg, out: proxyAdmins, ok: 200},
+
 	"GET /admin/teams/{team}/projects": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
 		return "/admin/teams/" + scoped(in, "lab-nlp", "lab-chem") + "/projects", ""
 	}, in: readersTeam, out: proxyRead, ok: 200},
@@ -159,6 +171,12 @@ var matrix = map[string]matrixRow{
 		e.must(t, "POST", "/admin/teams/"+team+"/projects", "master", `{"name":"`+name+`"}`, 201)
 		e.must(t, "DELETE", "/admin/teams/"+team+"/projects/"+name, "master", "", 200)
 		return "/admin/teams/" + team + "/projects/" + name + "/enable", ""
+	}, in: writersTeam, out: proxyAdmins, ok: 200},
+
+	"PUT /admin/teams/{team}/projects/{name}/share": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
+		team, name := scoped(in, "lab-nlp", "lab-chem"), fmt.Sprintf("sp%d", c)
+		e.must(t, "POST", "/admin/teams/"+team+"/projects", "master", `{"name":"`+name+`"}`, 201)
+		return "/admin/teams/" + team + "/projects/" + name + "/share", `{"share":2}`
 	}, in: writersTeam, out: proxyAdmins, ok: 200},
 
 	"GET /admin/teams/{team}/models": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {

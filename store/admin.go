@@ -394,10 +394,10 @@ func (a *adminDB) TeamModels(ctx context.Context) (map[string][]string, error) {
 // (keeping its place in creation order).
 func (a *adminDB) PutAdminAccount(ctx context.Context, acc llmflow.AdminAccount) error {
 	return a.tx(ctx, func(q adminQuerier) error {
-		_, err := q.exec(ctx, `INSERT INTO admin_accounts (name, kind, parent, created, disabled, at) VALUES (?, ?, ?, ?, ?, ?)
+		_, err := q.exec(ctx, `INSERT INTO admin_accounts (name, kind, parent, created, disabled, shares, at) VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, parent = excluded.parent, created = excluded.created,
-disabled = excluded.disabled, at = excluded.at`,
-			acc.Name, int(acc.Kind), acc.Parent, acc.Created, acc.Disabled, a.time(acc.At))
+disabled = excluded.disabled, shares = excluded.shares, at = excluded.at`,
+			acc.Name, int(acc.Kind), acc.Parent, acc.Created, acc.Disabled, acc.Shares, a.time(acc.At))
 		if err != nil {
 			return fmt.Errorf("put admin account: %w", err)
 		}
@@ -407,7 +407,7 @@ disabled = excluded.disabled, at = excluded.at`,
 
 // AdminAccounts returns the admin account changes in creation order.
 func (a *adminDB) AdminAccounts(ctx context.Context) ([]llmflow.AdminAccount, error) {
-	rows, err := a.read.query(ctx, `SELECT name, kind, parent, created, disabled, at FROM admin_accounts ORDER BY id`)
+	rows, err := a.read.query(ctx, `SELECT name, kind, parent, created, disabled, shares, at FROM admin_accounts ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("admin accounts: %w", err)
 	}
@@ -415,7 +415,7 @@ func (a *adminDB) AdminAccounts(ctx context.Context) ([]llmflow.AdminAccount, er
 	out, err := scanRows(rows, func() (llmflow.AdminAccount, error) {
 		var acc llmflow.AdminAccount
 		var kind int
-		err := rows.Scan(&acc.Name, &kind, &acc.Parent, &acc.Created, &acc.Disabled, dbTime{&acc.At})
+		err := rows.Scan(&acc.Name, &kind, &acc.Parent, &acc.Created, &acc.Disabled, &acc.Shares, dbTime{&acc.At})
 		acc.Kind = llmflow.Kind(kind)
 		return acc, err
 	})

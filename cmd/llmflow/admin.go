@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -470,9 +471,10 @@ func adminOrgs(e *env, run runner) *cobra.Command {
 			})
 		})}
 	f.flags(list)
-	add := &cobra.Command{Use: "add NAME", Short: "Create an organisation (no share: it only borrows)", Args: cobra.ExactArgs(1),
+	var orgShare float64
+	add := &cobra.Command{Use: "add NAME [--share N]", Short: "Create an organisation (without --share it only borrows)", Args: cobra.ExactArgs(1),
 		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			if err := c.do(ctx, "POST", "/admin/orgs", map[string]string{"name": args[0]}, nil); err != nil {
+			if err := c.do(ctx, "POST", "/admin/orgs", map[string]any{"name": args[0], "share": orgShare}, nil); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "organisation %s created\n", args[0])
@@ -486,7 +488,12 @@ func adminOrgs(e *env, run runner) *cobra.Command {
 		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
 			return enableAccount(e, c, ctx, "/admin/orgs/"+url.PathEscape(args[0]), "organisation "+args[0])
 		})}
-	return group("orgs", "Organisations (institutions)", list, add, disable, enable)
+	add.Flags().Float64Var(&orgShare, "share", 0, "its share of the pools among the organisations (0: none, it only borrows)")
+	shareCmd := &cobra.Command{Use: "share NAME N", Short: "Set the share of an organisation created here", Args: cobra.ExactArgs(2),
+		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
+			return setAccountShare(e, c, ctx, "/admin/orgs/"+url.PathEscape(args[0]), "organisation "+args[0], args[1])
+		})}
+	return group("orgs", "Organisations (institutions)", list, add, disable, enable, shareCmd)
 }
 
 func disableAccount(e *env, c *adminClient, ctx context.Context, path, what string) error {
@@ -497,6 +504,20 @@ func disableAccount(e *env, c *adminClient, ctx context.Context, path, what stri
 		return err
 	}
 	fmt.Fprintf(e.stdout, "%s disabled, %d keys revoked\n", what, out.Revoked)
+	return nil
+}
+
+// setAccountShare is the share subcommand of orgs, teams and projects
+// (path is the account's, without /share).
+func setAccountShare(e *env, c *adminClient, ctx context.Context, path, what, value string) error {
+	v, err := strconv.ParseFloat(value, 64)
+	if err != nil {
+		return fmt.Errorf("share %q is not a number", value)
+	}
+	if err := c.do(ctx, "PUT", path+"/share", map[string]float64{"share": v}, nil); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%s: share %s\n", what, strconv.FormatFloat(v, 'g', -1, 64))
 	return nil
 }
 
@@ -526,15 +547,17 @@ func adminTeams(e *env, run runner) *cobra.Command {
 	f.flags(list)
 	list.Flags().StringVar(&org, "org", "", "only this organisation's teams")
 	var addOrg string
-	add := &cobra.Command{Use: "add NAME --org ORG", Short: "Create a team of an organisation", Args: cobra.ExactArgs(1),
+	var teamShare float64
+	add := &cobra.Command{Use: "add NAME --org ORG [--share N]", Short: "Create a team of an organisation", Args: cobra.ExactArgs(1),
 		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			if err := c.do(ctx, "POST", "/admin/teams", map[string]string{"name": args[0], "org": addOrg}, nil); err != nil {
+			if err := c.do(ctx, "POST", "/admin/teams", map[string]any{"name": args[0], "org": addOrg, "share": teamShare}, nil); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "team %s created in %s\n", args[0], addOrg)
 			return nil
 		})}
 	add.Flags().StringVar(&addOrg, "org", "", "the team's organisation")
+	add.Flags().Float64Var(&teamShare, "share", 0, "its share among the organisation's teams (0: none, it only borrows)")
 	disable := &cobra.Command{Use: "disable NAME", Short: "Disable a team, its projects and keys", Args: cobra.ExactArgs(1),
 		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
 			return disableAccount(e, c, ctx, "/admin/teams/"+url.PathEscape(args[0]), "team "+args[0])
@@ -543,7 +566,11 @@ func adminTeams(e *env, run runner) *cobra.Command {
 		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
 			return enableAccount(e, c, ctx, "/admin/teams/"+url.PathEscape(args[0]), "team "+args[0])
 		})}
-	return group("teams", "Teams (labs) of organisations", list, add, disable, enable)
+	shareCmd := &cobra.Command{Use: "share NAME N", Short: "Set the share of a team created here", Args: cobra.ExactArgs(2),
+		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
+			return setAccountShare(e, c, ctx, "/admin/teams/"+url.PathEscape(args[0]), "team "+args[0], args[1])
+		})}
+	return group("teams", "Teams (labs) of organisations", list, add, disable, enable, shareCmd)
 }
 
 func adminProjects(e *env, run runner) *cobra.Command {
@@ -556,9 +583,10 @@ func adminProjects(e *env, run runner) *cobra.Command {
 				})
 		})}
 	f.flags(list)
-	add := &cobra.Command{Use: "add TEAM NAME", Short: "Create a project of a team", Args: cobra.ExactArgs(2),
+	var projShare float64
+	add := &cobra.Command{Use: "add TEAM NAME [--share N]", Short: "Create a project of a team", Args: cobra.ExactArgs(2),
 		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			if err := c.do(ctx, "POST", "/admin/teams/"+url.PathEscape(args[0])+"/projects", map[string]string{"name": args[1]}, nil); err != nil {
+			if err := c.do(ctx, "POST", "/admin/teams/"+url.PathEscape(args[0])+"/projects", map[string]any{"name": args[1], "share": projShare}, nil); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "project %s created in %s\n", args[1], args[0])
@@ -572,7 +600,12 @@ func adminProjects(e *env, run runner) *cobra.Command {
 		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
 			return enableAccount(e, c, ctx, "/admin/teams/"+url.PathEscape(args[0])+"/projects/"+url.PathEscape(args[1]), "project "+args[1])
 		})}
-	return group("projects", "Projects of a team", list, add, disable, enable)
+	add.Flags().Float64Var(&projShare, "share", 0, "its share among the team's projects (0: none, it only borrows)")
+	shareCmd := &cobra.Command{Use: "share TEAM NAME N", Short: "Set the share of a project created here", Args: cobra.ExactArgs(3),
+		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
+			return setAccountShare(e, c, ctx, "/admin/teams/"+url.PathEscape(args[0])+"/projects/"+url.PathEscape(args[1]), "project "+args[1], args[2])
+		})}
+	return group("projects", "Projects of a team", list, add, disable, enable, shareCmd)
 }
 
 func adminModels(e *env, run runner) *cobra.Command {

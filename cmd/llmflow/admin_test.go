@@ -70,7 +70,7 @@ func TestAdminCLI(t *testing.T) {
 	if got := ok(master, "roles", "list", "alice", "-P"); got != "User|Role|Org|Team|Source\nalice|org_admin|etabA||admin\n" {
 		t.Errorf("roles list: %q", got)
 	}
-	ok(alice, "teams", "add", "lab-x", "--org", "etabA")
+	ok(alice, "teams", "add", "lab-x", "--org", "etabA", "--share", "2")
 	key := strings.TrimSpace(ok(alice, "keys", "add", "--team", "lab-x", "--name", "ci", "--owner", "bob"))
 	if !strings.HasPrefix(key, "llmf-") {
 		t.Fatalf("key %q", key)
@@ -80,8 +80,14 @@ func TestAdminCLI(t *testing.T) {
 		t.Errorf("models show: %q", got)
 	}
 	teams := ok(alice, "teams", "list", "-P")
-	if teams != "Team|Org|Share|Disabled|Source\nlab-nlp|etabA|1|no|config\nlab-x|etabA|0|no|admin\n" {
+	if teams != "Team|Org|Share|Disabled|Source\nlab-nlp|etabA|1|no|config\nlab-x|etabA|2|no|admin\n" {
 		t.Errorf("teams list: %q", teams)
+	}
+	if got := ok(alice, "teams", "share", "lab-x", "0.5"); got != "team lab-x: share 0.5\n" {
+		t.Errorf("teams share: %q", got)
+	}
+	if _, errb, code := run(alice, "teams", "share", "lab-nlp", "3"); code != 1 || !strings.Contains(errb, "its share is set there") {
+		t.Errorf("share of a configured team: exit %d %s", code, errb)
 	}
 	if keys := ok(alice, "keys", "list", "-P"); strings.Contains(keys, "lab-chem") || !strings.Contains(keys, "|lab-x||bob||ci") {
 		t.Errorf("keys list: %q", keys)

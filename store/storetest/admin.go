@@ -278,14 +278,14 @@ func testAdminAccounts(t *testing.T, s AdminStore) {
 	}
 	want := []llmflow.AdminAccount{
 		{Name: "etabC", Kind: llmflow.KindOrg, Created: true, At: base},
-		{Name: "lab-c", Kind: llmflow.KindTeam, Parent: "etabC", Created: true, At: base},
+		{Name: "lab-c", Kind: llmflow.KindTeam, Parent: "etabC", Created: true, Shares: 2.5, At: base},
 		{Name: "lab-nlp", Kind: llmflow.KindTeam, Parent: "etabA", Disabled: true, At: base},
 	}
 	for _, a := range want {
 		mustNil(t, s.PutAdminAccount(ctx, a))
 	}
-	// replacing keeps the creation order
-	want[0].Disabled, want[0].At = true, base.Add(time.Hour)
+	// replacing keeps the creation order, and replaces the share
+	want[0].Disabled, want[0].Shares, want[0].At = true, 3, base.Add(time.Hour)
 	mustNil(t, s.PutAdminAccount(ctx, want[0]))
 	as, err = s.AdminAccounts(ctx)
 	mustNil(t, err)

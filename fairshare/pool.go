@@ -42,6 +42,7 @@ package fairshare
 import (
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -399,8 +400,36 @@ func (t *tree) resolve(path Path) *pnode {
 		if u := a.users[path.User]; u != nil {
 			return u
 		}
+		if u := a.userFold(path.User); u != nil {
+			return u
+		}
 	}
 	return a
+}
+
+// userFold finds the user association of name up to case: Slurm keeps
+// user names lower-case (unless its user-case flag is set), while a key's
+// owner may have been typed "Alice". Only a name with an upper-case ASCII
+// letter is looked for, so the lookup of an owner without a user
+// association here costs nothing more; it does not allocate.
+func (n *pnode) userFold(name string) *pnode {
+	upper := false
+	for i := 0; i < len(name) && !upper; i++ {
+		upper = 'A' <= name[i] && name[i] <= 'Z'
+	}
+	if !upper {
+		return nil
+	}
+	var found *pnode
+	for uname, u := range n.users {
+		if strings.EqualFold(uname, name) {
+			if found != nil {
+				return nil // "alice" and "ALICE" both (a case-sensitive Slurm): ambiguous
+			}
+			found = u
+		}
+	}
+	return found
 }
 
 // below reports whether anc is an ancestor of n.

@@ -672,3 +672,30 @@ func TestChildlessAccountRankedNotShown(t *testing.T) {
 		t.Errorf("%d leaves shown, want 1 (ann)", s.Leaves)
 	}
 }
+
+// TestOwnerCaseFolded: a key owner typed "Alice" counts at Slurm's user
+// association "alice" (Slurm keeps user names lower-case); with both
+// "alice" and "ALICE" (a case-sensitive Slurm) only the exact name
+// matches, and an owner without an association counts at the account.
+func TestOwnerCaseFolded(t *testing.T) {
+	root := &Node{Children: []*Node{
+		{Name: "A", Shares: 1, Children: []*Node{{Name: "ta", Shares: 1, Children: []*Node{
+			{Name: "alice", User: true, Shares: 1},
+			{Name: "bob", User: true, Shares: 1}, {Name: "BOB", User: true, Shares: 1},
+		}}}},
+	}}
+	p := NewPool(8, root, 0, t0)
+	tr := p.st.Load().tree
+	for _, c := range []struct{ owner, want string }{
+		{"alice", "alice"}, {"Alice", "alice"}, {"ALICE", "alice"},
+		{"bob", "bob"}, {"BOB", "BOB"}, {"Bob", "ta"}, // ambiguous: the account
+		{"carol", "ta"}, {"Carol", "ta"},
+	} {
+		if got := tr.resolve(Path{Org: "A", Team: "ta", User: c.owner}); got == nil || got.name != c.want {
+			t.Errorf("owner %q counts at %v, want %s", c.owner, got, c.want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { tr.resolve(Path{Org: "A", Team: "ta", User: "Alice"}) }); n != 0 {
+		t.Errorf("%v allocations per resolve", n)
+	}
+}

@@ -135,20 +135,10 @@ func parseRequest(body []byte, ep engine.Endpoint) (*clientRequest, error) {
 // positiveInt returns the JSON integer b when it is one between 1 and
 // 2^40, else 0 (the engine refuses what is not a positive integer).
 func positiveInt(b []byte) int64 {
-	if len(b) == 0 || len(b) > 13 {
-		return 0
+	if n := jsonscan.ParseInt(b); n >= 1 && n <= 1<<40 {
+		return n
 	}
-	var n int64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0
-		}
-		n = n*10 + int64(c-'0')
-	}
-	if n < 1 || n > 1<<40 {
-		return 0
-	}
-	return n
+	return 0
 }
 
 // add appends m, or replaces the value of an earlier member of that name.

@@ -66,3 +66,36 @@ func CheckStdlib(t *testing.T, pkg string) {
 		t.Errorf("package %s depends on %s, which is not in the standard library", pkg, p)
 	}
 }
+
+// CheckStdlibAnd fails when the package in the test's directory depends on
+// anything but the standard library, pkg itself and the module packages
+// allowed (adminapi's rule: the standard library and the root package).
+// Each allowed package must be a dependency, so that a rename cannot pass
+// silently.
+func CheckStdlibAnd(t *testing.T, pkg string, allowed ...string) {
+	t.Helper()
+	out, err := exec.Command(goTool(), "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) == 0 || deps[len(deps)-1] != pkg {
+		t.Fatalf("go list -deps did not list %s last:\n%s", pkg, out)
+	}
+	ok := map[string]bool{}
+	for _, p := range allowed {
+		ok[p] = true
+	}
+	seen := map[string]bool{}
+	for _, p := range deps[:len(deps)-1] {
+		seen[p] = true
+		if !ok[p] {
+			t.Errorf("package %s depends on %s, which is neither in the standard library nor allowed", pkg, p)
+		}
+	}
+	for _, p := range allowed {
+		if !seen[p] {
+			t.Errorf("package %s does not depend on %s: the allowed list is stale", pkg, p)
+		}
+	}
+}

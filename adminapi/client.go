@@ -41,7 +41,7 @@ const maxAnswer = 64 << 20
 func New(base, token string, hc *http.Client) (*Client, error) {
 	base = strings.TrimRight(base, "/")
 	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-		return nil, fmt.Errorf("--url %q: want http(s)://host:port without credentials", redactBase(base))
+		return nil, fmt.Errorf("%q: want http(s)://host:port without credentials", redactBase(base))
 	}
 	if hc == nil {
 		hc = &http.Client{

@@ -10,13 +10,13 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/authz"
+	"github.com/go-llmflow/llmflow/internal/boundedcache"
 )
 
 // Role is an administrative role (authz.Roles): the policy lives in the
@@ -108,9 +108,9 @@ var (
 	errNoAdminStore = llmflow.Errorf(llmflow.EUNAVAILABLE, "this gateway keeps no admin store: only the master key administers")
 )
 
-// principalCache keeps the principals of admin tokens (the spec's defect
-// 9: principals were read from the store on every admin request, so the
-// admin API failed with the store).
+// principalCache keeps the principals of admin tokens, so the admin API
+// does not read them from the store on every request (and keeps working
+// through a short store outage).
 //
 // Every admin request still asks the store one small question, its admin
 // generation, which every change of users, tokens or roles bumps in the
@@ -118,70 +118,27 @@ var (
 // read at the current generation is used as is; another generation reads
 // it again, so a revoked token, a disabled user or a removed role takes
 // effect at the next request, everywhere. When the store cannot answer,
-// a principal confirmed within staleFor keeps working: admin reads (and
-// writes, which then fail on the store themselves) stay available through
-// a short outage; after that the admin API answers 503.
-type principalCache struct {
-	mu       sync.Mutex
-	m        map[[32]byte]*cachedPrincipal
-	max      int
-	staleFor time.Duration
-}
+// a principal confirmed within staleFor (the cache's TTL: each
+// confirmation puts it again) keeps working: admin reads (and writes,
+// which then fail on the store themselves) stay available through a short
+// outage; after that the admin API answers 503.
+type principalCache = boundedcache.Cache[[32]byte, *cachedPrincipal]
 
 type cachedPrincipal struct {
-	token     llmflow.AdminToken
-	user      llmflow.User
-	roles     []llmflow.RoleGrant
-	gen       int64
-	confirmed time.Time // last time the store said gen was current
+	token llmflow.AdminToken
+	user  llmflow.User
+	roles []llmflow.RoleGrant
+	gen   int64
 }
 
 func newPrincipalCache(max int, staleFor time.Duration) *principalCache {
-	return &principalCache{m: make(map[[32]byte]*cachedPrincipal), max: max, staleFor: staleFor}
-}
-
-func (c *principalCache) get(h [32]byte) *cachedPrincipal {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.m[h]
-}
-
-func (c *principalCache) put(h [32]byte, e *cachedPrincipal) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.m[h]; !ok && len(c.m) >= c.max {
-		for k := range c.m { // admin tokens are few: drop any one
-			delete(c.m, k)
-			break
-		}
-	}
-	c.m[h] = e
-}
-
-// confirm marks e current at gen as of now.
-func (c *principalCache) confirm(e *cachedPrincipal, now time.Time) {
-	c.mu.Lock()
-	e.confirmed = now
-	c.mu.Unlock()
+	return boundedcache.New[[32]byte, *cachedPrincipal](max, staleFor)
 }
 
 // forgetUser drops every cached token of user (after a change of their
 // tokens or roles on this gateway).
-func (c *principalCache) forgetUser(user string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for h, e := range c.m {
-		if e.user.Name == user {
-			delete(c.m, h)
-		}
-	}
-}
-
-// fresh reports whether e may serve without the store at now.
-func (c *principalCache) fresh(e *cachedPrincipal, now time.Time) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return now.Sub(e.confirmed) <= c.staleFor
+func (g *Gateway) forgetUser(user string) {
+	g.principals.RemoveFunc(func(_ [32]byte, e *cachedPrincipal) bool { return e.user.Name == user })
 }
 
 // adminPrincipal authenticates an admin request with the operator
@@ -222,17 +179,17 @@ func (g *Gateway) adminPrincipal(r *http.Request) (Principal, error) {
 // resolveToken returns the cached principal of an admin token's hash,
 // current at the store's admin generation (see principalCache).
 func (g *Gateway) resolveToken(ctx context.Context, h [32]byte, now time.Time) (*cachedPrincipal, error) {
-	cached := g.principals.get(h)
+	cached, _, fresh := g.principals.Get(h, now)
 	gen, err := g.admins.AdminGeneration(ctx)
 	if err != nil {
-		if cached != nil && g.principals.fresh(cached, now) {
+		if cached != nil && fresh {
 			g.log.Warn("admin store unavailable: serving a cached admin principal", "user", cached.user.Name, "err", err)
 			return cached, nil
 		}
 		return nil, &llmflow.Error{Code: llmflow.EUNAVAILABLE, Message: "admin store unavailable", Err: err}
 	}
 	if cached != nil && cached.gen == gen {
-		g.principals.confirm(cached, now)
+		g.principals.Put(h, cached, now) // confirmed current as of now
 		return cached, nil
 	}
 	t, err := g.admins.AdminTokenByHash(ctx, h)
@@ -257,8 +214,8 @@ func (g *Gateway) resolveToken(ctx context.Context, h [32]byte, now time.Time) (
 	if err != nil {
 		return nil, &llmflow.Error{Code: llmflow.EUNAVAILABLE, Message: "admin store unavailable", Err: err}
 	}
-	e := &cachedPrincipal{token: t, user: u, roles: roles, gen: gen, confirmed: now}
-	g.principals.put(h, e)
+	e := &cachedPrincipal{token: t, user: u, roles: roles, gen: gen}
+	g.principals.Put(h, e, now)
 	return e, nil
 }
 
@@ -486,7 +443,7 @@ func (g *Gateway) CreateKey(ctx context.Context, req KeyRequest, p Principal) (l
 	if err := g.keys.CreateKey(ctx, k); err != nil {
 		return llmflow.Key{}, "", err
 	}
-	g.auth.misses.remove(hash)
+	g.auth.misses.Remove(hash)
 	g.log.Info("key created", "id", k.ID, "team", k.Team, "project", k.Project, "by", p.Name)
 	return k, secret, nil
 }

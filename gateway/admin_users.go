@@ -181,7 +181,7 @@ func (g *Gateway) disableUser(w http.ResponseWriter, r *http.Request, p Principa
 	if err := g.admins.DisableUser(r.Context(), name, g.now().UTC()); err != nil {
 		return err
 	}
-	g.principals.forgetUser(name)
+	g.forgetUser(name)
 	after, err := g.admins.User(r.Context(), name)
 	if err != nil {
 		return err
@@ -310,7 +310,7 @@ func (g *Gateway) revokeToken(w http.ResponseWriter, r *http.Request, p Principa
 	if err := g.admins.RevokeAdminToken(r.Context(), name, id, g.now().UTC()); err != nil {
 		return notFound(err, "user %q has no token %q", name, id)
 	}
-	g.principals.forgetUser(name)
+	g.forgetUser(name)
 	before := tokenViewOf(ts[i])
 	after := ts[i]
 	if after.Active() {
@@ -441,7 +441,7 @@ func (g *Gateway) changeRole(w http.ResponseWriter, r *http.Request, p Principal
 	if err != nil {
 		return notFound(err, "user %q does not hold %s", name, gr)
 	}
-	g.principals.forgetUser(name)
+	g.forgetUser(name)
 	after, err := g.admins.Roles(r.Context(), name)
 	if err != nil {
 		return err

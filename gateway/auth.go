@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/internal/boundedcache"
 )
 
 // bearer returns the token of an "Authorization: Bearer <token>" header.
@@ -26,129 +27,32 @@ func bearer(h string) (string, bool) {
 
 // keyCache holds keys known to be valid. It is bounded: when full, adding a
 // key evicts one other valid key (never the whole map). Misses live in a
-// separate cache, so a spray of random keys never touches this one.
-type keyCache struct {
-	mu   sync.RWMutex
-	max  int
-	ttl  time.Duration
-	m    map[[32]byte]*cachedKey
-	ring [][32]byte // insertion order, for eviction
-	next int
-}
+// separate cache, so a spray of random keys never touches this one. A stale
+// entry is still a key that was valid: the caller re-reads it from the
+// store without counting it against the failure limit.
+type keyCache = boundedcache.Cache[[32]byte, *cachedKey]
 
 // cachedKey is a valid key as the request path sees it.
 type cachedKey struct {
-	key     llmflow.Key
-	expires time.Time // re-read from the store after this
+	key llmflow.Key
 	// chain is the key's budget chain and limit state (budgets.go),
 	// computed at its first request under a budget table.
 	chain atomic.Pointer[keyChain]
 }
 
 func newKeyCache(max int, ttl time.Duration) *keyCache {
-	return &keyCache{max: max, ttl: ttl, m: make(map[[32]byte]*cachedKey, min(max, 1024))}
-}
-
-// get returns the cached key and whether it is still fresh. A stale entry
-// is still a key that was valid: the caller re-reads it from the store
-// without counting it against the failure limit.
-func (c *keyCache) get(h [32]byte, now time.Time) (e *cachedKey, fresh bool) {
-	c.mu.RLock()
-	e = c.m[h]
-	c.mu.RUnlock()
-	return e, e != nil && !now.After(e.expires)
-}
-
-func (c *keyCache) put(h [32]byte, k llmflow.Key, now time.Time) *cachedKey {
-	e := &cachedKey{key: k, expires: now.Add(c.ttl)}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.m[h]; ok {
-		c.m[h] = e
-		return e
-	}
-	if len(c.ring) < c.max {
-		c.ring = append(c.ring, h)
-	} else {
-		delete(c.m, c.ring[c.next])
-		c.ring[c.next] = h
-		c.next = (c.next + 1) % c.max
-	}
-	c.m[h] = e
-	return e
-}
-
-func (c *keyCache) remove(h [32]byte) {
-	c.mu.Lock()
-	delete(c.m, h)
-	c.mu.Unlock()
-}
-
-func (c *keyCache) len() int {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return len(c.m)
+	return boundedcache.New[[32]byte, *cachedKey](max, ttl)
 }
 
 // missCache remembers hashes the store did not know, or knew as an
 // inactive (revoked) key, for a short time, so a repeated bad key does not
-// reach the store again. Bounded; when full the oldest miss is forgotten.
-type missCache struct {
-	mu   sync.Mutex
-	max  int
-	ttl  time.Duration
-	m    map[[32]byte]miss
-	ring [][32]byte
-	next int
-}
-
-// miss is a remembered miss: until when, and the key when the store knew
-// it as inactive (nil for an unknown hash).
-type miss struct {
-	expires time.Time
-	key     *llmflow.Key
-}
+// reach the store again. The value is the key when the store knew it as
+// inactive, nil for an unknown hash. Bounded; when full the oldest miss is
+// forgotten.
+type missCache = boundedcache.Cache[[32]byte, *llmflow.Key]
 
 func newMissCache(max int, ttl time.Duration) *missCache {
-	return &missCache{max: max, ttl: ttl, m: make(map[[32]byte]miss, min(max, 1024))}
-}
-
-// get reports whether h is a remembered miss, and the inactive key it
-// belongs to when the store knew it.
-func (c *missCache) get(h [32]byte, now time.Time) (*llmflow.Key, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[h]
-	if !ok || !now.Before(e.expires) {
-		return nil, false
-	}
-	return e.key, true
-}
-
-// add remembers a miss; inactive is the key when the store knew it as an
-// inactive key, nil otherwise.
-func (c *missCache) add(h [32]byte, now time.Time, inactive *llmflow.Key) {
-	e := miss{expires: now.Add(c.ttl), key: inactive}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.m[h]; ok {
-		c.m[h] = e
-		return
-	}
-	if len(c.ring) < c.max {
-		c.ring = append(c.ring, h)
-	} else {
-		delete(c.m, c.ring[c.next])
-		c.ring[c.next] = h
-		c.next = (c.next + 1) % c.max
-	}
-	c.m[h] = e
-}
-
-func (c *missCache) remove(h [32]byte) {
-	c.mu.Lock()
-	delete(c.m, h)
-	c.mu.Unlock()
+	return boundedcache.New[[32]byte, *llmflow.Key](max, ttl)
 }
 
 // failureLimiter limits failed authentications per client network (an
@@ -296,7 +200,7 @@ func (a *authenticator) authenticate(ctx context.Context, header, remoteAddr str
 		return nil, a.failed(remoteAddr, now, errNoKey)
 	}
 	h := llmflow.HashKey(tok)
-	cached, fresh := a.hits.get(h, now)
+	cached, _, fresh := a.hits.Get(h, now)
 	if cached != nil && subtle.ConstantTimeCompare(h[:], cached.key.Hash[:]) != 1 {
 		cached, fresh = nil, false // cannot happen with a map keyed by the digest
 	}
@@ -314,7 +218,7 @@ func (a *authenticator) authenticate(ctx context.Context, header, remoteAddr str
 		a.limiter.fail(net, now)
 		return nil, errBadKey
 	}
-	if inactive, ok := a.misses.get(h, now); ok {
+	if inactive, _, ok := a.misses.Get(h, now); ok {
 		a.limiter.fail(net, now)
 		return nil, knownKey(inactive, inactiveError(inactive))
 	}
@@ -324,7 +228,7 @@ func (a *authenticator) authenticate(ctx context.Context, header, remoteAddr str
 	k, err := a.store.KeyByHash(ctx, h)
 	switch {
 	case errors.Is(err, llmflow.ErrNotFound) || llmflow.ErrorCode(err) == llmflow.ENOTFOUND:
-		a.misses.add(h, now, nil)
+		a.misses.Put(h, nil, now)
 		a.limiter.fail(net, now)
 		return nil, errBadKey
 	case err != nil:
@@ -332,11 +236,11 @@ func (a *authenticator) authenticate(ctx context.Context, header, remoteAddr str
 	case subtle.ConstantTimeCompare(h[:], k.Hash[:]) != 1:
 		return nil, &llmflow.Error{Code: llmflow.EINTERNAL, Message: "internal error", Err: errors.New("store returned a key with another hash")}
 	case !k.Active():
-		a.misses.add(h, now, &k)
+		a.misses.Put(h, &k, now)
 		a.limiter.fail(net, now)
 		return nil, knownKey(&k, inactiveError(&k))
 	}
-	return a.hits.put(h, k, now), nil
+	return a.putKey(h, k, now), nil
 }
 
 // refresh re-reads a key whose cache entry went stale. The caller presented
@@ -349,17 +253,24 @@ func (a *authenticator) refresh(ctx context.Context, h [32]byte, stale *cachedKe
 	k, err := a.store.KeyByHash(ctx, h)
 	switch {
 	case errors.Is(err, llmflow.ErrNotFound) || llmflow.ErrorCode(err) == llmflow.ENOTFOUND:
-		a.hits.remove(h)
-		a.misses.add(h, now, nil)
+		a.hits.Remove(h)
+		a.misses.Put(h, nil, now)
 		return nil, errBadKey
 	case err == nil && !k.Active():
-		a.hits.remove(h)
-		a.misses.add(h, now, &k)
+		a.hits.Remove(h)
+		a.misses.Put(h, &k, now)
 		return nil, knownKey(&k, inactiveError(&k))
 	case err != nil:
 		return stale, nil
 	}
-	return a.hits.put(h, k, now), nil
+	return a.putKey(h, k, now), nil
+}
+
+// putKey caches k as valid.
+func (a *authenticator) putKey(h [32]byte, k llmflow.Key, now time.Time) *cachedKey {
+	e := &cachedKey{key: k}
+	a.hits.Put(h, e, now)
+	return e
 }
 
 func (a *authenticator) failed(remoteAddr string, now time.Time, err error) error {
@@ -403,8 +314,8 @@ func knownKey(k *llmflow.Key, err error) error {
 
 // forget drops a key from both caches (after a revocation).
 func (a *authenticator) forget(h [32]byte) {
-	a.hits.remove(h)
-	a.misses.remove(h)
+	a.hits.Remove(h)
+	a.misses.Remove(h)
 }
 
 // secretMatcher compares a presented token with a secret after hashing

@@ -87,11 +87,11 @@ func TestRandomKeySprayDoesNotEvictValidKey(t *testing.T) {
 	if keys.lookups.Load() != before {
 		t.Error("valid key was evicted: it reached the store again")
 	}
-	if n := a.hits.len(); n != 1 {
+	if n := a.hits.Len(); n != 1 {
 		t.Errorf("valid-key cache holds %d entries, want 1", n)
 	}
-	if n := len(a.misses.m); n > a.misses.max {
-		t.Errorf("miss cache holds %d entries, bound %d", n, a.misses.max)
+	if n := a.misses.Len(); n > 100_000 {
+		t.Errorf("miss cache holds %d entries, bound %d", n, 100_000)
 	}
 }
 
@@ -101,15 +101,53 @@ func TestKeyCacheBoundedEviction(t *testing.T) {
 	var hs [5][32]byte
 	for i := range hs {
 		hs[i][0] = byte(i + 1)
-		c.put(hs[i], llmflow.Key{Hash: hs[i]}, now)
+		c.Put(hs[i], &cachedKey{key: llmflow.Key{Hash: hs[i]}}, now)
 	}
-	if c.len() != 3 {
-		t.Fatalf("len %d, want 3", c.len())
+	if c.Len() != 3 {
+		t.Fatalf("len %d, want 3", c.Len())
 	}
 	for i, want := range []bool{false, false, true, true, true} {
-		if e, _ := c.get(hs[i], now); (e != nil) != want {
+		if e, _, _ := c.Get(hs[i], now); (e != nil) != want {
 			t.Errorf("key %d cached = %v, want %v (oldest evicted one at a time)", i, e != nil, want)
 		}
+	}
+}
+
+// ForgetAllKeys empties the caches and their eviction order: a key cached
+// again afterwards is not evicted by the place it (or another key) held
+// before, while the cache is not full.
+func TestForgetAllKeysThenRecache(t *testing.T) {
+	keys := newFakeKeys()
+	a := newTestAuth(keys, 0)
+	a.hits = newKeyCache(2, time.Minute)
+	g := &Gateway{auth: a}
+	ctx := context.Background()
+	now := time.Unix(1_800_000_000, 0)
+	s1, _ := addKey(t, keys)
+	s2, _ := addKey(t, keys)
+	s3, _ := addKey(t, keys)
+	for _, s := range []string{s1, s2} {
+		if _, err := a.authenticate(ctx, "Bearer "+s, "192.0.2.1:1", now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.ForgetAllKeys()
+	if a.hits.Len() != 0 {
+		t.Fatalf("valid-key cache holds %d entries after ForgetAllKeys", a.hits.Len())
+	}
+	for _, s := range []string{s2, s3} { // two keys: the cache holds both
+		if _, err := a.authenticate(ctx, "Bearer "+s, "192.0.2.1:1", now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := keys.lookups.Load()
+	for _, s := range []string{s2, s3} {
+		if _, err := a.authenticate(ctx, "Bearer "+s, "192.0.2.1:1", now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := keys.lookups.Load() - before; n != 0 {
+		t.Errorf("%d store lookups for two keys cached after ForgetAllKeys, want 0 (evicted early)", n)
 	}
 }
 
@@ -218,7 +256,7 @@ func TestStaleCacheEntryIsRefreshed(t *testing.T) {
 	if _, err := a.authenticate(ctx, "Bearer "+secret, "192.0.2.1:1", now.Add(3*time.Minute)); !errors.Is(err, errBadKey) {
 		t.Fatalf("revoked key after the cache TTL: %v, want refused", err)
 	}
-	if a.hits.len() != 0 {
+	if a.hits.Len() != 0 {
 		t.Error("revoked key still in the valid-key cache")
 	}
 }

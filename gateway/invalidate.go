@@ -15,12 +15,8 @@ func (g *Gateway) ForgetKey(hash [32]byte) { g.auth.forget(hash) }
 // misses): a replica that was cut from the other replicas' announcements
 // (its subscription to Redis broke) cannot know what it missed.
 func (g *Gateway) ForgetAllKeys() {
-	g.auth.hits.mu.Lock()
-	clear(g.auth.hits.m)
-	g.auth.hits.mu.Unlock()
-	g.auth.misses.mu.Lock()
-	clear(g.auth.misses.m)
-	g.auth.misses.mu.Unlock()
+	g.auth.hits.Clear()
+	g.auth.misses.Clear()
 }
 
 // AdminChanged reloads the admin account changes and team model lists

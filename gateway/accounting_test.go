@@ -81,17 +81,25 @@ func (clampingRecords) WriteRecords(context.Context, []llmflow.Record) error { r
 
 func (clampingRecords) ClampedRecords() int64 { return 7 }
 
-// A record writer that clamps impossible usage has its count exported.
+// Options.ClampCounter has its count exported; without it the metric is
+// absent, even when Records could count (no capability is discovered).
 func TestGateway_ClampedMetric(t *testing.T) {
 	up := newRecordingUpstream(t, nil)
-	e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) { o.Records = clampingRecords{} })
-	resp, err := e.srv.Client().Get(e.srv.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	metrics := func(e *testEnv) string {
+		resp, err := e.srv.Client().Get(e.srv.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return string(b)
 	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(b), "llmflow_accounting_clamped_total 7\n") {
+	e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) { o.Records, o.ClampCounter = clampingRecords{}, clampingRecords{} })
+	if b := metrics(e); !strings.Contains(b, "llmflow_accounting_clamped_total 7\n") {
 		t.Errorf("metrics lack llmflow_accounting_clamped_total 7:\n%s", b)
+	}
+	e = newEnv(t, []string{up.srv.URL}, "", func(o *Options) { o.Records = clampingRecords{} })
+	if b := metrics(e); strings.Contains(b, "llmflow_accounting_clamped_total") {
+		t.Error("llmflow_accounting_clamped_total without Options.ClampCounter")
 	}
 }

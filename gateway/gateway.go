@@ -45,7 +45,7 @@ type KeyStore interface {
 	RevokeKey(ctx context.Context, id string, at time.Time) error
 }
 
-// Pinger is implemented by stores that can report their health.
+// Pinger is a store that can report its health (Options.Pinger).
 type Pinger interface {
 	Ping(ctx context.Context) error
 }
@@ -63,6 +63,14 @@ type Options struct {
 	// Records receives accounting records through a bounded queue; nil
 	// keeps none (tests only: serve always has a store).
 	Records RecordWriter
+	// Pinger is asked by /healthz whether the store answers (within 2 s):
+	// when it does not, "store" is "unreachable" and the status degraded
+	// (unavailable with store.fail_closed); nil = the store is not pinged.
+	Pinger Pinger
+	// ClampCounter counts the records the store clamped rather than
+	// refused (llmflow.Record.ClampUsage), exported as
+	// llmflow_accounting_clamped_total; nil = that metric is absent.
+	ClampCounter ClampCounter
 	// ShareUsage keeps the decayed fair-share usage across restarts; nil
 	// keeps it in memory only.
 	ShareUsage ShareUsageStore
@@ -102,8 +110,7 @@ type Options struct {
 	// Recorder, when set, is the accounting queue to use instead of one
 	// over Records: it outlives the gateway (serve keeps one across
 	// configuration reloads), so Close does not close it; its OnWrite
-	// should call AccountingWritten. Records is then only used for
-	// ClampCounter.
+	// should call AccountingWritten. Records is then not used.
 	Recorder *accounting.Queue
 	// KeepUsage skips loading the saved fair-share usage: the Counters
 	// already hold it (a reload sharing them).
@@ -128,9 +135,9 @@ type Options struct {
 	Ledger budgets.Ledger
 }
 
-// ClampCounter is implemented by record writers that clamp impossible
-// usage (llmflow.Record.ClampUsage) rather than fail a batch: their count
-// is exported as llmflow_accounting_clamped_total.
+// ClampCounter is a record writer that clamps impossible usage
+// (llmflow.Record.ClampUsage) rather than fail a batch
+// (Options.ClampCounter).
 type ClampCounter interface {
 	ClampedRecords() int64
 }
@@ -147,6 +154,7 @@ type CounterSource interface {
 type Gateway struct {
 	cfg        *config.Config
 	keys       KeyStore
+	pinger     Pinger // nil: /healthz does not ping the store
 	rec        *accounting.Queue
 	ownRec     bool // rec was made by New: Close closes it
 	usage      ShareUsageStore
@@ -209,6 +217,7 @@ func New(o Options) (*Gateway, error) {
 	g := &Gateway{
 		cfg:     o.Config,
 		keys:    o.Keys,
+		pinger:  o.Pinger,
 		usage:   o.ShareUsage,
 		shared:  o.Shared,
 		syncs:   o.SyncHistory,
@@ -279,13 +288,11 @@ func New(o Options) (*Gateway, error) {
 			Log: g.log,
 		})
 	}
-	if o.Records != nil {
-		if c, ok := o.Records.(ClampCounter); ok {
-			g.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-				Name: "llmflow_accounting_clamped_total",
-				Help: "Accounting records whose usage the store clamped (negative, impossible or beyond its bounds).",
-			}, func() float64 { return float64(c.ClampedRecords()) }))
-		}
+	if c := o.ClampCounter; c != nil {
+		g.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "llmflow_accounting_clamped_total",
+			Help: "Accounting records whose usage the store clamped (negative, impossible or beyond its bounds).",
+		}, func() float64 { return float64(c.ClampedRecords()) }))
 	}
 	g.health = &healthChecker{
 		userAgent: g.userAgent[0],
@@ -481,21 +488,7 @@ func cacheSalt(secret, org string) string {
 }
 
 func (g *Gateway) registerGauges() {
-	for _, b := range g.backends {
-		b := b
-		labels := prometheus.Labels{"pool": b.pool, "upstream": b.name}
-		g.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "llmflow_upstream_healthy", Help: "1 when the upstream is in rotation.", ConstLabels: labels,
-		}, func() float64 {
-			if b.up(g.now()) {
-				return 1
-			}
-			return 0
-		}))
-		g.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "llmflow_upstream_inflight", Help: "Requests in flight to the upstream.", ConstLabels: labels,
-		}, func() float64 { return float64(b.inflight.Load()) }))
-	}
+	g.reg.MustRegister(newBackendCollector(g))
 	g.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "llmflow_accounting_queue_length", Help: "Accounting records waiting to be written.",
 	}, func() float64 {
@@ -720,7 +713,7 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 			body.Status = "unavailable"
 		}
 	}
-	if p, ok := g.keys.(Pinger); ok {
+	if p := g.pinger; p != nil {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		err := p.Ping(ctx)
 		cancel()

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -127,4 +128,39 @@ func TestActiveHealthChecks_HungUpstream(t *testing.T) {
 		time.Sleep(2 * time.Millisecond)
 	}
 	t.Logf("marked down %v after it failed (interval 20ms)", time.Since(start).Round(time.Millisecond))
+}
+
+// pinger answers Ping with err.
+type pinger struct{ err error }
+
+func (p pinger) Ping(context.Context) error { return p.err }
+
+// /healthz pings the store only through Options.Pinger: nil pings
+// nothing; a failing one makes the store unreachable (and, the store
+// failing closed by default, the gateway unavailable).
+func TestHealthzStorePinger(t *testing.T) {
+	up := newRecordingUpstream(t, nil)
+	for _, tc := range []struct {
+		name          string
+		p             Pinger
+		code          int
+		store, status string
+	}{
+		{"nil", nil, 200, `"store":"ok"`, `"status":"ok"`},
+		{"answers", pinger{}, 200, `"store":"ok"`, `"status":"ok"`},
+		{"fails", pinger{errors.New("connection refused")}, 503, `"store":"unreachable"`, `"status":"unavailable"`},
+	} {
+		e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) { o.Pinger = tc.p })
+		req, _ := http.NewRequest("GET", e.srv.URL+"/healthz", nil)
+		req.Header.Set("Authorization", "Bearer "+testMasterKey)
+		resp, err := e.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || !strings.Contains(string(b), tc.store) || !strings.Contains(string(b), tc.status) {
+			t.Errorf("%s: healthz %d %s, want %d, %s and %s", tc.name, resp.StatusCode, b, tc.code, tc.store, tc.status)
+		}
+	}
 }

@@ -13,8 +13,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/engine"
@@ -62,9 +60,8 @@ type routingState struct {
 	backends   map[string]*backend             // base URL → backend, configured and runtime
 	configured map[*backend]bool               // backends of the configuration
 	probes     map[*backend]context.CancelFunc // runtime backends' health probes
-	gauges     map[*backend][]prometheus.Collector
-	ctx        context.Context // Start's, nil before: probes start with it
-	wg         sync.WaitGroup  // probe goroutines
+	ctx        context.Context                 // Start's, nil before: probes start with it
+	wg         sync.WaitGroup                  // probe goroutines
 }
 
 // aliasTable is the published alias snapshot: alias → route, and the
@@ -91,7 +88,7 @@ func (g *Gateway) allBackends() []*backend { return *g.routing.all.Load() }
 func (g *Gateway) initRouting(ctx context.Context) error {
 	rs := &routingState{
 		backends: make(map[string]*backend), configured: make(map[*backend]bool),
-		probes: make(map[*backend]context.CancelFunc), gauges: make(map[*backend][]prometheus.Collector),
+		probes:  make(map[*backend]context.CancelFunc),
 		ignored: map[string]string{},
 	}
 	for _, b := range g.backends {
@@ -337,30 +334,12 @@ func sameUpstreams(a, b []*upstream) bool {
 	return slices.EqualFunc(a, b, func(x, y *upstream) bool { return x.name == y.name && x.b == y.b })
 }
 
-// startBackendLocked registers the gauges of a new runtime backend and
-// probes it (when the gateway runs); it stays out of rotation until its
-// first good probe, so an engine added before it is ready gets no
-// traffic.
+// startBackendLocked probes a new runtime backend (when the gateway
+// runs); it stays out of rotation until its first good probe, so an
+// engine added before it is ready gets no traffic. Its gauges come with
+// allBackends (backendCollector).
 func (g *Gateway) startBackendLocked(b *backend) {
-	rs := g.routing
-	labels := prometheus.Labels{"pool": b.pool, "upstream": b.name}
-	cs := []prometheus.Collector{
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "llmflow_upstream_healthy", Help: "1 when the upstream is in rotation.", ConstLabels: labels},
-			func() float64 {
-				if b.up(g.now()) {
-					return 1
-				}
-				return 0
-			}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "llmflow_upstream_inflight", Help: "Requests in flight to the upstream.", ConstLabels: labels},
-			func() float64 { return float64(b.inflight.Load()) }),
-	}
-	for _, c := range cs {
-		if err := g.reg.Register(c); err == nil {
-			rs.gauges[b] = append(rs.gauges[b], c)
-		}
-	}
-	if rs.ctx != nil {
+	if g.routing.ctx != nil {
 		g.probeLocked(b)
 	}
 }
@@ -380,10 +359,6 @@ func (g *Gateway) stopBackendLocked(b *backend) {
 		cancel()
 		delete(rs.probes, b)
 	}
-	for _, c := range rs.gauges[b] {
-		g.reg.Unregister(c)
-	}
-	delete(rs.gauges, b)
 }
 
 // runRuntimeProbes probes the runtime backends until ctx ends (Start);

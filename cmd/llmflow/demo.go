@@ -142,7 +142,7 @@ limits { auth_failures_per_minute = 0 }
 		return err
 	}
 	defer db.Close()
-	gw, err := gateway.New(gateway.Options{Config: cfg, Version: buildVersion(), Keys: db, Records: db, ShareUsage: db, Log: slog.New(slog.DiscardHandler)})
+	gw, err := gateway.New(gateway.Options{Config: cfg, Version: buildVersion(), Keys: db, Records: db, Pinger: db, ClampCounter: db, ShareUsage: db, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ type appStore interface {
 	gateway.KeyStore
 	gateway.RecordWriter
 	gateway.Pinger
+	gateway.ClampCounter
 	gateway.ShareUsageStore
 	gateway.SpendReader
 	gateway.AdminStore

@@ -340,7 +340,7 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) 
 		keys, admin = b, b
 		registerSharedMetrics(reg, s.counters)
 	}
-	opts := gateway.Options{Config: cfg, Version: buildVersion(), Keys: keys, Records: db, Recorder: s.rec, ShareUsage: db,
+	opts := gateway.Options{Config: cfg, Version: buildVersion(), Keys: keys, Records: db, Pinger: db, ClampCounter: db, Recorder: s.rec, ShareUsage: db,
 		Registry: reg, Log: s.log, SyncHistory: db, Spend: db, Admin: admin, Counters: s.counters, KeepUsage: keepUsage}
 	if bs, ok := db.(gateway.BudgetStore); ok { // both stores: cmd/llmflow/budgets.go
 		opts.Budgets = bs

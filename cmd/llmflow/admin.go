@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -15,92 +11,19 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/go-llmflow/llmflow/adminapi"
 	"github.com/go-llmflow/llmflow/config"
 )
 
-// adminClient calls a running gateway's admin API with a token read from
-// a file (an admin token llma-… or the master key).
-type adminClient struct {
-	base  string
-	token string
-	http  *http.Client
-}
-
-// newAdminClient returns a client of the gateway at base (http(s), no
-// credentials in the URL) that sends token. It never goes through an
-// environment proxy and never follows a redirect: the token goes to the
-// gateway named and nowhere else.
-func newAdminClient(base, token string) (*adminClient, error) {
-	base = strings.TrimRight(base, "/")
-	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-		return nil, fmt.Errorf("--url %q: want http(s)://host:port without credentials", base)
-	}
-	return &adminClient{base: base, token: token, http: &http.Client{
-		Transport: &http.Transport{Proxy: nil},
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse
-		},
-	}}, nil
-}
-
-// apiError is an admin API refusal: the status and the gateway's message.
-type apiError struct {
-	status int
-	msg    string
-}
-
-func (e *apiError) Error() string {
-	return fmt.Sprintf("%d %s: %s", e.status, http.StatusText(e.status), e.msg)
-}
-
-// do sends method path (with a JSON body when body is not nil) and decodes
-// a JSON answer into out (when not nil).
-func (c *adminClient) do(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+// newAdminClient returns the admin API client of the gateway at base
+// (http(s), no credentials in the URL) that sends token: it never goes
+// through an environment proxy and never follows a redirect (adminapi.New).
+func newAdminClient(base, token string) (*adminapi.Client, error) {
+	c, err := adminapi.New(base, token, nil)
 	if err != nil {
-		return fmt.Errorf("gateway url: %w", err)
+		return nil, fmt.Errorf("--url %w", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("admin API: %w", err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return fmt.Errorf("admin API: %w", err)
-	}
-	if resp.StatusCode >= 300 {
-		var eb struct {
-			Error struct {
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(b, &eb) != nil || eb.Error.Message == "" {
-			eb.Error.Message = strings.TrimSpace(string(b))
-		}
-		return &apiError{status: resp.StatusCode, msg: eb.Error.Message}
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("admin API answer: %w", err)
-	}
-	return nil
+	return c, nil
 }
 
 // table is a listing printed like sacctmgr: right-aligned columns of
@@ -197,7 +120,7 @@ func adminCmd(e *env) *cobra.Command {
 			panic(err)
 		}
 	}
-	client := func() (*adminClient, error) {
+	client := func() (*adminapi.Client, error) {
 		path := e.v.GetString("admin.token-file")
 		if path == "" {
 			return nil, fmt.Errorf("need a token: pass --token-file FILE (or set LLMFLOW_ADMIN_TOKEN_FILE)")
@@ -214,7 +137,7 @@ func adminCmd(e *env) *cobra.Command {
 		return newAdminClient(e.v.GetString("admin.url"), tok)
 	}
 	// run wraps a subcommand body with its client.
-	run := func(f func(ctx context.Context, c *adminClient, args []string) error) func(*cobra.Command, []string) error {
+	run := func(f func(ctx context.Context, c *adminapi.Client, args []string) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
 			c, err := client()
 			if err != nil {
@@ -233,7 +156,7 @@ func adminCmd(e *env) *cobra.Command {
 	return root
 }
 
-type runner = func(func(ctx context.Context, c *adminClient, args []string) error) func(*cobra.Command, []string) error
+type runner = func(func(ctx context.Context, c *adminapi.Client, args []string) error) func(*cobra.Command, []string) error
 
 func group(use, short string, subs ...*cobra.Command) *cobra.Command {
 	c := &cobra.Command{Use: use, Short: short}
@@ -241,33 +164,12 @@ func group(use, short string, subs ...*cobra.Command) *cobra.Command {
 	return c
 }
 
-type roleJSON struct {
-	Role   string `json:"role"`
-	Org    string `json:"org,omitempty"`
-	Team   string `json:"team,omitempty"`
-	Source string `json:"source,omitempty"` // "slurm", or "" for a role granted by hand (listings only)
-}
-
-func (r roleJSON) String() string {
-	switch {
-	case r.Team != "":
-		return r.Role + "@" + r.Team
-	case r.Org != "":
-		return r.Role + "@" + r.Org
-	}
-	return r.Role
-}
-
 func adminWhoami(e *env, run runner) *cobra.Command {
 	var f listFormat
 	cmd := &cobra.Command{Use: "whoami", Short: "Who the token is and their roles", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, c *adminClient, _ []string) error {
-			var me struct {
-				Name  string     `json:"name"`
-				Kind  string     `json:"kind"`
-				Roles []roleJSON `json:"roles"`
-			}
-			if err := c.do(ctx, "GET", "/admin/whoami", nil, &me); err != nil {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, _ []string) error {
+			me, err := c.Whoami(ctx)
+			if err != nil {
 				return err
 			}
 			t := &table{cols: []string{"User", "Kind", "Role", "Org", "Team"}, widths: []int{10, 10, 12, 10, 10}}
@@ -284,21 +186,13 @@ func adminWhoami(e *env, run runner) *cobra.Command {
 func adminUsers(e *env, run runner) *cobra.Command {
 	var f listFormat
 	list := &cobra.Command{Use: "list", Short: "List the users you may see", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, c *adminClient, _ []string) error {
-			var out struct {
-				Data []struct {
-					Name       string     `json:"name"`
-					Org        string     `json:"org"`
-					CreatedAt  time.Time  `json:"created_at"`
-					DisabledAt *time.Time `json:"disabled_at"`
-					Roles      []roleJSON `json:"roles"`
-				} `json:"data"`
-			}
-			if err := c.do(ctx, "GET", "/admin/users", nil, &out); err != nil {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, _ []string) error {
+			users, err := c.Users(ctx)
+			if err != nil {
 				return err
 			}
 			t := &table{cols: []string{"User", "Org", "Created", "Disabled", "Roles"}, widths: []int{10, 10, 19, 19, 30}}
-			for _, u := range out.Data {
+			for _, u := range users {
 				var rs []string
 				for _, r := range u.Roles {
 					rs = append(rs, r.String())
@@ -311,8 +205,8 @@ func adminUsers(e *env, run runner) *cobra.Command {
 	f.flags(list)
 	var org string
 	add := &cobra.Command{Use: "add NAME", Short: "Create a user (an org admin's users belong to their organisation)", Args: cobra.ExactArgs(1),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			if err := c.do(ctx, "POST", "/admin/users", map[string]string{"name": args[0], "org": org}, nil); err != nil {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			if _, err := c.CreateUser(ctx, adminapi.UserRequest{Name: args[0], Org: org}); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "user %s created\n", args[0])
@@ -320,8 +214,8 @@ func adminUsers(e *env, run runner) *cobra.Command {
 		})}
 	add.Flags().StringVar(&org, "org", "", "the organisation the user belongs to")
 	disable := &cobra.Command{Use: "disable NAME", Short: "Disable a user and revoke their tokens (proxy admins)", Args: cobra.ExactArgs(1),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			if err := c.do(ctx, "DELETE", "/admin/users/"+url.PathEscape(args[0]), nil, nil); err != nil {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			if _, err := c.DisableUser(ctx, args[0]); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "user %s disabled, their tokens revoked\n", args[0])
@@ -333,21 +227,13 @@ func adminUsers(e *env, run runner) *cobra.Command {
 func adminTokens(e *env, run runner) *cobra.Command {
 	var f listFormat
 	list := &cobra.Command{Use: "list USER", Short: "List a user's admin tokens (never the secrets)", Args: cobra.ExactArgs(1),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			var out struct {
-				Data []struct {
-					ID        string     `json:"id"`
-					Hint      string     `json:"hint"`
-					Name      string     `json:"name"`
-					CreatedAt time.Time  `json:"created_at"`
-					RevokedAt *time.Time `json:"revoked_at"`
-				} `json:"data"`
-			}
-			if err := c.do(ctx, "GET", "/admin/users/"+url.PathEscape(args[0])+"/tokens", nil, &out); err != nil {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			tokens, err := c.Tokens(ctx, args[0])
+			if err != nil {
 				return err
 			}
 			t := &table{cols: []string{"ID", "Hint", "Created", "Revoked", "Name"}, widths: []int{20, 10, 19, 19, 20}}
-			for _, k := range out.Data {
+			for _, k := range tokens {
 				t.add(k.ID, k.Hint, timeCell(&k.CreatedAt), timeCell(k.RevokedAt), k.Name)
 			}
 			t.write(e.stdout, f)
@@ -356,12 +242,9 @@ func adminTokens(e *env, run runner) *cobra.Command {
 	f.flags(list)
 	var name string
 	add := &cobra.Command{Use: "add USER", Short: "Create an admin token; the secret is printed once, on stdout alone", Args: cobra.ExactArgs(1),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			var tok struct {
-				ID    string `json:"id"`
-				Token string `json:"token"`
-			}
-			if err := c.do(ctx, "POST", "/admin/users/"+url.PathEscape(args[0])+"/tokens", map[string]string{"name": name}, &tok); err != nil {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			tok, err := c.CreateToken(ctx, args[0], adminapi.TokenRequest{Name: name})
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stderr, "token %s created for %s; it is shown once:\n", tok.ID, args[0])
@@ -370,8 +253,8 @@ func adminTokens(e *env, run runner) *cobra.Command {
 		})}
 	add.Flags().StringVar(&name, "name", "", "what the token is for")
 	revoke := &cobra.Command{Use: "revoke USER ID", Short: "Revoke an admin token", Args: cobra.ExactArgs(2),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			if err := c.do(ctx, "DELETE", "/admin/users/"+url.PathEscape(args[0])+"/tokens/"+url.PathEscape(args[1]), nil, nil); err != nil {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			if _, err := c.RevokeToken(ctx, args[0], args[1]); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "token %s revoked\n", args[1])
@@ -383,13 +266,13 @@ func adminTokens(e *env, run runner) *cobra.Command {
 func adminRoles(e *env, run runner) *cobra.Command {
 	var f listFormat
 	list := &cobra.Command{Use: "list USER", Short: "List a user's roles you may see", Args: cobra.ExactArgs(1),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			var out struct{ Data []roleJSON }
-			if err := c.do(ctx, "GET", "/admin/users/"+url.PathEscape(args[0])+"/roles", nil, &out); err != nil {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			roles, err := c.Roles(ctx, args[0])
+			if err != nil {
 				return err
 			}
 			t := &table{cols: []string{"User", "Role", "Org", "Team", "Source"}, widths: []int{10, 12, 10, 10, 6}}
-			for _, r := range out.Data {
+			for _, r := range roles {
 				src := r.Source
 				if src == "" {
 					src = "admin" // granted by hand through the admin API
@@ -406,54 +289,37 @@ func adminRoles(e *env, run runner) *cobra.Command {
 		cmd.Flags().StringVar(&team, "team", "", "the team (team_admin, member, viewer)")
 	}
 	grant := &cobra.Command{Use: "grant USER ROLE", Short: "Grant a role (proxy_admin, proxy_viewer, org_admin, team_admin, member, viewer)", Args: cobra.ExactArgs(2),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			r := roleJSON{Role: args[1], Org: org, Team: team}
-			if err := c.do(ctx, "PUT", "/admin/users/"+url.PathEscape(args[0])+"/roles", r, nil); err != nil {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			if _, err := c.GrantRole(ctx, args[0], adminapi.RoleRequest{Role: args[1], Org: org, Team: team}); err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stdout, "%s granted %s\n", args[0], r)
+			fmt.Fprintf(e.stdout, "%s granted %s\n", args[0], adminapi.Grant{Role: args[1], Org: org, Team: team})
 			return nil
 		})}
 	scopeFlags(grant)
 	revoke := &cobra.Command{Use: "revoke USER ROLE", Short: "Remove a role", Args: cobra.ExactArgs(2),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			q := url.Values{"role": {args[1]}}
-			if org != "" {
-				q.Set("org", org)
-			}
-			if team != "" {
-				q.Set("team", team)
-			}
-			if err := c.do(ctx, "DELETE", "/admin/users/"+url.PathEscape(args[0])+"/roles?"+q.Encode(), nil, nil); err != nil {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			if _, err := c.RevokeRole(ctx, args[0], adminapi.RoleRequest{Role: args[1], Org: org, Team: team}); err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stdout, "%s no longer holds %s\n", args[0], roleJSON{Role: args[1], Org: org, Team: team})
+			fmt.Fprintf(e.stdout, "%s no longer holds %s\n", args[0], adminapi.Grant{Role: args[1], Org: org, Team: team})
 			return nil
 		})}
 	scopeFlags(revoke)
 	return group("roles", "Roles of a user; nobody grants above their own scope", list, grant, revoke)
 }
 
-type accountJSON struct {
-	Name     string  `json:"name"`
-	Org      string  `json:"org"`
-	Team     string  `json:"team"`
-	Parent   string  `json:"parent"`
-	Share    float64 `json:"share"`
-	Disabled bool    `json:"disabled"`
-	Source   string  `json:"source"`
-}
-
-func listAccounts(e *env, c *adminClient, ctx context.Context, path string, f listFormat, cols []string, row func(a accountJSON) []string) error {
-	var out struct{ Data []accountJSON }
-	if err := c.do(ctx, "GET", path, nil, &out); err != nil {
+// listAccounts prints accounts (the answer of list, unless err) in
+// columns cols of width 10, one row of each.
+func listAccounts(e *env, accounts []adminapi.Account, err error, f listFormat, cols []string, row func(a adminapi.Account) []string) error {
+	if err != nil {
 		return err
 	}
 	t := &table{cols: cols, widths: make([]int, len(cols))}
 	for i := range t.widths {
 		t.widths[i] = 10
 	}
-	for _, a := range out.Data {
+	for _, a := range accounts {
 		t.add(row(a)...)
 	}
 	t.write(e.stdout, f)
@@ -465,66 +331,63 @@ func share(v float64) string { return fmt.Sprintf("%g", v) }
 func adminOrgs(e *env, run runner) *cobra.Command {
 	var f listFormat
 	list := &cobra.Command{Use: "list", Short: "List the organisations you hold a role in", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, c *adminClient, _ []string) error {
-			return listAccounts(e, c, ctx, "/admin/orgs", f, []string{"Org", "Share", "Disabled", "Source"}, func(a accountJSON) []string {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, _ []string) error {
+			orgs, err := c.Orgs(ctx)
+			return listAccounts(e, orgs, err, f, []string{"Org", "Share", "Disabled", "Source"}, func(a adminapi.Account) []string {
 				return []string{a.Name, share(a.Share), yesNo(a.Disabled), a.Source}
 			})
 		})}
 	f.flags(list)
 	var orgShare float64
 	add := &cobra.Command{Use: "add NAME [--share N]", Short: "Create an organisation (without --share it only borrows)", Args: cobra.ExactArgs(1),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			if err := c.do(ctx, "POST", "/admin/orgs", map[string]any{"name": args[0], "share": orgShare}, nil); err != nil {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			if _, err := c.CreateOrg(ctx, adminapi.OrgRequest{Name: args[0], Share: &orgShare}); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "organisation %s created\n", args[0])
 			return nil
 		})}
 	disable := &cobra.Command{Use: "disable NAME", Short: "Disable an organisation, its teams, projects and keys", Args: cobra.ExactArgs(1),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			return disableAccount(e, c, ctx, "/admin/orgs/"+url.PathEscape(args[0]), "organisation "+args[0])
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			return disableAccount(e, c, ctx, adminapi.Org(args[0]), "organisation "+args[0])
 		})}
 	enable := &cobra.Command{Use: "enable NAME", Short: "Enable an organisation an admin disabled (its revoked keys stay revoked)", Args: cobra.ExactArgs(1),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			return enableAccount(e, c, ctx, "/admin/orgs/"+url.PathEscape(args[0]), "organisation "+args[0])
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			return enableAccount(e, c, ctx, adminapi.Org(args[0]), "organisation "+args[0])
 		})}
 	add.Flags().Float64Var(&orgShare, "share", 0, "its share of the pools among the organisations (0: none, it only borrows)")
 	shareCmd := &cobra.Command{Use: "share NAME N", Short: "Set the share of an organisation created here", Args: cobra.ExactArgs(2),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			return setAccountShare(e, c, ctx, "/admin/orgs/"+url.PathEscape(args[0]), "organisation "+args[0], args[1])
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			return setAccountShare(e, c, ctx, adminapi.Org(args[0]), "organisation "+args[0], args[1])
 		})}
 	return group("orgs", "Organisations (institutions)", list, add, disable, enable, shareCmd)
 }
 
-func disableAccount(e *env, c *adminClient, ctx context.Context, path, what string) error {
-	var out struct {
-		Revoked int `json:"keys_revoked"`
-	}
-	if err := c.do(ctx, "DELETE", path, nil, &out); err != nil {
+func disableAccount(e *env, c *adminapi.Client, ctx context.Context, a adminapi.AccountRef, what string) error {
+	out, err := c.DisableAccount(ctx, a)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "%s disabled, %d keys revoked\n", what, out.Revoked)
+	fmt.Fprintf(e.stdout, "%s disabled, %d keys revoked\n", what, out.KeysRevoked)
 	return nil
 }
 
-// setAccountShare is the share subcommand of orgs, teams and projects
-// (path is the account's, without /share).
-func setAccountShare(e *env, c *adminClient, ctx context.Context, path, what, value string) error {
+// setAccountShare is the share subcommand of orgs, teams and projects.
+func setAccountShare(e *env, c *adminapi.Client, ctx context.Context, a adminapi.AccountRef, what, value string) error {
 	v, err := strconv.ParseFloat(value, 64)
 	if err != nil {
 		return fmt.Errorf("share %q is not a number", value)
 	}
-	if err := c.do(ctx, "PUT", path+"/share", map[string]float64{"share": v}, nil); err != nil {
+	if _, err := c.SetShare(ctx, a, v); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "%s: share %s\n", what, strconv.FormatFloat(v, 'g', -1, 64))
 	return nil
 }
 
-// enableAccount is the enable subcommand of orgs, teams and projects (path
-// is the account's, without /enable).
-func enableAccount(e *env, c *adminClient, ctx context.Context, path, what string) error {
-	if err := c.do(ctx, "POST", path+"/enable", nil, nil); err != nil {
+// enableAccount is the enable subcommand of orgs, teams and projects.
+func enableAccount(e *env, c *adminapi.Client, ctx context.Context, a adminapi.AccountRef, what string) error {
+	if _, err := c.EnableAccount(ctx, a); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "%s enabled (keys revoked when it was disabled stay revoked: create new ones)\n", what)
@@ -535,12 +398,9 @@ func adminTeams(e *env, run runner) *cobra.Command {
 	var f listFormat
 	var org string
 	list := &cobra.Command{Use: "list", Short: "List the teams you may see", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, c *adminClient, _ []string) error {
-			path := "/admin/teams"
-			if org != "" {
-				path += "?org=" + url.QueryEscape(org)
-			}
-			return listAccounts(e, c, ctx, path, f, []string{"Team", "Org", "Share", "Disabled", "Source"}, func(a accountJSON) []string {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, _ []string) error {
+			teams, err := c.Teams(ctx, org)
+			return listAccounts(e, teams, err, f, []string{"Team", "Org", "Share", "Disabled", "Source"}, func(a adminapi.Account) []string {
 				return []string{a.Name, a.Org, share(a.Share), yesNo(a.Disabled), a.Source}
 			})
 		})}
@@ -549,8 +409,8 @@ func adminTeams(e *env, run runner) *cobra.Command {
 	var addOrg string
 	var teamShare float64
 	add := &cobra.Command{Use: "add NAME --org ORG [--share N]", Short: "Create a team of an organisation", Args: cobra.ExactArgs(1),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			if err := c.do(ctx, "POST", "/admin/teams", map[string]any{"name": args[0], "org": addOrg, "share": teamShare}, nil); err != nil {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			if _, err := c.CreateTeam(ctx, adminapi.TeamRequest{Name: args[0], Org: addOrg, Share: &teamShare}); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "team %s created in %s\n", args[0], addOrg)
@@ -559,16 +419,16 @@ func adminTeams(e *env, run runner) *cobra.Command {
 	add.Flags().StringVar(&addOrg, "org", "", "the team's organisation")
 	add.Flags().Float64Var(&teamShare, "share", 0, "its share among the organisation's teams (0: none, it only borrows)")
 	disable := &cobra.Command{Use: "disable NAME", Short: "Disable a team, its projects and keys", Args: cobra.ExactArgs(1),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			return disableAccount(e, c, ctx, "/admin/teams/"+url.PathEscape(args[0]), "team "+args[0])
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			return disableAccount(e, c, ctx, adminapi.Team(args[0]), "team "+args[0])
 		})}
 	enable := &cobra.Command{Use: "enable NAME", Short: "Enable a team an admin disabled (its revoked keys stay revoked)", Args: cobra.ExactArgs(1),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			return enableAccount(e, c, ctx, "/admin/teams/"+url.PathEscape(args[0]), "team "+args[0])
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			return enableAccount(e, c, ctx, adminapi.Team(args[0]), "team "+args[0])
 		})}
 	shareCmd := &cobra.Command{Use: "share NAME N", Short: "Set the share of a team created here", Args: cobra.ExactArgs(2),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			return setAccountShare(e, c, ctx, "/admin/teams/"+url.PathEscape(args[0]), "team "+args[0], args[1])
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			return setAccountShare(e, c, ctx, adminapi.Team(args[0]), "team "+args[0], args[1])
 		})}
 	return group("teams", "Teams (labs) of organisations", list, add, disable, enable, shareCmd)
 }
@@ -576,34 +436,35 @@ func adminTeams(e *env, run runner) *cobra.Command {
 func adminProjects(e *env, run runner) *cobra.Command {
 	var f listFormat
 	list := &cobra.Command{Use: "list TEAM", Short: "List a team's projects", Args: cobra.ExactArgs(1),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			return listAccounts(e, c, ctx, "/admin/teams/"+url.PathEscape(args[0])+"/projects", f,
-				[]string{"Project", "Team", "Parent", "Disabled", "Source"}, func(a accountJSON) []string {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			projects, err := c.Projects(ctx, args[0])
+			return listAccounts(e, projects, err, f,
+				[]string{"Project", "Team", "Parent", "Disabled", "Source"}, func(a adminapi.Account) []string {
 					return []string{a.Name, a.Team, a.Parent, yesNo(a.Disabled), a.Source}
 				})
 		})}
 	f.flags(list)
 	var projShare float64
 	add := &cobra.Command{Use: "add TEAM NAME [--share N]", Short: "Create a project of a team", Args: cobra.ExactArgs(2),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			if err := c.do(ctx, "POST", "/admin/teams/"+url.PathEscape(args[0])+"/projects", map[string]any{"name": args[1], "share": projShare}, nil); err != nil {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			if _, err := c.CreateProject(ctx, args[0], adminapi.ProjectRequest{Name: args[1], Share: &projShare}); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "project %s created in %s\n", args[1], args[0])
 			return nil
 		})}
 	disable := &cobra.Command{Use: "disable TEAM NAME", Short: "Disable a project and revoke its keys", Args: cobra.ExactArgs(2),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			return disableAccount(e, c, ctx, "/admin/teams/"+url.PathEscape(args[0])+"/projects/"+url.PathEscape(args[1]), "project "+args[1])
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			return disableAccount(e, c, ctx, adminapi.Project(args[0], args[1]), "project "+args[1])
 		})}
 	enable := &cobra.Command{Use: "enable TEAM NAME", Short: "Enable a project an admin disabled (its revoked keys stay revoked)", Args: cobra.ExactArgs(2),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			return enableAccount(e, c, ctx, "/admin/teams/"+url.PathEscape(args[0])+"/projects/"+url.PathEscape(args[1]), "project "+args[1])
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			return enableAccount(e, c, ctx, adminapi.Project(args[0], args[1]), "project "+args[1])
 		})}
 	add.Flags().Float64Var(&projShare, "share", 0, "its share among the team's projects (0: none, it only borrows)")
 	shareCmd := &cobra.Command{Use: "share TEAM NAME N", Short: "Set the share of a project created here", Args: cobra.ExactArgs(3),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			return setAccountShare(e, c, ctx, "/admin/teams/"+url.PathEscape(args[0])+"/projects/"+url.PathEscape(args[1]), "project "+args[1], args[2])
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			return setAccountShare(e, c, ctx, adminapi.Project(args[0], args[1]), "project "+args[1], args[2])
 		})}
 	return group("projects", "Projects of a team", list, add, disable, enable, shareCmd)
 }
@@ -611,11 +472,9 @@ func adminProjects(e *env, run runner) *cobra.Command {
 func adminModels(e *env, run runner) *cobra.Command {
 	var f listFormat
 	show := &cobra.Command{Use: "show TEAM", Short: "The models a team may use (none listed: every model)", Args: cobra.ExactArgs(1),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			var out struct {
-				Models []string `json:"models"`
-			}
-			if err := c.do(ctx, "GET", "/admin/teams/"+url.PathEscape(args[0])+"/models", nil, &out); err != nil {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			out, err := c.TeamModels(ctx, args[0])
+			if err != nil {
 				return err
 			}
 			t := &table{cols: []string{"Team", "Model"}, widths: []int{10, 30}}
@@ -630,9 +489,9 @@ func adminModels(e *env, run runner) *cobra.Command {
 		})}
 	f.flags(show)
 	set := &cobra.Command{Use: "set TEAM [MODEL…]", Short: "Set the models a team may use (no model: every model)", Args: cobra.MinimumNArgs(1),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
 			models := append([]string{}, args[1:]...)
-			if err := c.do(ctx, "PUT", "/admin/teams/"+url.PathEscape(args[0])+"/models", map[string][]string{"models": models}, nil); err != nil {
+			if _, err := c.SetTeamModels(ctx, args[0], models); err != nil {
 				return err
 			}
 			if len(models) == 0 {
@@ -650,34 +509,13 @@ func adminKeys(e *env, run runner) *cobra.Command {
 	var team, org string
 	var all bool
 	list := &cobra.Command{Use: "list", Short: "List the keys you may see (never the secrets)", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, c *adminClient, _ []string) error {
-			q := url.Values{}
-			if team != "" {
-				q.Set("team", team)
-			}
-			if org != "" {
-				q.Set("org", org)
-			}
-			if all {
-				q.Set("include_revoked", "true")
-			}
-			var out struct {
-				Data []struct {
-					ID        string     `json:"id"`
-					Hint      string     `json:"hint"`
-					Name      string     `json:"name"`
-					Org       string     `json:"org"`
-					Team      string     `json:"team"`
-					Project   string     `json:"project"`
-					Owner     string     `json:"owner"`
-					RevokedAt *time.Time `json:"revoked_at"`
-				} `json:"data"`
-			}
-			if err := c.do(ctx, "GET", "/admin/keys?"+q.Encode(), nil, &out); err != nil {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, _ []string) error {
+			keys, err := c.Keys(ctx, adminapi.KeyQuery{Org: org, Team: team, IncludeRevoked: all})
+			if err != nil {
 				return err
 			}
 			t := &table{cols: []string{"ID", "Hint", "Org", "Team", "Project", "Owner", "Revoked", "Name"}, widths: []int{20, 10, 10, 10, 10, 10, 19, 20}}
-			for _, k := range out.Data {
+			for _, k := range keys {
 				t.add(k.ID, k.Hint, k.Org, k.Team, k.Project, k.Owner, timeCell(k.RevokedAt), k.Name)
 			}
 			t.write(e.stdout, f)
@@ -687,19 +525,11 @@ func adminKeys(e *env, run runner) *cobra.Command {
 	list.Flags().StringVar(&team, "team", "", "only this team's keys")
 	list.Flags().StringVar(&org, "org", "", "only this organisation's keys")
 	list.Flags().BoolVar(&all, "all", false, "revoked keys too")
-	var req struct {
-		Team    string `json:"team"`
-		Project string `json:"project,omitempty"`
-		Name    string `json:"name"`
-		Owner   string `json:"owner,omitempty"`
-	}
+	var req adminapi.KeyRequest
 	add := &cobra.Command{Use: "add --team TEAM [--project P] [--name N] [--owner USER]", Short: "Create a client key; the secret is printed once, on stdout alone", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, c *adminClient, _ []string) error {
-			var k struct {
-				ID  string `json:"id"`
-				Key string `json:"key"`
-			}
-			if err := c.do(ctx, "POST", "/admin/keys", req, &k); err != nil {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, _ []string) error {
+			k, err := c.CreateKey(ctx, req)
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stderr, "key %s created; it is shown once:\n", k.ID)
@@ -711,8 +541,8 @@ func adminKeys(e *env, run runner) *cobra.Command {
 	add.Flags().StringVar(&req.Name, "name", "", "what the key is for")
 	add.Flags().StringVar(&req.Owner, "owner", "", "the Slurm user its usage counts under (a member's keys are their own)")
 	revoke := &cobra.Command{Use: "revoke ID", Short: "Revoke a client key", Args: cobra.ExactArgs(1),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			if err := c.do(ctx, "DELETE", "/admin/keys/"+url.PathEscape(args[0]), nil, nil); err != nil {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			if _, err := c.RevokeKey(ctx, args[0]); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "key %s revoked\n", args[0])
@@ -724,18 +554,16 @@ func adminKeys(e *env, run runner) *cobra.Command {
 func adminAudit(e *env, run runner) *cobra.Command {
 	var o auditOptions
 	cmd := &cobra.Command{Use: "audit", Short: "The admin writes you may see, newest first", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, c *adminClient, _ []string) error {
-			q := url.Values{"limit": {fmt.Sprint(o.limit)}}
-			for k, v := range map[string]string{"from": o.from, "to": o.to, "actor": o.actor} {
-				if v != "" {
-					q.Set(k, v)
-				}
-			}
-			var out struct{ Data []auditRow }
-			if err := c.do(ctx, "GET", "/admin/audit?"+q.Encode(), nil, &out); err != nil {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, _ []string) error {
+			q, err := o.query()
+			if err != nil {
 				return err
 			}
-			writeAudit(e.stdout, out.Data, o.format)
+			entries, err := c.Audit(ctx, q)
+			if err != nil {
+				return err
+			}
+			writeAudit(e.stdout, entries, o.format)
 			return nil
 		})}
 	o.flags(cmd)

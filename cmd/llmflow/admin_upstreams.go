@@ -3,51 +3,29 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/url"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
-)
 
-// escapeSegments escapes each '/'-separated part of a name for a
-// {name...} path (an alias may hold slashes, as model names do).
-func escapeSegments(s string) string {
-	parts := strings.Split(s, "/")
-	for i, p := range parts {
-		parts[i] = url.PathEscape(p)
-	}
-	return strings.Join(parts, "/")
-}
+	"github.com/go-llmflow/llmflow/adminapi"
+)
 
 func adminUpstreams(e *env, run runner) *cobra.Command {
 	var f listFormat
 	list := &cobra.Command{Use: "list [MODEL]", Short: "List the models' upstreams: configured and runtime, with health (proxy admins and viewers)", Args: cobra.MaximumNArgs(1),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			path := "/admin/upstreams"
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			var ups []adminapi.Upstream
+			var err error
 			if len(args) == 1 {
-				path = "/admin/models/" + url.PathEscape(args[0]) + "/upstreams"
+				ups, err = c.ModelUpstreams(ctx, args[0])
+			} else {
+				ups, err = c.Upstreams(ctx)
 			}
-			var out struct {
-				Data []struct {
-					Model     string     `json:"model"`
-					Name      string     `json:"name"`
-					BaseURL   string     `json:"base_url"`
-					Source    string     `json:"source"`
-					Served    bool       `json:"served"`
-					Reason    string     `json:"reason"`
-					Healthy   *bool      `json:"healthy"`
-					InFlight  *int64     `json:"in_flight"`
-					UpdatedAt *time.Time `json:"updated_at"`
-					By        string     `json:"by"`
-				} `json:"data"`
-			}
-			if err := c.do(ctx, "GET", path, nil, &out); err != nil {
+			if err != nil {
 				return err
 			}
 			t := &table{cols: []string{"Model", "Upstream", "Source", "Served", "Healthy", "InFlight", "Updated", "By", "BaseURL", "Reason"},
 				widths: []int{16, 10, 6, 6, 7, 8, 19, 10, 30, 30}}
-			for _, u := range out.Data {
+			for _, u := range ups {
 				healthy, inflight := "", ""
 				if u.Healthy != nil {
 					healthy = yesNo(*u.Healthy)
@@ -61,15 +39,16 @@ func adminUpstreams(e *env, run runner) *cobra.Command {
 			return nil
 		})}
 	f.flags(list)
-	write := func(method, verb string) func(ctx context.Context, c *adminClient, args []string) error {
-		return func(ctx context.Context, c *adminClient, args []string) error {
+	write := func(replace bool, verb string) func(ctx context.Context, c *adminapi.Client, args []string) error {
+		return func(ctx context.Context, c *adminapi.Client, args []string) error {
 			model, name, base := args[0], args[1], args[2]
-			path, body := "/admin/models/"+url.PathEscape(model)+"/upstreams", map[string]string{"name": name, "base_url": base}
-			if method == "PUT" {
-				path += "/" + url.PathEscape(name)
-				body = map[string]string{"base_url": base}
+			var err error
+			if replace {
+				_, err = c.PutUpstream(ctx, model, name, base)
+			} else {
+				_, err = c.AddUpstream(ctx, model, adminapi.UpstreamRequest{Name: name, BaseURL: base})
 			}
-			if err := c.do(ctx, method, path, body, nil); err != nil {
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "upstream %s of model %s %s\n", name, model, verb)
@@ -77,12 +56,12 @@ func adminUpstreams(e *env, run runner) *cobra.Command {
 		}
 	}
 	add := &cobra.Command{Use: "add MODEL NAME BASE_URL", Short: "Add a runtime upstream to a configured model (it gets the model's key_file; proxy admins)", Args: cobra.ExactArgs(3),
-		RunE: run(write("POST", "added"))}
+		RunE: run(write(false, "added"))}
 	set := &cobra.Command{Use: "set MODEL NAME BASE_URL", Short: "Add or replace a runtime upstream (configured ones are changed in the configuration file)", Args: cobra.ExactArgs(3),
-		RunE: run(write("PUT", "set"))}
+		RunE: run(write(true, "set"))}
 	remove := &cobra.Command{Use: "remove MODEL NAME", Short: "Remove a runtime upstream", Args: cobra.ExactArgs(2),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			if err := c.do(ctx, "DELETE", "/admin/models/"+url.PathEscape(args[0])+"/upstreams/"+url.PathEscape(args[1]), nil, nil); err != nil {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			if _, err := c.RemoveUpstream(ctx, args[0], args[1]); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "upstream %s of model %s removed\n", args[1], args[0])
@@ -94,22 +73,13 @@ func adminUpstreams(e *env, run runner) *cobra.Command {
 func adminAliases(e *env, run runner) *cobra.Command {
 	var f listFormat
 	list := &cobra.Command{Use: "list", Short: "List the model aliases (proxy admins and viewers)", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, c *adminClient, _ []string) error {
-			var out struct {
-				Data []struct {
-					Name      string    `json:"name"`
-					Model     string    `json:"model"`
-					Served    bool      `json:"served"`
-					Reason    string    `json:"reason"`
-					UpdatedAt time.Time `json:"updated_at"`
-					By        string    `json:"by"`
-				} `json:"data"`
-			}
-			if err := c.do(ctx, "GET", "/admin/aliases", nil, &out); err != nil {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, _ []string) error {
+			aliases, err := c.Aliases(ctx)
+			if err != nil {
 				return err
 			}
 			t := &table{cols: []string{"Alias", "Model", "Served", "Updated", "By", "Reason"}, widths: []int{16, 16, 6, 19, 10, 30}}
-			for _, a := range out.Data {
+			for _, a := range aliases {
 				t.add(a.Name, a.Model, yesNo(a.Served), timeCell(&a.UpdatedAt), a.By, a.Reason)
 			}
 			t.write(e.stdout, f)
@@ -117,16 +87,16 @@ func adminAliases(e *env, run runner) *cobra.Command {
 		})}
 	f.flags(list)
 	set := &cobra.Command{Use: "set ALIAS MODEL", Short: "Create an alias of a configured model, or switch it to another (proxy admins)", Args: cobra.ExactArgs(2),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			if err := c.do(ctx, "PUT", "/admin/aliases/"+escapeSegments(args[0]), map[string]string{"model": args[1]}, nil); err != nil {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			if _, err := c.SetAlias(ctx, args[0], args[1]); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "alias %s now names model %s\n", args[0], args[1])
 			return nil
 		})}
 	remove := &cobra.Command{Use: "remove ALIAS", Short: "Remove an alias", Args: cobra.ExactArgs(1),
-		RunE: run(func(ctx context.Context, c *adminClient, args []string) error {
-			if err := c.do(ctx, "DELETE", "/admin/aliases/"+escapeSegments(args[0]), nil, nil); err != nil {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			if _, err := c.RemoveAlias(ctx, args[0]); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "alias %s removed\n", args[0])

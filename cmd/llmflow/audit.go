@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/adminapi"
 )
 
 // auditOptions are the filters and the output format of both audit
@@ -28,23 +29,38 @@ func (o *auditOptions) flags(cmd *cobra.Command) {
 	o.format.flags(cmd)
 }
 
-// auditRow is an audit entry as both commands print it.
-type auditRow struct {
-	ID     int64           `json:"id"`
-	Time   time.Time       `json:"time"`
-	Actor  string          `json:"actor"`
-	Action string          `json:"action"`
-	Target string          `json:"target"`
-	Org    string          `json:"org"`
-	Team   string          `json:"team"`
-	Remote string          `json:"remote"`
-	Before json.RawMessage `json:"before"`
-	After  json.RawMessage `json:"after"`
+// filter is the store's filter of the options: --from and --to RFC 3339
+// times, --limit at least 1.
+func (o *auditOptions) filter() (llmflow.AuditFilter, error) {
+	f := llmflow.AuditFilter{Actor: o.actor, Limit: o.limit}
+	for _, b := range []struct {
+		name, v string
+		t       *time.Time
+	}{{"--from", o.from, &f.From}, {"--to", o.to, &f.To}} {
+		if b.v == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339, b.v)
+		if err != nil {
+			return f, fmt.Errorf("%s: want an RFC 3339 time such as 2026-11-30T00:00:00Z, got %q", b.name, b.v)
+		}
+		*b.t = t
+	}
+	if o.limit < 1 {
+		return f, fmt.Errorf("--limit must be at least 1")
+	}
+	return f, nil
+}
+
+// query is the admin API's query of the options, checked as filter does.
+func (o *auditOptions) query() (adminapi.AuditQuery, error) {
+	f, err := o.filter()
+	return adminapi.AuditQuery{From: f.From, To: f.To, Actor: f.Actor, Limit: f.Limit}, err
 }
 
 // writeAudit prints entries like sacctmgr, the JSON of the object before
 // and after in the last columns (free text: split with a field limit).
-func writeAudit(w io.Writer, rows []auditRow, f listFormat) {
+func writeAudit(w io.Writer, rows []adminapi.AuditEntry, f listFormat) {
 	t := &table{cols: []string{"ID", "Time", "Actor", "Action", "Org", "Team", "Remote", "Target", "Before", "After"},
 		widths: []int{6, 19, 10, 14, 10, 10, 18, 30, 30, 30}}
 	for _, r := range rows {
@@ -68,22 +84,9 @@ func auditCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			f := llmflow.AuditFilter{Actor: o.actor, Limit: o.limit}
-			for _, b := range []struct {
-				name, v string
-				t       *time.Time
-			}{{"--from", o.from, &f.From}, {"--to", o.to, &f.To}} {
-				if b.v == "" {
-					continue
-				}
-				t, err := time.Parse(time.RFC3339, b.v)
-				if err != nil {
-					return fmt.Errorf("%s: want an RFC 3339 time such as 2026-11-30T00:00:00Z, got %q", b.name, b.v)
-				}
-				*b.t = t
-			}
-			if o.limit < 1 {
-				return fmt.Errorf("--limit must be at least 1")
+			f, err := o.filter()
+			if err != nil {
+				return err
 			}
 			db, err := openStore(cmd.Context(), cfg)
 			if err != nil {
@@ -94,9 +97,9 @@ func auditCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rows := make([]auditRow, 0, len(es))
+			rows := make([]adminapi.AuditEntry, 0, len(es))
 			for _, x := range es {
-				rows = append(rows, auditRow{ID: x.ID, Time: x.Time, Actor: x.Actor, Action: x.Action, Target: x.Target,
+				rows = append(rows, adminapi.AuditEntry{ID: x.ID, Time: x.Time, Actor: x.Actor, Action: x.Action, Target: x.Target,
 					Org: x.Org, Team: x.Team, Remote: x.Remote, Before: rawJSON(x.Before), After: rawJSON(x.After)})
 			}
 			writeAudit(e.stdout, rows, o.format)

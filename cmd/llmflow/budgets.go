@@ -2,19 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"net/http"
-	"net/url"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/go-llmflow/llmflow/adminapi"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/gateway"
 	"github.com/go-llmflow/llmflow/store"
@@ -57,7 +55,7 @@ func budgetsCmd(e *env) *cobra.Command {
 	if err := e.v.BindEnv("budgets.url", "LLMFLOW_ADMIN_URL", "LLMFLOW_URL"); err != nil {
 		panic(err)
 	}
-	run := func(f func(ctx context.Context, c *adminClient, args []string) error) func(*cobra.Command, []string) error {
+	run := func(f func(ctx context.Context, c *adminapi.Client, args []string) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
 			c, err := e.budgetsClient(cmd)
 			if err != nil {
@@ -87,22 +85,20 @@ func budgetSubcommands(e *env, run runner) []*cobra.Command {
 		Use:   "list",
 		Short: "List the budgets in force with their spend, holds and effective limit",
 		Args:  cobra.NoArgs,
-		RunE: run(func(ctx context.Context, c *adminClient, _ []string) error {
-			var out struct {
-				Data []budgetRow `json:"data"`
-			}
-			var raw json.RawMessage
-			if err := c.do(ctx, http.MethodGet, "/admin/budgets", nil, &raw); err != nil {
-				return err
-			}
-			if err := json.Unmarshal(raw, &out); err != nil {
-				return fmt.Errorf("decode the gateway's answer: %w", err)
-			}
+		RunE: run(func(ctx context.Context, c *adminapi.Client, _ []string) error {
 			if asJSON {
-				_, err := e.stdout.Write(raw)
+				raw, err := c.BudgetsJSON(ctx, adminapi.BudgetScope{})
+				if err != nil {
+					return err
+				}
+				_, err = e.stdout.Write(raw)
 				return err
 			}
-			return writeBudgetTable(e.stdout, out.Data)
+			bs, err := c.Budgets(ctx, adminapi.BudgetScope{})
+			if err != nil {
+				return err
+			}
+			return writeBudgetTable(e.stdout, bs)
 		}),
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON")
@@ -122,14 +118,13 @@ func budgetSubcommands(e *env, run runner) []*cobra.Command {
 		Use:   "set",
 		Short: "Set (create or replace) the budget of a scope",
 		Args:  cobra.NoArgs,
-		RunE: run(func(ctx context.Context, c *adminClient, _ []string) error {
-			body := map[string]any{"kind": sc.kind, "name": sc.name, "model": sc.model, "period": sc.period,
-				"max_cost": sc.maxCost, "soft_limit": sc.soft}
-			var row budgetRow
-			if err := c.do(ctx, http.MethodPut, "/admin/budgets", body, &row); err != nil {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, _ []string) error {
+			row, err := c.SetBudget(ctx, adminapi.BudgetRequest{Kind: sc.kind, Name: sc.name, Model: sc.model, Period: sc.period,
+				MaxCost: &sc.maxCost, SoftLimit: sc.soft})
+			if err != nil {
 				return err
 			}
-			return writeBudgetTable(e.stdout, []budgetRow{row})
+			return writeBudgetTable(e.stdout, []adminapi.Budget{row})
 		}),
 	}
 	scopeFlags(set)
@@ -142,9 +137,8 @@ func budgetSubcommands(e *env, run runner) []*cobra.Command {
 		Use:   "delete",
 		Short: "Delete the budget of a scope",
 		Args:  cobra.NoArgs,
-		RunE: run(func(ctx context.Context, c *adminClient, _ []string) error {
-			q := url.Values{"kind": {sc.kind}, "name": {sc.name}, "model": {sc.model}}
-			if err := c.do(ctx, http.MethodDelete, "/admin/budgets?"+q.Encode(), nil, nil); err != nil {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, _ []string) error {
+			if _, err := c.DeleteBudget(ctx, adminapi.BudgetScope{Kind: sc.kind, Name: sc.name, Model: sc.model}); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "deleted the budget of %s %q\n", sc.kind, sc.name)
@@ -163,14 +157,13 @@ func budgetSubcommands(e *env, run runner) []*cobra.Command {
 			}
 			return nil
 		},
-		RunE: run(func(ctx context.Context, c *adminClient, _ []string) error {
+		RunE: run(func(ctx context.Context, c *adminapi.Client, _ []string) error {
 			exp, _ := time.Parse(time.RFC3339, sc.expires) // checked in PreRunE
-			body := map[string]any{"kind": sc.kind, "name": sc.name, "model": sc.model, "amount": sc.amount, "expires_at": exp}
-			var row budgetRow
-			if err := c.do(ctx, http.MethodPost, "/admin/budgets/increase", body, &row); err != nil {
+			row, err := c.IncreaseBudget(ctx, adminapi.Increase{Kind: sc.kind, Name: sc.name, Model: sc.model, Amount: sc.amount, ExpiresAt: exp})
+			if err != nil {
 				return err
 			}
-			return writeBudgetTable(e.stdout, []budgetRow{row})
+			return writeBudgetTable(e.stdout, []adminapi.Budget{row})
 		}),
 	}
 	scopeFlags(inc)
@@ -182,24 +175,7 @@ func budgetSubcommands(e *env, run runner) []*cobra.Command {
 	return []*cobra.Command{list, set, del, inc}
 }
 
-// budgetRow is one budget as the admin API lists it.
-type budgetRow struct {
-	Kind           string    `json:"kind"`
-	Name           string    `json:"name"`
-	Model          string    `json:"model"`
-	Period         string    `json:"period"`
-	Source         string    `json:"source"`
-	PeriodStart    time.Time `json:"period_start"`
-	MaxCost        float64   `json:"max_cost"`
-	SoftLimit      float64   `json:"soft_limit"`
-	Increase       float64   `json:"increase"`
-	EffectiveLimit float64   `json:"effective_limit"`
-	Spent          float64   `json:"spent"`
-	Held           float64   `json:"held"`
-	Remaining      float64   `json:"remaining"`
-}
-
-func writeBudgetTable(w io.Writer, rows []budgetRow) error {
+func writeBudgetTable(w io.Writer, rows []adminapi.Budget) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIND\tNAME\tMODEL\tPERIOD\tSOURCE\tLIMIT\tINCREASE\tSOFT\tSPENT\tHELD\tREMAINING")
 	// GPU-hours to the nano GPU-hour the gateway counts in, no trailing zeros
@@ -215,7 +191,7 @@ func writeBudgetTable(w io.Writer, rows []budgetRow) error {
 	return tw.Flush()
 }
 
-func (e *env) budgetsClient(cmd *cobra.Command) (*adminClient, error) {
+func (e *env) budgetsClient(cmd *cobra.Command) (*adminapi.Client, error) {
 	keyFile := e.v.GetString("budgets.admin-key-file")
 	if keyFile == "" {
 		if e.configPath() == "" {

@@ -2,18 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/go-llmflow/llmflow/adminapi"
 	"github.com/go-llmflow/llmflow/config"
-	"github.com/go-llmflow/llmflow/gateway"
 )
 
 func shareCmd(e *env) *cobra.Command {
@@ -70,33 +69,21 @@ func shareCmd(e *env) *cobra.Command {
 	return cmd
 }
 
-func fetchFairshare(ctx context.Context, base, key string) (*gateway.FairshareReport, error) {
+// fetchFairshare asks the gateway at base for GET /admin/fairshare with
+// the master key.
+func fetchFairshare(ctx context.Context, base, key string) (*adminapi.FairshareReport, error) {
+	c, err := newAdminClient(base, key)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/admin/fairshare", nil)
-	if err != nil {
-		return nil, fmt.Errorf("gateway url: %w", err)
+	rep, err := c.Fairshare(ctx)
+	if e := (*adminapi.Error)(nil); errors.As(err, &e) {
+		return nil, fmt.Errorf("gateway answered %d: %s", e.Status, e.Message)
 	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("ask the gateway: %w", err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, fmt.Errorf("read the gateway's answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error struct{ Message string } `json:"error"`
-		}
-		json.Unmarshal(b, &e)
-		return nil, fmt.Errorf("gateway answered %d: %s", resp.StatusCode, e.Error.Message)
-	}
-	var rep gateway.FairshareReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		return nil, fmt.Errorf("decode the gateway's answer: %w", err)
 	}
 	return &rep, nil
 }
@@ -115,7 +102,7 @@ var shareColumns = []struct {
 }
 
 // writeShare prints rep like sshare -a -l: sep "" is the table form.
-func writeShare(w io.Writer, rep *gateway.FairshareReport, pool, sep string, trailing, noHeader bool) error {
+func writeShare(w io.Writer, rep *adminapi.FairshareReport, pool, sep string, trailing, noHeader bool) error {
 	var rows [][]string
 	for _, p := range rep.Pools {
 		if pool != "" && p.Pool != pool {
@@ -177,7 +164,7 @@ func writeShare(w io.Writer, rep *gateway.FairshareReport, pool, sep string, tra
 	return err
 }
 
-func shareRow(pool string, a gateway.AccountShare) []string {
+func shareRow(pool string, a adminapi.AccountShare) []string {
 	f6 := func(v float64) string { return strconv.FormatFloat(v, 'f', 6, 64) }
 
 	raw := strconv.FormatFloat(a.RawShares, 'f', -1, 64)

@@ -10,8 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/go-llmflow/llmflow/fairshare"
-	"github.com/go-llmflow/llmflow/gateway"
+	"github.com/go-llmflow/llmflow/adminapi"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -34,17 +33,17 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
-var shareFixture = &gateway.FairshareReport{Pools: []gateway.PoolShare{{
+var shareFixture = &adminapi.FairshareReport{Pools: []adminapi.PoolShare{{
 	Pool: "b300", Scheduler: "priority", Capacity: 16, InFlight: 19, Borrowing: 3,
-	Accounts: []gateway.AccountShare{
-		{Account: "root", RawUsage: 2.5, NormUsage: 1, EffectvUsage: 1, LevelFS: fairshare.Value(math.NaN()), FairShare: fairshare.Value(math.NaN()), Reserved: 16, InFlight: 19, Within: 16, Borrowing: 3},
-		{Account: "root", User: "root", Depth: 1, RawShares: 5, NormShares: 0.227273, LevelFS: fairshare.Value(math.Inf(1)), FairShare: 1},
-		{Account: "etaba", Depth: 1, RawShares: 13, NormShares: 0.8125, RawUsage: 2, NormUsage: 0.8, EffectvUsage: 0.8, LevelFS: 1.015625, FairShare: fairshare.Value(math.NaN()), Reserved: 13, InFlight: 15, Within: 13, Borrowing: 2},
+	Accounts: []adminapi.AccountShare{
+		{Account: "root", RawUsage: 2.5, NormUsage: 1, EffectvUsage: 1, LevelFS: adminapi.Value(math.NaN()), FairShare: adminapi.Value(math.NaN()), Reserved: 16, InFlight: 19, Within: 16, Borrowing: 3},
+		{Account: "root", User: "root", Depth: 1, RawShares: 5, NormShares: 0.227273, LevelFS: adminapi.Value(math.Inf(1)), FairShare: 1},
+		{Account: "etaba", Depth: 1, RawShares: 13, NormShares: 0.8125, RawUsage: 2, NormUsage: 0.8, EffectvUsage: 0.8, LevelFS: 1.015625, FairShare: adminapi.Value(math.NaN()), Reserved: 13, InFlight: 15, Within: 13, Borrowing: 2},
 		{Account: "lab-nlp", Depth: 2, RawShares: 60, NormShares: 0.6, RawUsage: 2, NormUsage: 0.8, EffectvUsage: 1, LevelFS: 0.6, FairShare: 0.5, Reserved: 8, InFlight: 15, Within: 13, Borrowing: 2},
 		{Account: "lab-nlp", User: "alice", Depth: 3, RawShares: 5, NormShares: 0.065789, RawUsage: 1, NormUsage: 0.4, EffectvUsage: 0.5, LevelFS: 0.131578, FairShare: 0.4},
-		{Account: "nlp-asr", Depth: 3, UseParent: true, NormShares: 0.6, LevelFS: fairshare.Value(math.NaN()), FairShare: fairshare.Value(math.NaN())},
-		{Account: "etabb", Depth: 1, RawShares: 3, NormShares: 0.1875, RawUsage: 0.5, NormUsage: 0.2, EffectvUsage: 0.2, LevelFS: 0.9375, FairShare: fairshare.Value(math.NaN()), Reserved: 3, InFlight: 4, Within: 3, Borrowing: 1},
-		{Account: "lab-chem", Depth: 2, RawShares: 100, NormShares: 1, LevelFS: fairshare.Value(math.Inf(1)), FairShare: 1, Reserved: 3, InFlight: 4, Within: 3, Borrowing: 1},
+		{Account: "nlp-asr", Depth: 3, UseParent: true, NormShares: 0.6, LevelFS: adminapi.Value(math.NaN()), FairShare: adminapi.Value(math.NaN())},
+		{Account: "etabb", Depth: 1, RawShares: 3, NormShares: 0.1875, RawUsage: 0.5, NormUsage: 0.2, EffectvUsage: 0.2, LevelFS: 0.9375, FairShare: adminapi.Value(math.NaN()), Reserved: 3, InFlight: 4, Within: 3, Borrowing: 1},
+		{Account: "lab-chem", Depth: 2, RawShares: 100, NormShares: 1, LevelFS: adminapi.Value(math.Inf(1)), FairShare: 1, Reserved: 3, InFlight: 4, Within: 3, Borrowing: 1},
 	},
 }}}
 

@@ -540,6 +540,8 @@ func adminKeys(e *env, run runner) *cobra.Command {
 	add.Flags().StringVar(&req.Project, "project", "", "a project under the team")
 	add.Flags().StringVar(&req.Name, "name", "", "what the key is for")
 	add.Flags().StringVar(&req.Owner, "owner", "", "the Slurm user its usage counts under (a member's keys are their own)")
+	limitFlags(add, &req.RPM, &req.TPM, &req.MaxInFlight)
+	add.Flags().StringSliceVar(&req.Tags, "tag", nil, "a tag its spend is reported under (repeat or separate with ',')")
 	revoke := &cobra.Command{Use: "revoke ID", Short: "Revoke a client key", Args: cobra.ExactArgs(1),
 		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
 			if _, err := c.RevokeKey(ctx, args[0]); err != nil {
@@ -548,7 +550,39 @@ func adminKeys(e *env, run runner) *cobra.Command {
 			fmt.Fprintf(e.stdout, "key %s revoked\n", args[0])
 			return nil
 		})}
-	return group("keys", "Client keys (llmf-…)", list, add, revoke)
+	var lim adminapi.Limits
+	limits := &cobra.Command{Use: "limits ID [--rpm N] [--tpm N] [--max-inflight N]",
+		Short: "Set a key's limits, all three (one not given is 0: unlimited; team admins and above)", Args: cobra.ExactArgs(1),
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			k, err := c.SetKeyLimits(ctx, args[0], lim)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "key %s: rpm %d, tpm %d, max_inflight %d\n", k.ID, k.RPM, k.TPM, k.MaxInFlight)
+			return nil
+		})}
+	limitFlags(limits, &lim.RPM, &lim.TPM, &lim.MaxInFlight)
+	active := func(on bool, verb string) func(ctx context.Context, c *adminapi.Client, args []string) error {
+		return func(ctx context.Context, c *adminapi.Client, args []string) error {
+			if _, err := c.SetKeyActive(ctx, args[0], on); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "key %s %s\n", args[0], verb)
+			return nil
+		}
+	}
+	disable := &cobra.Command{Use: "disable ID", Short: "Deactivate a client key at once (enable undoes it; revoke is final)", Args: cobra.ExactArgs(1),
+		RunE: run(active(false, "disabled"))}
+	enable := &cobra.Command{Use: "enable ID", Short: "Reactivate a client key that was disabled (not a revoked one)", Args: cobra.ExactArgs(1),
+		RunE: run(active(true, "enabled"))}
+	return group("keys", "Client keys (llmf-…)", list, add, revoke, limits, disable, enable)
+}
+
+// limitFlags are the flags of a key's limits (0: unlimited).
+func limitFlags(cmd *cobra.Command, rpm, tpm, inflight *int) {
+	cmd.Flags().IntVar(rpm, "rpm", 0, "requests per minute (0: unlimited)")
+	cmd.Flags().IntVar(tpm, "tpm", 0, "tokens per minute (0: unlimited)")
+	cmd.Flags().IntVar(inflight, "max-inflight", 0, "requests in flight (0: unlimited)")
 }
 
 func adminAudit(e *env, run runner) *cobra.Command {

@@ -193,6 +193,7 @@ func TestClientRequests(t *testing.T) {
 			return string(b), err
 		}, "team,pool\n", "GET", "/admin/usage.csv", "from=2026-11-01", "", "team,pool\n"},
 	}
+	called := map[string]bool{} // goldenRoutes the client calls, by method
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c, s := recorder(t, http.StatusOK, tc.answer)
@@ -200,6 +201,7 @@ func TestClientRequests(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			called[fmt.Sprint(s.method, routeOf(s.method, s.path))] = true
 			if s.method != tc.method || s.path != tc.path || s.query != tc.query || s.body != tc.body {
 				t.Errorf("sent %s %s ? %s body %s\nwant %s %s ? %s body %s", s.method, s.path, s.query, s.body, tc.method, tc.path, tc.query, tc.body)
 			}
@@ -216,6 +218,12 @@ func TestClientRequests(t *testing.T) {
 			}
 		})
 	}
+	// every route of the golden script that answered has a method
+	goldenCalls(t, func(method, path, status, ctype, file string) {
+		if i := routeOf(method, path); status[0] == '2' && i >= 0 && !called[fmt.Sprint(method, i)] {
+			t.Errorf("no Client method calls %s %s (%s)", method, path, file)
+		}
+	})
 }
 
 // TestClientErrors checks that a refusal becomes an *Error with the

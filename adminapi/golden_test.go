@@ -133,6 +133,44 @@ func auditCodec(b []byte) ([]byte, error) {
 	return codec[adminapi.List[adminapi.AuditEntry]]()(b)
 }
 
+// routeOf is the index in goldenRoutes of the route of method and path
+// (without the query), -1 for none.
+func routeOf(method, path string) int {
+	for i, r := range goldenRoutes {
+		if regexp.MustCompile(`^`+r.method+`$`).MatchString(method) && regexp.MustCompile(`^`+r.path+`$`).MatchString(path) {
+			return i
+		}
+	}
+	return -1
+}
+
+// goldenCalls calls f with the method, path (without the query), status,
+// content type and file of every call of calls.txt.
+func goldenCalls(t *testing.T, f func(method, path, status, ctype, file string)) {
+	t.Helper()
+	file, err := os.Open(filepath.Join("testdata", "admin-golden", "calls.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	sc := bufio.NewScanner(file)
+	var method, path string
+	for sc.Scan() {
+		line := sc.Text()
+		if m := goldenCall.FindStringSubmatch(line); m != nil {
+			method, path = m[2], m[3]
+			path, _, _ = strings.Cut(path, "?")
+			continue
+		}
+		if m := goldenAns.FindStringSubmatch(line); m != nil {
+			f(method, path, m[1], m[2], m[3])
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 var (
 	goldenCall = regexp.MustCompile(`^(\d{3}) (\S+) (\S+) as `)
 	goldenAns  = regexp.MustCompile(`^    → (\d{3}) (\S*).* (\d{3}\.\w+)$`)
@@ -154,28 +192,10 @@ func renormalise(s string) string {
 
 func TestGolden(t *testing.T) {
 	dir := filepath.Join("testdata", "admin-golden")
-	f, err := os.Open(filepath.Join(dir, "calls.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	var method, path string
 	checked := 0
-	for sc.Scan() {
-		line := sc.Text()
-		if m := goldenCall.FindStringSubmatch(line); m != nil {
-			method, path = m[2], m[3]
-			path, _, _ = strings.Cut(path, "?")
-			continue
-		}
-		m := goldenAns.FindStringSubmatch(line)
-		if m == nil {
-			continue
-		}
-		status, ctype, file := m[1], m[2], m[3]
+	goldenCalls(t, func(method, path, status, ctype, file string) {
 		if !strings.HasPrefix(ctype, "application/json") {
-			continue // csv and parsable2 spend: the client returns them as sent
+			return // csv and parsable2 spend: the client returns them as sent
 		}
 		b, err := os.ReadFile(filepath.Join(dir, file))
 		if err != nil {
@@ -184,31 +204,23 @@ func TestGolden(t *testing.T) {
 		var c func([]byte) ([]byte, error)
 		if status[0] != '2' {
 			c = codec[adminapi.ErrorBody]()
-		} else {
-			for _, r := range goldenRoutes {
-				if regexp.MustCompile(`^`+r.method+`$`).MatchString(method) && regexp.MustCompile(`^`+r.path+`$`).MatchString(path) {
-					c = r.codec
-					break
-				}
-			}
+		} else if i := routeOf(method, path); i >= 0 {
+			c = goldenRoutes[i].codec
 		}
 		if c == nil {
 			t.Errorf("%s %s %s → %s: no type claims this answer", file, method, path, status)
-			continue
+			return
 		}
 		got, err := c([]byte(denormalise(string(b))))
 		if err != nil {
 			t.Errorf("%s %s %s: %v\n%s", file, method, path, err, b)
-			continue
+			return
 		}
 		if g := renormalise(string(got)); g != string(b) {
 			t.Errorf("%s %s %s: encoded again, the body differs\n got: %s\nwant: %s", file, method, path, g, b)
 		}
 		checked++
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
+	})
 	t.Logf("%d golden bodies checked", checked)
 	if checked < 100 {
 		t.Fatalf("only %d golden bodies checked", checked)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -99,8 +98,7 @@ func auditCmd(e *env) *cobra.Command {
 			}
 			rows := make([]adminapi.AuditEntry, 0, len(es))
 			for _, x := range es {
-				rows = append(rows, adminapi.AuditEntry{ID: x.ID, Time: x.Time, Actor: x.Actor, Action: x.Action, Target: x.Target,
-					Org: x.Org, Team: x.Team, Remote: x.Remote, Before: rawJSON(x.Before), After: rawJSON(x.After)})
+				rows = append(rows, adminapi.AuditEntryOf(x))
 			}
 			writeAudit(e.stdout, rows, o.format)
 			return nil
@@ -108,11 +106,4 @@ func auditCmd(e *env) *cobra.Command {
 	}
 	o.flags(cmd)
 	return cmd
-}
-
-func rawJSON(s string) json.RawMessage {
-	if s == "" {
-		return nil
-	}
-	return json.RawMessage(s)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/adminapi"
+	"github.com/go-llmflow/llmflow/server"
 )
 
 // auditOptions are the filters and the output format of both audit
@@ -87,7 +88,7 @@ func auditCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			db, err := openStore(cmd.Context(), cfg)
+			db, err := server.OpenStore(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/reports"
+	"github.com/go-llmflow/llmflow/server"
 )
 
 func exportCmd(e *env) *cobra.Command {
@@ -45,7 +46,7 @@ func exportCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			db, err := openStore(cmd.Context(), cfg)
+			db, err := server.OpenStore(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/examples"
 	"github.com/go-llmflow/llmflow/gateway"
+	"github.com/go-llmflow/llmflow/server"
 	"github.com/go-llmflow/llmflow/vllmsim"
 )
 
@@ -60,8 +61,8 @@ func quickstartCmd(e *env) *cobra.Command {
 			simErr := make(chan error, 1)
 			go func() { simErr <- sim.Serve(ctx, ln) }()
 
-			ready := func(addr string, gw *gateway.Gateway) {
-				_, secret, err := gw.CreateKey(ctx,
+			ready := func(st server.Started) {
+				_, secret, err := st.Gateway.CreateKey(ctx,
 					gateway.KeyRequest{Team: cfg.Orgs[0].Teams[0].Name, Name: "quickstart"},
 					gateway.Principal{Name: "quickstart", Role: gateway.RoleProxyAdmin})
 				if err != nil {
@@ -69,9 +70,9 @@ func quickstartCmd(e *env) *cobra.Command {
 					cancel()
 					return
 				}
-				printQuickstart(e, addr, cfgPath, cfg, secret)
+				printQuickstart(e, st.Addr, cfgPath, cfg, secret)
 			}
-			err = serve(ctx, cfg, e.str(cmd, "listen"), log, ready)
+			err = runServe(ctx, cfg, server.Options{Listen: e.str(cmd, "listen"), Log: log, Ready: ready})
 			cancel()
 			if serr := <-simErr; err == nil && serr != nil && !errors.Is(serr, context.Canceled) {
 				err = fmt.Errorf("simulated vLLM: %w", serr)

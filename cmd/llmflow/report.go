@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"cmp"
-	"context"
 	"fmt"
 	"os/user"
 	"slices"
@@ -16,6 +15,8 @@ import (
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/reports"
+	"github.com/go-llmflow/llmflow/server"
+	"github.com/go-llmflow/llmflow/writeback"
 )
 
 func reportCmd(e *env) *cobra.Command {
@@ -74,7 +75,7 @@ func reportCmd(e *env) *cobra.Command {
 				return fmt.Errorf("this report needs the cluster's capacity, and no pool says how many GPUs it has: " +
 					"set pool { gpus = N } in the configuration or pass --gpus N")
 			}
-			db, err := openStore(cmd.Context(), cfg)
+			db, err := server.OpenStore(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
@@ -96,7 +97,7 @@ func reportCmd(e *env) *cobra.Command {
 				tree = cfg.Accounts().SlurmNames()
 			}
 			rows, _ := llmflow.AssocHours(rollups, serviceUser)
-			since, err := servedSince(cmd.Context(), db, period.End)
+			since, err := writeback.ServedSince(cmd.Context(), db, period.End)
 			if err != nil {
 				return err
 			}
@@ -122,28 +123,6 @@ func reportCmd(e *env) *cobra.Command {
 	// declared here too so that --help lists them: one list, reportFlags.
 	cmd.Flags().AddFlagSet(reportFlags())
 	return cmd
-}
-
-// rollupReader is what servedSince reads.
-type rollupReader interface {
-	Rollups(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)
-}
-
-// servedSince is the first hour the gateway served: the hour of the
-// store's oldest rollup before end (zero when there is none). Reports and
-// the write-back count the pools' GPUs from that hour on only.
-func servedSince(ctx context.Context, db rollupReader, end time.Time) (time.Time, error) {
-	rs, err := db.Rollups(ctx, time.Unix(0, 0).UTC(), end, llmflow.RollupFilter{GroupBy: []string{llmflow.DimPool}})
-	if err != nil {
-		return time.Time{}, fmt.Errorf("reading the first hour served: %w", err)
-	}
-	var first time.Time
-	for _, r := range rs {
-		if !r.Hour.IsZero() && (first.IsZero() || r.Hour.Before(first)) {
-			first = r.Hour
-		}
-	}
-	return first, nil
 }
 
 // needsCapacity reports whether req shows the cluster's capacity (GPUs ×

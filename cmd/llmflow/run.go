@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/server"
 )
 
 // version is set with -ldflags "-X main.version=…"; otherwise it comes
@@ -244,7 +245,7 @@ func checkConfigCmd(e *env) *cobra.Command {
 				fmt.Fprintln(e.stderr, secretsHint)
 				return err
 			} else if cfg.TLS != nil {
-				if _, err := loadCert(cfg.TLS); err != nil { // the pair serve would load
+				if err := server.CheckTLS(cfg.TLS); err != nil { // the pair serve would load
 					return err
 				}
 			}

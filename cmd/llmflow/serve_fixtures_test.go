@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/gateway"
+	"github.com/go-llmflow/llmflow/server"
 )
 
 // TestServeEveryAcceptedConfig starts serve on every configuration that
@@ -132,4 +133,14 @@ func provideSecrets(t *testing.T, cfg *config.Config) {
 			t.Fatalf("%s (%s) not provided: teach provideSecrets about it", s.What, s.Path)
 		}
 	}
+}
+
+// serve runs server.Run as `llmflow serve` does, calling ready with the
+// address and the first generation's gateway once the listener is open.
+func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logger, ready func(addr string, gw *gateway.Gateway)) error {
+	o := server.Options{Listen: addr, Log: log, Version: buildVersion()}
+	if ready != nil {
+		o.Ready = func(st server.Started) { ready(st.Addr, st.Gateway) }
+	}
+	return server.Run(ctx, cfg, o)
 }

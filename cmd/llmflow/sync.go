@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -14,17 +13,9 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
-	"github.com/go-llmflow/llmflow/gateway"
-	"github.com/go-llmflow/llmflow/sacctmgr"
+	"github.com/go-llmflow/llmflow/server"
 	"github.com/go-llmflow/llmflow/slurmsync"
 )
-
-// accountStore is what the Slurm import needs of a store.
-type accountStore interface {
-	slurmsync.Sink
-	gateway.SyncHistory
-	slurmsync.RoleSink // who administers, from Slurm
-}
 
 // slurmFlags override the configuration's slurm block on the command line.
 type slurmFlags struct {
@@ -64,47 +55,26 @@ func slurmSource(cfg *config.Config, f slurmFlags) (src slurmsync.Source, name s
 	if f.timeout > 0 {
 		s.Timeout = f.timeout
 	}
-	if s.Cluster == "" {
-		return nil, "", nil, fmt.Errorf("no Slurm cluster: pass --cluster or set slurm { cluster } in the configuration")
+	if s.Cluster == "" || s.Source != "sacctmgr" {
+		return slurmsync.Open(s, nil) // its errors come first, as they name what is missing
 	}
-	noop := func() error { return nil }
-	switch s.Source {
-	case "slurmdbd":
-		if s.DSNFile == "" {
-			return nil, "", nil, fmt.Errorf("slurmdbd needs the MySQL DSN of its database in a file: --dsn-file or slurm { dsn_file }")
-		}
-		dsn, err := config.ReadSecret(s.DSNFile)
-		if err != nil {
-			return nil, "", nil, fmt.Errorf("slurmdbd DSN: %w", err)
-		}
-		db, err := slurmsync.NewSlurmDBD(dsn, s.Cluster)
-		if err != nil {
-			return nil, "", nil, err
-		}
-		return timeoutSource{db, s.Timeout}, "slurmdbd:" + s.Cluster, db.Close, nil
-	case "sacctmgr":
-		sm := &slurmsync.Sacctmgr{Cluster: s.Cluster, Path: s.SacctmgrPath, Timeout: s.Timeout}
-		name := "sacctmgr:" + s.Cluster
-		if f.columns != "" && len(f.files) == 0 {
-			return nil, "", nil, fmt.Errorf("--columns names the columns of --file listings printed with -n: pass --file too")
-		}
-		if len(f.files) > 0 {
-			files, err := listingFiles(f.files, f.warn)
-			if err != nil {
-				return nil, "", nil, err
-			}
-			sm.Files = files
-			if f.columns != "" {
-				for _, c := range strings.Split(f.columns, ",") {
-					sm.Columns = append(sm.Columns, strings.TrimSpace(c))
-				}
-			}
-			name = "file:" + strings.Join(f.files, ",")
-		}
-		return sm, name, noop, nil
-	default:
-		return nil, "", nil, fmt.Errorf("no Slurm source: pass --from-slurmdbd or --from-sacctmgr, or set slurm { source } in the configuration")
+	if f.columns != "" && len(f.files) == 0 {
+		return nil, "", nil, fmt.Errorf("--columns names the columns of --file listings printed with -n: pass --file too")
 	}
+	if len(f.files) == 0 {
+		return slurmsync.Open(s, nil)
+	}
+	files, err := listingFiles(f.files, f.warn)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	ls := &slurmsync.Listings{Files: files, Names: f.files}
+	if f.columns != "" {
+		for _, c := range strings.Split(f.columns, ",") {
+			ls.Columns = append(ls.Columns, strings.TrimSpace(c))
+		}
+	}
+	return slurmsync.Open(s, ls)
 }
 
 // listingFiles maps the --file arguments to the listings they hold: one
@@ -194,18 +164,6 @@ func assocFiles(files []string, warn io.Writer) (map[slurmsync.Listing]string, e
 		"(and the coordinator listing)", len(files))
 }
 
-// timeoutSource bounds one import.
-type timeoutSource struct {
-	slurmsync.Source
-	timeout time.Duration
-}
-
-func (t timeoutSource) Tree(ctx context.Context) (*sacctmgr.Tree, error) {
-	ctx, cancel := context.WithTimeout(ctx, t.timeout)
-	defer cancel()
-	return t.Source.Tree(ctx)
-}
-
 func syncCmd(e *env) *cobra.Command {
 	var f slurmFlags
 	var dryRun, history bool
@@ -237,7 +195,7 @@ func syncCmd(e *env) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			db, err := openStore(ctx, cfg)
+			db, err := server.OpenStore(ctx, cfg)
 			if err != nil {
 				return err
 			}

@@ -107,7 +107,7 @@ func runWriteback(cmd *cobra.Command, e *env, cfg *config.Config, db writebackSt
 	if d, _ := fl.GetDuration("timeout"); d > 0 {
 		sm.Timeout = d
 	}
-	since, err := servedSince(cmd.Context(), db, to)
+	since, err := writeback.ServedSince(cmd.Context(), db, to)
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,7 @@
-package main
+package server
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 
@@ -18,13 +17,9 @@ import (
 // until ctx ends. It returns the Outbox that soft budget limits enqueue
 // into (nil without an alerts block: Enqueue on it does nothing) and a
 // stop function that waits for the dispatcher to finish its pass.
-func startAlerts(ctx context.Context, cfg *config.Config, db any, reg prometheus.Registerer, log *slog.Logger) (*alerts.Outbox, func(), error) {
+func startAlerts(ctx context.Context, cfg *config.Config, st alerts.Store, reg prometheus.Registerer, log *slog.Logger) (*alerts.Outbox, func(), error) {
 	if !cfg.Alerts.Enabled() {
 		return nil, func() {}, nil
-	}
-	st, ok := db.(alerts.Store)
-	if !ok {
-		return nil, nil, fmt.Errorf("alerts: the store %T has no outbox", db)
 	}
 	senders, err := alerts.SendersFromConfig(cfg.Alerts, nil)
 	if err != nil {

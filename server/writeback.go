@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // startWriteback runs the write-back to slurmdbd on the configured
 // schedule inside serve: each run re-writes the last Lookback ended hours
 // (replacing them). Failures are logged; the next run retries them.
-func startWriteback(ctx context.Context, cfg *config.Config, db appStore, log *slog.Logger) (stop func(), err error) {
+func startWriteback(ctx context.Context, cfg *config.Config, db Store, log *slog.Logger) (stop func(), err error) {
 	wc := cfg.Writeback
 	dsn, err := config.ReadSecret(wc.DSNFile)
 	if err != nil {
@@ -56,7 +56,7 @@ func startWriteback(ctx context.Context, cfg *config.Config, db appStore, log *s
 		var res writeback.Result
 		var since time.Time
 		if err == nil {
-			since, err = servedSince(ctx, db, to)
+			since, err = writeback.ServedSince(ctx, db, to)
 		}
 		if err == nil {
 			rs, rerr := db.Rollups(ctx, from, to, llmflow.RollupFilter{GroupBy: []string{"org", "team", "project", "owner"}})

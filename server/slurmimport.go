@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -31,13 +31,21 @@ type slurmImport struct {
 	current  atomic.Pointer[llmflow.Accounts] // the tree served now (budgets from Slurm read it)
 	cron     *cron.Cron
 	mu       sync.Mutex // one import at a time
+	// stop cancels the imports of this generation (close); runs tracks
+	// the goroutines that run them, so that none runs against a stopped
+	// generation or a closed source.
+	stop context.CancelFunc
+	runs sync.WaitGroup
+	// closed is set by close (under mu): the source is released, nothing
+	// more is imported or served
+	closed bool
 	// announce tells the other replicas that an import changed the
 	// stored tree (serve: a message on the Redis channel); nil: alone.
 	announce func(ctx context.Context)
 }
 
-func newSlurmImport(ctx context.Context, cfg *config.Config, as accountStore, log *slog.Logger) (*slurmImport, error) {
-	src, name, closeSrc, err := slurmSource(cfg, slurmFlags{})
+func newSlurmImport(ctx context.Context, cfg *config.Config, as AccountStore, log *slog.Logger) (*slurmImport, error) {
+	src, name, closeSrc, err := slurmsync.Open(*cfg.Slurm, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -81,25 +89,30 @@ func (imp *slurmImport) budgets(softPercent float64) func() []budgets.Budget {
 	}
 }
 
-// start runs an import now and then on the schedule, until ctx ends.
+// start runs an import now and then on the schedule, until ctx ends or
+// close.
 func (imp *slurmImport) start(ctx context.Context, gw *gateway.Gateway) {
+	ctx, imp.stop = context.WithCancel(ctx)
 	imp.cron = cron.New()
 	if _, err := imp.cron.AddFunc(imp.cfg.Slurm.Schedule, func() { imp.run(ctx, gw) }); err != nil {
 		imp.log.Error("slurm import schedule", "err", err) // checked by config: cannot happen
 	}
 	imp.cron.Start()
-	go imp.run(ctx, gw)
+	imp.runs.Go(func() { imp.run(ctx, gw) })
 }
 
 // run imports once and hands a changed tree to the gateway.
 func (imp *slurmImport) run(ctx context.Context, gw *gateway.Gateway) {
 	imp.mu.Lock()
 	defer imp.mu.Unlock()
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || imp.closed {
 		return
 	}
 	start := time.Now()
 	res, err := imp.syncer.Run(ctx, false)
+	if ctx.Err() != nil {
+		return // the generation stops (a reload, a shutdown): the next one serves what is stored
+	}
 	if err == nil && (res.Run.Outcome == "applied" || res.Run.Outcome == "unchanged") {
 		// unchanged: Slurm equals the stored tree, which another replica
 		// may have applied since this one last served it
@@ -149,6 +162,9 @@ func (imp *slurmImport) serve(gw *gateway.Gateway, stored llmflow.Accounts) erro
 func (imp *slurmImport) reload(ctx context.Context, gw *gateway.Gateway) error {
 	imp.mu.Lock()
 	defer imp.mu.Unlock()
+	if imp.closed {
+		return nil // a stopped generation: the serving one reloads
+	}
 	stored, err := imp.syncer.Sink.Accounts(ctx)
 	if err != nil {
 		return fmt.Errorf("read the account tree: %w", err)
@@ -156,11 +172,19 @@ func (imp *slurmImport) reload(ctx context.Context, gw *gateway.Gateway) error {
 	return imp.serve(gw, stored)
 }
 
+// close stops the schedule, cancels a running import and waits for it:
+// after close no import of this generation runs or starts, and the
+// source is released.
 func (imp *slurmImport) close() {
+	if imp.stop != nil {
+		imp.stop()
+	}
 	if imp.cron != nil {
 		<-imp.cron.Stop().Done()
 	}
-	imp.mu.Lock() // wait for a running import
+	imp.runs.Wait()
+	imp.mu.Lock() // a reload from another replica's announcement
 	imp.closeSrc()
+	imp.closed = true
 	imp.mu.Unlock()
 }

@@ -1,43 +1,60 @@
-package main
+package server
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
+	"github.com/robfig/cron/v3"
+
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/alerts"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/gateway"
+	"github.com/go-llmflow/llmflow/slurmsync"
 	"github.com/go-llmflow/llmflow/store"
 )
 
-// appStore is what the commands need of a store, whatever its kind.
-type appStore interface {
+// Store is what the process host and the commands need of a store,
+// whatever its kind: both SQLite and PostgreSQL have all of it.
+type Store interface {
 	gateway.KeyStore
 	gateway.RecordWriter
 	gateway.Pinger
+	gateway.ClampCounter
 	gateway.ClampCounter
 	gateway.ShareUsageStore
 	gateway.SpendReader
 	gateway.AdminStore
 	gateway.KeyAdminStore
-	accountStore
+	gateway.RoutingStore
+	gateway.BudgetStore
+	AccountStore
+	alerts.Store
 	Rollups(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)
 	RollupsByTag(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)
 	PurgeRecords(ctx context.Context, before time.Time) (int64, error)
 	Close() error
 }
 
+// AccountStore is what the Slurm import needs of a store.
+type AccountStore interface {
+	slurmsync.Sink
+	gateway.SyncHistory
+	slurmsync.RoleSink // who administers, from Slurm
+}
+
 // Interface guards: both stores are app stores.
 var (
-	_ appStore = (*store.SQLite)(nil)
-	_ appStore = (*store.Postgres)(nil)
+	_ Store = (*store.SQLite)(nil)
+	_ Store = (*store.Postgres)(nil)
 )
 
-// openStore opens the store the configuration names: the SQLite file at
+// OpenStore opens the store the configuration names: the SQLite file at
 // cfg.Store.Path, or the PostgreSQL database whose DSN is in
 // cfg.Store.DSNFile. Its errors name the DSN file, never the DSN.
-func openStore(ctx context.Context, cfg *config.Config) (appStore, error) {
+func OpenStore(ctx context.Context, cfg *config.Config) (Store, error) {
 	switch cfg.Store.Kind {
 	case "", "sqlite":
 		s, err := store.OpenSQLite(ctx, cfg.Store.Path)
@@ -61,4 +78,21 @@ func openStore(ctx context.Context, cfg *config.Config) (appStore, error) {
 	default:
 		return nil, fmt.Errorf("unknown store kind %q", cfg.Store.Kind)
 	}
+}
+
+// startPurge deletes raw records older than the retention every day at
+// 03:17 (rollups stay, so reports are unaffected).
+func startPurge(ctx context.Context, db Store, retention time.Duration, log *slog.Logger) *cron.Cron {
+	c := cron.New()
+	c.AddFunc("17 3 * * *", func() {
+		before := time.Now().Add(-retention)
+		n, err := db.PurgeRecords(ctx, before)
+		if err != nil {
+			log.Error("purge of old accounting records failed", "before", before, "err", err)
+			return
+		}
+		log.Info("old accounting records purged (rollups kept)", "before", before.Format(time.RFC3339), "records", n)
+	})
+	c.Start()
+	return c
 }

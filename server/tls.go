@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"crypto/tls"
@@ -68,4 +68,12 @@ func (cs *certs) reload(t *config.TLS, log *slog.Logger) {
 		attrs = append(attrs, "subject", c.Leaf.Subject.String(), "not_after", c.Leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	log.Info("reload: TLS certificate replaced; new connections use it", attrs...)
+}
+
+// CheckTLS loads the certificate and key of a tls block as Run would
+// (llmflow check-config); errors name the files and the block, never the
+// key.
+func CheckTLS(t *config.TLS) error {
+	_, err := loadCert(t)
+	return err
 }

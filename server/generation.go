@@ -1,0 +1,178 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/gateway"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// generation is a gateway built from one reading of the configuration,
+// with what depends on that configuration (Slurm import, write-back).
+type generation struct {
+	cfg    *config.Config
+	gw     *gateway.Gateway
+	imp    *slurmImport
+	stopWB func()
+	// stopAlerts stops the alert dispatcher started with this generation.
+	stopAlerts func()
+}
+
+// start builds and starts a generation for cfg. keepUsage says the shared
+// counters already hold the fair-share usage (a reload).
+func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) (*generation, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if s.counters.rdb != nil {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "llmflow_redis_failures_total",
+			Help: "Redis calls of the shared fair-share counters that failed (the replica then admits against its own slice until Redis answers).",
+		}, func() float64 { return float64(s.counters.failures()) }))
+	}
+	db := s.db
+	var keys gateway.KeyStore = db
+	var admin gateway.AdminStore = db
+	if s.counters.rdb != nil {
+		b := &revokeBroadcast{Store: db, s: s}
+		keys, admin = b, b
+		registerSharedMetrics(reg, s.counters)
+	}
+	opts := gateway.Options{Config: cfg, Version: s.version, Keys: keys, Records: db, Pinger: db, ClampCounter: db, Recorder: s.rec, ShareUsage: db,
+		Registry: reg, Log: s.log, SyncHistory: db, Spend: db, Admin: admin, Counters: s.counters, KeepUsage: keepUsage}
+	opts.Budgets = db
+	if s.counters.rdb != nil {
+		opts.Shared = s.counters
+		// Budget holds, key rate windows and in-flight counts shared
+		// with the other replicas (the gateway hands it its own ledger
+		// as the fallback).
+		opts.Ledger = s.counters.ledger
+	}
+	g := &generation{cfg: cfg}
+	// Soft budget limits enqueue alerts into alertOutbox (nil without an
+	// alerts block); the dispatcher delivers them.
+	alertOutbox, stopAlerts, err := startAlerts(ctx, cfg, db, reg, s.log)
+	if err != nil {
+		return nil, err
+	}
+	if alertOutbox != nil {
+		opts.Alerts = outboxSink{alertOutbox, s.log}
+	}
+	g.stopAlerts = stopAlerts
+	ok := false
+	defer func() {
+		if !ok {
+			stopAlerts()
+		}
+	}()
+	if cfg.Slurm != nil {
+		if g.imp, err = newSlurmImport(ctx, cfg, db, s.log); err != nil {
+			return nil, err
+		}
+		opts.Accounts = g.imp.accounts
+		opts.SlurmBudgets = g.imp.budgets(cfg.Alerts.SoftLimitPercent)
+	}
+	if g.gw, err = gateway.New(opts); err != nil {
+		if g.imp != nil {
+			g.imp.close()
+		}
+		return nil, err
+	}
+	if cfg.Writeback != nil {
+		if g.stopWB, err = startWriteback(ctx, cfg, db, s.log); err != nil {
+			g.gw.Close(context.Background())
+			if g.imp != nil {
+				g.imp.close()
+			}
+			return nil, err
+		}
+	}
+	s.hook.gw.Store(g.gw)
+	g.gw.Start(ctx)
+	if g.imp != nil {
+		if s.counters.rdb != nil {
+			g.imp.announce = s.announceTree
+		}
+		g.imp.start(ctx, g.gw)
+	}
+	s.imp.Store(g.imp)
+	s.cur.Store(g.gw)
+	ok = true
+	return g, nil
+}
+
+// stop ends the generation's background work and saves the fair-share
+// usage. Its requests still in flight finish on their own; the accounting
+// queue is the server's and stays open.
+func (g *generation) stop(ctx context.Context) error {
+	if g.stopWB != nil {
+		g.stopWB()
+	}
+	if g.imp != nil {
+		g.imp.close()
+	}
+	if g.stopAlerts != nil {
+		g.stopAlerts()
+	}
+	return g.gw.Close(ctx)
+}
+
+// reload reads the configuration file again and, when it is valid,
+// serves it: a new gateway takes the new requests while the old one's
+// finish, on the same listener and connections, with the same store,
+// accounting queue and fair-share counters (in flight and usage). What
+// cannot change without a restart (the store block, the listen address,
+// the connection caps, the half-life) is kept and logged. A configuration
+// that does not load leaves the running one in place.
+func (s *server) reload(ctx context.Context, old *generation) *generation {
+	s.log.Info("SIGHUP: reloading the configuration", "file", old.cfg.Filename)
+	cfg, err := config.Load(old.cfg.Filename)
+	if err == nil {
+		err = config.CheckSecrets(cfg)
+	}
+	if err != nil {
+		s.log.Error("reload refused, the running configuration stays", "err", err)
+		return old
+	}
+	// The spool in use stays (it may come from --spool-dir); a changed
+	// store.spool_dir applies at the next start.
+	cfg.Store.SpoolDir = old.cfg.Store.SpoolDir
+	if cfg.Store != old.cfg.Store {
+		s.log.Error("reload refused: the store block changed; restart to apply it (the running configuration stays)")
+		return old
+	}
+	if !sameRedis(cfg.Redis, old.cfg.Redis) {
+		s.log.Warn("reload: the redis block changes at the next restart")
+	}
+	if cfg.FairShare != old.cfg.FairShare {
+		s.log.Warn("reload: fairshare.half_life changes at the next restart")
+	}
+	if cfg.Limits.MaxConnections != old.cfg.Limits.MaxConnections || cfg.Limits.MaxConnectionsPerNetwork != old.cfg.Limits.MaxConnectionsPerNetwork {
+		s.log.Warn("reload: limits.max_connections and max_connections_per_network change at the next restart")
+	}
+	g, err := s.start(ctx, cfg, true)
+	if err != nil {
+		s.log.Error("reload refused, the running configuration stays", "err", err)
+		s.cur.Store(old.gw)
+		s.hook.gw.Store(old.gw)
+		return old
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := old.stop(sctx); err != nil {
+		s.log.Warn("reload: the previous configuration's shutdown", "err", err)
+	}
+	s.log.Info("configuration reloaded", "file", cfg.Filename, "models", len(cfg.Models), "pools", len(cfg.Pools), "orgs", len(cfg.Orgs))
+	return g
+}
+
+func sameRedis(a, b *config.Redis) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	x, y := *a, *b
+	y.DefRange = x.DefRange // where it is written does not matter
+	return x == y
+}

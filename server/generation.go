@@ -93,7 +93,7 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) 
 	g.gw.Start(ctx)
 	if g.imp != nil {
 		if s.counters.rdb != nil {
-			g.imp.announce = s.announceTree
+			g.imp.announce = s.counters.bus.TreeChanged
 		}
 		g.imp.start(ctx, g.gw)
 	}

@@ -75,7 +75,11 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		closeAccounting(rec, log)
 		return err
 	}
-	s.listenInvalidations(ctx)
+	if s.counters.bus != nil {
+		lctx, stop := context.WithCancel(ctx)
+		done := s.counters.bus.Listen(lctx, receiver{s})
+		defer func() { stop(); <-done }() // before the counters close Redis
+	}
 	lim := cfg.Limits
 	srv := &http.Server{
 		Handler:           s,

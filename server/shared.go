@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,104 +13,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/fairshare"
 	"github.com/go-llmflow/llmflow/gateway"
 	"github.com/go-llmflow/llmflow/redisstate"
 )
-
-// adminChanged is the invalidation message of an admin write (keys are
-// announced by their hash in hex); treeChanged that of a Slurm import
-// that changed the stored account tree.
-const (
-	adminChanged = "admin"
-	treeChanged  = "tree"
-)
-
-// announceTree tells the other replicas that this one's Slurm import
-// changed the stored tree: they serve it at once (listenInvalidations),
-// not at their own next import.
-func (s *server) announceTree(ctx context.Context) {
-	if err := s.counters.rdb.Publish(context.WithoutCancel(ctx), s.counters.channel(), treeChanged).Err(); err != nil {
-		s.log.Warn("slurm import not announced to the other replicas (redis): they follow at their next import", "err", err)
-	}
-}
-
-// AppendAudit records an admin write (every admin write is audited once
-// it is done) and announces it to the other replicas, which reload their
-// admin account changes and team model lists at once instead of at their
-// next 5 s check.
-func (r *revokeBroadcast) AppendAudit(ctx context.Context, e llmflow.AuditEntry) error {
-	err := r.Store.AppendAudit(ctx, e)
-	if perr := r.s.counters.rdb.Publish(context.WithoutCancel(ctx), r.s.counters.channel(), adminChanged).Err(); perr != nil {
-		r.s.log.Warn("admin write not announced to the other replicas (redis): they see it within 5 s", "action", e.Action, "err", perr)
-	}
-	return err
-}
-
-// listenInvalidations applies what the replicas announce on the
-// invalidation channel to the serving gateway until ctx ends: a key hash
-// drops that key from the caches, "admin" reloads the admin state. Each
-// (re)subscription — the first, and after the connection to Redis broke,
-// when announcements may have been missed — empties the key caches and
-// reloads the admin state.
-func (s *server) listenInvalidations(ctx context.Context) {
-	if s.counters.rdb == nil {
-		return
-	}
-	sub := s.counters.rdb.Subscribe(ctx, s.counters.channel())
-	go func() {
-		defer sub.Close()
-		first := true
-		for {
-			msg, err := sub.Receive(ctx)
-			if ctx.Err() != nil {
-				return
-			}
-			if err != nil {
-				// go-redis reconnects and subscribes again on the next Receive
-				time.Sleep(100 * time.Millisecond)
-				continue
-			}
-			gw := s.cur.Load()
-			switch m := msg.(type) {
-			case *redis.Subscription:
-				if m.Kind != "subscribe" {
-					continue
-				}
-				if !first {
-					s.log.Info("invalidation channel subscribed again: key caches emptied, admin state reloaded")
-				}
-				first = false
-				gw.ForgetAllKeys()
-				if err := gw.AdminChanged(ctx); err != nil {
-					s.log.Warn("admin state not reloaded after resubscribing", "err", err)
-				}
-			case *redis.Message:
-				if m.Payload == treeChanged {
-					if imp := s.imp.Load(); imp != nil {
-						if err := imp.reload(ctx, gw); err != nil {
-							s.log.Warn("account tree not reloaded after another replica's slurm import", "err", err)
-						}
-					}
-					continue
-				}
-				if m.Payload == adminChanged {
-					if err := gw.AdminChanged(ctx); err != nil {
-						s.log.Warn("admin state not reloaded after another replica's write", "err", err)
-					}
-					continue
-				}
-				var h [32]byte
-				if b, err := hex.DecodeString(m.Payload); err == nil && len(b) == len(h) {
-					copy(h[:], b)
-					gw.ForgetKey(h)
-				}
-			}
-		}
-	}()
-}
 
 // replicaName names this process among the replicas (host, pid and a
 // random part: a restarted process is a new replica).
@@ -178,56 +84,12 @@ func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.log.Debug(fmt.Sprintf(format, v...), "component", "go-redis")
 }
 
-// revokeBroadcast is the key store of a replica with Redis: a change of a
-// key that its cached copy must not outlive (a revocation, a
-// deactivation, new limits) is published on the invalidation channel,
-// and every replica (this one too) drops the key from its caches when it
-// hears it (listenInvalidations).
-type revokeBroadcast struct {
-	Store
-	s *server
-}
-
-func (r *revokeBroadcast) RevokeKey(ctx context.Context, id string, at time.Time) error {
-	if err := r.Store.RevokeKey(ctx, id, at); err != nil {
-		return err
-	}
-	return r.announce(ctx, id, "revoked")
-}
-
-func (r *revokeBroadcast) SetKeyLimits(ctx context.Context, id string, rpm, tpm, maxInFlight int) error {
-	if err := r.Store.SetKeyLimits(ctx, id, rpm, tpm, maxInFlight); err != nil {
-		return err
-	}
-	return r.announce(ctx, id, "limits changed")
-}
-
-func (r *revokeBroadcast) SetKeyDisabled(ctx context.Context, id string, disabled bool) error {
-	if err := r.Store.SetKeyDisabled(ctx, id, disabled); err != nil {
-		return err
-	}
-	return r.announce(ctx, id, "activation changed")
-}
-
-// announce publishes key id's hash, the change being stored already.
-func (r *revokeBroadcast) announce(ctx context.Context, id, what string) error {
-	k, err := r.Store.KeyByID(ctx, id)
-	if err != nil {
-		return err
-	}
-	if err := r.s.counters.rdb.Publish(ctx, r.s.counters.channel(), hex.EncodeToString(k.Hash[:])).Err(); err != nil {
-		// The change is stored; other replicas see it when their cache
-		// entry expires (a minute at most).
-		r.s.log.Error("key "+what+" but not announced to the other replicas (redis)", "id", id, "err", err)
-	}
-	return nil
-}
-
 // sharedCounters keeps each pool's fair-share counters for the life of
 // the process, so a reload keeps the requests in flight and the usage: in
 // this process, or with a redis block in Redis, shared by every replica.
 type sharedCounters struct {
 	rdb     redis.UniversalClient // nil: in memory
+	bus     *redisstate.Bus       // the invalidations; nil without Redis
 	ledger  *redisstate.Ledger    // budget holds and key limits in Redis; nil without it
 	prefix  string
 	base    string // the configured key prefix
@@ -273,6 +135,7 @@ func newSharedCounters(ctx context.Context, cfg *config.Config, log *slog.Logger
 	c.replica, c.replicas, c.log = replicaName(), max(rc.Replicas, 1), log
 	redis.SetLogger(redisLogger{log})
 	c.run, c.stop = context.WithCancel(context.WithoutCancel(ctx))
+	c.bus = redisstate.NewBus(c.rdb, rc.KeyPrefix+"invalidate", rc.Timeout, log)
 	c.ledger = redisstate.NewLedger(c.rdb, redisstate.LedgerOptions{Prefix: rc.KeyPrefix + "ledger:", Timeout: rc.Timeout,
 		InFlightTTL: cfg.Limits.MaxRequestDuration + time.Minute, Log: log, Replicas: c.liveReplicas})
 	c.beating.Go(func() { c.ledger.Run(c.run, time.Second) })
@@ -352,9 +215,6 @@ func (c *sharedCounters) failures() int64 {
 	}
 	return n
 }
-
-// channel is the Redis channel of key invalidations.
-func (c *sharedCounters) channel() string { return c.base + "invalidate" }
 
 func (c *sharedCounters) close() {
 	if c.rdb != nil {

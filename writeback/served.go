@@ -29,4 +29,3 @@ func ServedSince(ctx context.Context, db RollupReader, end time.Time) (time.Time
 	}
 	return first, nil
 }
-

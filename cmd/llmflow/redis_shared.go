@@ -3,17 +3,11 @@ package main
 import (
 	"context"
 	"encoding/hex"
-	"fmt"
-	"log/slog"
-	"os"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-llmflow/llmflow"
-	"github.com/go-llmflow/llmflow/gateway"
-	"github.com/go-llmflow/llmflow/redisstate"
 )
 
 // adminChanged is the invalidation message of an admin write (keys are
@@ -106,69 +100,4 @@ func (s *server) listenInvalidations(ctx context.Context) {
 			}
 		}
 	}()
-}
-
-// replicaName names this process among the replicas (host, pid and a
-// random part: a restarted process is a new replica).
-func replicaName() string {
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), redisstate.NewReplicaID()[:8])
-}
-
-// SharedHealth implements gateway.SharedState: "fallback" while any
-// pool's counters fall back to this replica's slice.
-func (c *sharedCounters) SharedHealth() gateway.SharedHealth {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	h := gateway.SharedHealth{Status: "ok", Replicas: 1}
-	for _, m := range c.m {
-		r, ok := m.(*redisstate.Counters)
-		if !ok {
-			continue
-		}
-		x := r.Health()
-		h.Replicas = max(h.Replicas, x.Replicas)
-		if x.Fallback {
-			h.Status, h.Error = "fallback", x.Err
-			if h.Since == nil || x.Since.Before(*h.Since) {
-				since := x.Since.UTC()
-				h.Since = &since
-			}
-		}
-	}
-	if c.ledger != nil {
-		if x := c.ledger.Health(); x.Fallback {
-			h.LedgerFallback = true
-			if h.Status == "ok" {
-				since := x.Since.UTC()
-				h.Status, h.Error, h.Since = "fallback", "budgets ledger: "+x.Err, &since
-			}
-		}
-	}
-	return h
-}
-
-// registerSharedMetrics exports the state of the shared counters.
-func registerSharedMetrics(reg *prometheus.Registry, c *sharedCounters) {
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "llmflow_redis_fallback",
-		Help: "1 while Redis is away and this replica admits against its own slice of each reservation (reservation / llmflow_redis_replicas).",
-	}, func() float64 {
-		if c.SharedHealth().Status != "ok" {
-			return 1
-		}
-		return 0
-	}), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "llmflow_redis_replicas",
-		Help: "Live gateway replicas last seen in Redis (leases).",
-	}, func() float64 { return float64(c.SharedHealth().Replicas) }))
-}
-
-// redisLogger sends go-redis's own messages (a failed dial, each retry)
-// to the log at debug level: the fallback's start and end are logged
-// once by redisstate, at warn and info.
-type redisLogger struct{ log *slog.Logger }
-
-func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.log.Debug(fmt.Sprintf(format, v...), "component", "go-redis")
 }

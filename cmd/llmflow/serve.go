@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -11,8 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -24,8 +21,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/go-llmflow/llmflow/accounting"
+	"github.com/go-llmflow/llmflow/admission"
 	"github.com/go-llmflow/llmflow/config"
-	"github.com/go-llmflow/llmflow/fairshare"
 	"github.com/go-llmflow/llmflow/gateway"
 	"github.com/go-llmflow/llmflow/redisstate"
 	"github.com/go-llmflow/llmflow/spool"
@@ -326,31 +323,18 @@ type generation struct {
 func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) (*generation, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if s.counters.rdb != nil {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "llmflow_redis_failures_total",
-			Help: "Redis calls of the shared fair-share counters that failed (the replica then admits against its own slice until Redis answers).",
-		}, func() float64 { return float64(s.counters.failures()) }))
-	}
 	db := s.db
 	var keys gateway.KeyStore = db
 	var admin gateway.AdminStore = db
 	if s.counters.rdb != nil {
 		b := &revokeBroadcast{appStore: db, s: s}
 		keys, admin = b, b
-		registerSharedMetrics(reg, s.counters)
+		s.counters.shared.Register(reg)
 	}
 	opts := gateway.Options{Config: cfg, Version: buildVersion(), Keys: keys, Records: db, Pinger: db, ClampCounter: db, Recorder: s.rec, ShareUsage: db,
-		Registry: reg, Log: s.log, SyncHistory: db, Spend: db, Admin: admin, Counters: s.counters, KeepUsage: keepUsage}
+		Registry: reg, Log: s.log, SyncHistory: db, Spend: db, Admin: admin, Admissions: s.counters.source(), KeepUsage: keepUsage}
 	if bs, ok := db.(gateway.BudgetStore); ok { // both stores: cmd/llmflow/budgets.go
 		opts.Budgets = bs
-	}
-	if s.counters.rdb != nil {
-		opts.Shared = s.counters
-		// Budget holds, key rate windows and in-flight counts shared
-		// with the other replicas (the gateway hands it its own ledger
-		// as the fallback).
-		opts.Ledger = s.counters.ledger
 	}
 	g := &generation{cfg: cfg}
 	// Soft budget limits enqueue alerts into alertOutbox (nil without an
@@ -524,143 +508,58 @@ func sameRedis(a, b *config.Redis) bool {
 	return x == y
 }
 
-// sharedCounters keeps each pool's fair-share counters for the life of
-// the process, so a reload keeps the requests in flight and the usage: in
-// this process, or with a redis block in Redis, shared by every replica.
+// sharedCounters keeps the state the gateways' admissions share for the
+// life of the process (admission.Source), so a reload keeps the requests
+// in flight and the usage: in this process, or with a redis block in
+// Redis, shared by every replica (redisstate.Shared).
 type sharedCounters struct {
-	rdb     redis.UniversalClient // nil: in memory
-	ledger  *redisstate.Ledger    // budget holds and key limits in Redis; nil without it
-	prefix  string
-	base    string // the configured key prefix
-	timeout time.Duration
-	replica string // this process among the replicas (leases)
-	// replicas is redis.replicas: the divisor of each slice until Redis
-	// has answered once
-	replicas int64
-	log      *slog.Logger
-	// run is the context of the counters' beats; close cancels it and
-	// waits for each to give up its lease.
-	run     context.Context
-	stop    context.CancelFunc
-	beating sync.WaitGroup
-
-	mu sync.Mutex
-	m  map[string]fairshare.Counters
+	rdb    redis.UniversalClient // nil: in memory
+	shared *redisstate.Shared    // nil without a redis block
+	mem    *admission.MemSource
+	base   string // the configured key prefix
 }
 
 // newSharedCounters connects to the configured Redis, if any. Redis that
 // does not answer at start is logged, not fatal: each pool admits against
 // this replica's slice (redisstate) until it answers.
 func newSharedCounters(ctx context.Context, cfg *config.Config, log *slog.Logger) (*sharedCounters, error) {
-	c := &sharedCounters{m: map[string]fairshare.Counters{}}
-	rc := cfg.Redis
-	if rc == nil {
-		return c, nil
+	if cfg.Redis == nil {
+		return &sharedCounters{mem: admission.NewMemSource()}, nil
 	}
-	o := &redis.Options{Addr: rc.Address, DialTimeout: time.Second, ReadTimeout: rc.Timeout, WriteTimeout: rc.Timeout}
-	if rc.PasswordFile != "" {
-		pw, err := config.ReadSecret(rc.PasswordFile)
-		if err != nil {
-			return nil, fmt.Errorf("redis password_file: %w", err)
-		}
-		o.Password = pw
+	sh, err := redisstate.Open(ctx, *cfg.Redis, cfg.Limits.MaxRequestDuration, log)
+	if err != nil {
+		return nil, err
 	}
-	if rc.TLS {
-		host := rc.Address[:strings.LastIndexByte(rc.Address, ':')]
-		o.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
-	}
-	c.rdb = redis.NewClient(o)
-	c.prefix, c.base, c.timeout = rc.KeyPrefix+"counters:", rc.KeyPrefix, rc.Timeout
-	c.replica, c.replicas, c.log = replicaName(), max(rc.Replicas, 1), log
-	redis.SetLogger(redisLogger{log})
-	c.run, c.stop = context.WithCancel(context.WithoutCancel(ctx))
-	c.ledger = redisstate.NewLedger(c.rdb, redisstate.LedgerOptions{Prefix: rc.KeyPrefix + "ledger:", Timeout: rc.Timeout,
-		InFlightTTL: cfg.Limits.MaxRequestDuration + time.Minute, Log: log, Replicas: c.liveReplicas})
-	c.beating.Go(func() { c.ledger.Run(c.run, time.Second) })
-	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if err := c.rdb.Ping(pctx).Err(); err != nil {
-		log.Error("redis does not answer: this replica admits against its own slice of each reservation until it does", "address", rc.Address, "err", err)
-	} else {
-		log.Info("fair-share counters shared through redis", "address", rc.Address, "prefix", c.prefix)
-	}
-	return c, nil
+	return &sharedCounters{rdb: sh.Client(), shared: sh, base: sh.KeyPrefix()}, nil
 }
 
-func (c *sharedCounters) PoolCounters(pool string, halfLife time.Duration) fairshare.Counters {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if m, ok := c.m[pool]; ok {
-		return m
+// source is what the gateways' admissions share.
+func (c *sharedCounters) source() admission.Source {
+	if c.shared != nil {
+		return c.shared
 	}
-	var m fairshare.Counters
-	if c.rdb != nil {
-		r := redisstate.New(c.rdb, pool, halfLife, redisstate.Options{Prefix: c.prefix, Timeout: c.timeout, Replica: c.replica, Log: c.log,
-			Replicas: c.replicas})
-		c.beating.Go(func() { r.Run(c.run) })
-		m = r
-	} else {
-		m = fairshare.NewMemCounters(halfLife)
-	}
-	c.m[pool] = m
-	return m
-}
-
-// liveReplicas is the number of live replicas the pools' counters last
-// saw (the largest), or redis.replicas before any pool's counters: what
-// budgets and key limits are divided by while the ledger's Redis is away.
-func (c *sharedCounters) liveReplicas() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := int64(0)
-	for _, m := range c.m {
-		if r, ok := m.(*redisstate.Counters); ok {
-			n = max(n, r.Health().Replicas)
-		}
-	}
-	if n == 0 {
-		return c.replicas
-	}
-	return n
+	return c.mem
 }
 
 // holdsUsage reports whether the counters already hold every pool's
 // usage: Redis kept by the other replicas. The gateway then does not load
 // the (older) usage saved in the store over it.
 func (c *sharedCounters) holdsUsage(ctx context.Context, cfg *config.Config) bool {
-	if c.rdb == nil {
+	if c.shared == nil {
 		return false
 	}
+	pools := make([]string, 0, len(cfg.Pools))
 	for _, p := range cfg.Pools {
-		r, ok := c.PoolCounters(p.Name, cfg.FairShare.HalfLife).(*redisstate.Counters)
-		if !ok || !r.HoldsUsage(ctx) {
-			return false
-		}
+		pools = append(pools, p.Name)
 	}
-	return true
-}
-
-// failures is the number of failed Redis calls of every pool's counters.
-func (c *sharedCounters) failures() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var n int64
-	for _, m := range c.m {
-		if r, ok := m.(*redisstate.Counters); ok {
-			_, f, _ := r.LastError()
-			n += f
-		}
-	}
-	return n
+	return c.shared.HoldsUsage(ctx, cfg.FairShare.HalfLife, pools...)
 }
 
 // channel is the Redis channel of key invalidations.
 func (c *sharedCounters) channel() string { return c.base + "invalidate" }
 
 func (c *sharedCounters) close() {
-	if c.rdb != nil {
-		c.stop()
-		c.beating.Wait()
-		c.rdb.Close()
+	if c.shared != nil {
+		c.shared.Close()
 	}
 }

@@ -8,14 +8,16 @@
 // all models and for its own model; it is admitted only when every one of
 // them can still pay for it.
 //
-// The request path is two calls on a Ledger: Reserve at admission holds
+// The request path is two calls on a ledger: Reserve at admission holds
 // the request's maximum cost on each of its budgets (and takes its place
 // in the key's rate windows and in-flight count), Settle at the end
 // replaces the hold by the real cost. Holds are what make a budget
 // impossible to overspend by a burst of long requests: what is in flight
-// counts as spent until it settles. Mem is the in-memory Ledger of one
-// gateway; several replicas will share one through Redis, which is why
-// each call is one round trip's worth of work.
+// counts as spent until it settles. Mem is the in-memory ledger of one
+// gateway; replicas share holds and spend through a store of their own
+// (redisstate), with the budgets in force, their limits and the gateway's
+// own figures still taken from a Mem (shared.go). Package admission puts
+// a request's reservation and its fair-share admission behind one call.
 package budgets
 
 import (

@@ -41,24 +41,6 @@ func floorUnits(gh float64) int64 {
 
 func gpuHours(u int64) float64 { return float64(u) / unitsPerGPUHour }
 
-// Ledger holds what admissions share: budget holds and spend, per-key
-// rate windows and in-flight counts. One call at admission (Reserve) and
-// one at the end (Settle) per request, so an implementation shared by
-// several gateways (Redis) does one round trip each. Mem is the one of a
-// single gateway.
-type Ledger interface {
-	// Reserve takes the request's place: its key's in-flight slot and
-	// rate-window share, and a hold of its maximum cost on each of
-	// r.Slots, lowering r.Output when a budget cannot pay for all of
-	// r.WantOutput. It returns a *Refusal, having taken nothing, when the
-	// request may not run.
-	Reserve(now time.Time, r *Request) error
-	// Settle gives back what Reserve took and charges the real cost
-	// (GPU-hours) and tokens. It must be called exactly once after a
-	// successful Reserve.
-	Settle(now time.Time, r *Request, cost float64, tokens int64)
-}
-
 // KeyLimits are a key's per-minute and concurrency limits; 0 = unlimited.
 type KeyLimits struct {
 	RPM, TPM, MaxInFlight int
@@ -106,11 +88,11 @@ type Request struct {
 	Output  int64
 	Lowered bool
 
-	// Ext is for a Ledger other than Mem (see Ext).
-	Ext Ext
+	// Sec is the rate-window second the request was counted in:
+	// Reserve sets it, Settle reconciles the request's tokens there.
+	Sec int64
 
 	held     int64 // units held on each slot
-	sec      int64 // the rate-window second of admission
 	inflight bool
 	window   bool
 }
@@ -294,7 +276,7 @@ func (w *window) add(sec, n int64) {
 	w.total += n
 }
 
-// Mem is the Ledger of one gateway: atomics per budget (one
+// Mem is the ledger of one gateway: atomics per budget (one
 // compare-and-swap per budget per admission), a mutex per key for its
 // rate windows, nothing global on the request path.
 type Mem struct {
@@ -415,7 +397,10 @@ func (s *Slot) recap() {
 	s.cap.Store(l)
 }
 
-// Reserve implements Ledger.
+// Reserve takes the request's place: its key's in-flight slot and
+// rate-window share, and a hold of its maximum cost on each of r.Slots,
+// lowering r.Output when a budget cannot pay for all of r.WantOutput. It
+// returns a *Refusal, having taken nothing, when the request may not run.
 func (m *Mem) Reserve(now time.Time, r *Request) error {
 	r.Output, r.Lowered, r.held, r.inflight, r.window = r.WantOutput, false, 0, false, false
 	if k := r.Key; k != nil {
@@ -469,7 +454,7 @@ func (m *Mem) window(now time.Time, r *Request, n int64) error {
 	sec = k.reqs.last // a clock gone back counts in the latest second
 	k.reqs.add(sec, 1)
 	k.toks.add(sec, r.Tokens)
-	r.sec, r.window = sec, true
+	r.Sec, r.window = sec, true
 	return nil
 }
 
@@ -537,8 +522,8 @@ func (m *Mem) undo(r *Request) {
 	if r.window {
 		k := r.Key
 		k.mu.Lock()
-		k.reqs.add(r.sec, -1)
-		k.toks.add(r.sec, -r.Tokens)
+		k.reqs.add(r.Sec, -1)
+		k.toks.add(r.Sec, -r.Tokens)
 		k.mu.Unlock()
 		r.window = false
 	}
@@ -548,12 +533,14 @@ func (m *Mem) undo(r *Request) {
 	}
 }
 
-// Settle implements Ledger.
+// Settle gives back what Reserve took and charges the real cost
+// (GPU-hours) and tokens. It must be called exactly once after a
+// successful Reserve.
 func (m *Mem) Settle(now time.Time, r *Request, cost float64, tokens int64) {
 	if r.window {
 		k := r.Key
 		k.mu.Lock()
-		k.toks.add(r.sec, tokens-r.Tokens) // reconcile; a second gone from the window stays gone
+		k.toks.add(r.Sec, tokens-r.Tokens) // reconcile; a second gone from the window stays gone
 		k.mu.Unlock()
 		r.window = false
 	}

@@ -2,13 +2,13 @@ package budgets
 
 import "time"
 
-// What a Ledger other than Mem needs: one shared by several gateways
-// (redisstate.Ledger) keeps the holds and spend in a store of its own,
-// but takes the budgets in force, their limits and the spend the store
-// reported from this package, and records on the Request what Settle
-// must give back. Nothing here is used on Mem's path.
+// What a ledger other than Mem needs: one shared by several gateways
+// (redisstate) keeps the holds and spend in a store of its own, but takes
+// the budgets in force, their limits and the spend the store reported
+// from a Mem, and records on the Request what it held (SetHeld). Nothing
+// here is used on Mem's path.
 
-// UnitsPerGPUHour is the resolution of holds and spend: a Ledger counts
+// UnitsPerGPUHour is the resolution of holds and spend: a ledger counts
 // in units of 1/UnitsPerGPUHour GPU-hour, rounding costs up (Units).
 const UnitsPerGPUHour = unitsPerGPUHour
 
@@ -34,14 +34,7 @@ func (s *Slot) Period() (start, end time.Time) {
 	return s.start, s.period.End(s.start)
 }
 
-// Ext is what a Ledger other than Mem took at Reserve, kept on the
-// Request for its Settle. Mem neither reads nor writes it.
-type Ext struct {
-	Sec int64 // the rate-window second of admission
-	Via uint8 // the ledger's own mark (which path reserved)
-}
-
-// SetHeld records the units another Ledger held on each of r.Slots (what
+// SetHeld records the units another ledger held on each of r.Slots (what
 // Held reports).
 func (r *Request) SetHeld(u int64) { r.held = u }
 
@@ -49,7 +42,7 @@ func (r *Request) SetHeld(u int64) { r.held = u }
 func (r *Request) HeldUnits() int64 { return r.held }
 
 // Charge counts cost GPU-hours on each of r.Slots as this gateway's
-// charge, as Settle does but with nothing held here: another Ledger held
+// charge, as Settle does but with nothing held here: another ledger held
 // and charged the request in its own store, and the slots keep this
 // gateway's figures (listings, the floor of Spent, soft-limit alerts).
 func (m *Mem) Charge(now time.Time, r *Request, cost float64) {
@@ -64,21 +57,3 @@ func (m *Mem) Charge(now time.Time, r *Request, cost float64) {
 
 // KeyID returns the ID the key state was made for (Mem.Key).
 func (k *KeyState) KeyID() string { return k.id }
-
-// LocalSetter is implemented by a Ledger that keeps the figures of, and
-// falls back to, the gateway's own Mem: the gateway hands it its Mem.
-type LocalSetter interface {
-	SetLocal(m *Mem)
-}
-
-// Ride is one request's Reserve and Settle on Ledger made by another
-// shared component in its own step: redisstate's fair-share counters run
-// them in their admission and release scripts, so that a request costs
-// one Redis round trip at admission and one at its end, not two. Req is
-// filled as for Reserve (which runs at Req.Start); Tokens is set before
-// the end, to what the request used.
-type Ride struct {
-	Ledger Ledger
-	Req    *Request
-	Tokens int64
-}

@@ -178,24 +178,6 @@ type Counters interface {
 	HalfLife() time.Duration
 }
 
-// RidingCounters are Counters that do more in the same atomic step as an
-// admission: check the chain's caps (Chain.Caps) and do a rider's work,
-// which may refuse the request; and the rider's end with the release. A
-// shared implementation (Redis) does each in one round trip, so that a
-// gateway's admission and its budget reservation (the rider, opaque
-// here) cost one, not two.
-type RidingCounters interface {
-	Counters
-	// AdmitRiding checks c's caps, does rider's admission and counts the
-	// request, all or nothing: capped ≥ 0 is the index in c of an
-	// account the request would take over its cap, and err the rider's
-	// refusal; in both cases nothing is counted and the rider holds
-	// nothing. A nil rider is none.
-	AdmitRiding(c *Chain, rider any) (p Placement, capped int, err error)
-	// ReleaseRiding is Release, with the rider's end done with it.
-	ReleaseRiding(c *Chain, p Placement, gpuHours float64, now time.Time, rider any)
-}
-
 // PathKey is the key an account's counters are bound under: its path from
 // the organisation down, joined by NUL ("" for the pool).
 func PathKey(path []string) string {

@@ -40,7 +40,6 @@
 package fairshare
 
 import (
-	"errors"
 	"math"
 	"strings"
 	"sync"
@@ -441,68 +440,77 @@ func below(n, anc *pnode) bool {
 var noChain Chain
 
 // Admit decides the priority of a request of class 0 (interactive) or 1
-// (batch) and counts it in flight (and as within where it is placed). Pass
-// the ticket to Done when the request ends. It does not allocate.
+// (batch) and counts it in flight (and as within where it is placed) in
+// the pool's counters, checking the chain's caps (AdmitCapped). Pass the
+// ticket to Done when the request ends. It does not allocate.
+//
+// A gateway admits through its shared state instead (package admission):
+// Locate, then the counters' admission with the other steps' in one call,
+// then Seat.Priority.
 func (p *Pool) Admit(path Path, class int) Ticket {
-	st := p.st.Load()
-	leaf, c := st.tree.chainOf(path)
-	if rc, ok := p.ctr.(RidingCounters); ok {
-		// the caps in the same step as the count
-		t, _ := p.admitRiding(st, leaf, c, rc, nil, class)
-		return t
+	s := p.Locate(path)
+	pl, capped := AdmitCapped(p.ctr, s.Chain)
+	if capped >= 0 {
+		return Ticket{Capped: s.Account(capped)}
 	}
-	pl := p.ctr.Admit(c)
-	if c.Capped {
-		// GrpTRES: counted in first, so that two requests racing for an
-		// account's last place cannot both pass; the one over gives its
-		// place back at once.
-		for i, n := range leaf.anc {
-			if n.cap < 0 {
-				continue
-			}
-			if in, _ := p.ctr.Counts(c.Slots[i]); in > n.cap {
-				p.ctr.Release(c, pl, 0, time.Time{})
-				return Ticket{Capped: n.name}
-			}
+	return Ticket{Priority: s.Priority(pl, class), chain: s.Chain, place: pl, admitted: true}
+}
+
+// AdmitCapped counts one request of chain c in ctr (Counters.Admit) and
+// checks the caps of c's accounts (Chain.Caps, Slurm's GrpTRES): capped ≥ 0
+// is the index in c of an account the request would take over its cap,
+// and then nothing is counted. Counted in first, so that two requests
+// racing for an account's last place cannot both pass; the one over gives
+// its place back at once. It does not allocate with MemCounters.
+func AdmitCapped(ctr Counters, c *Chain) (p Placement, capped int) {
+	p = ctr.Admit(c)
+	if !c.Capped {
+		return p, -1
+	}
+	for i := 0; i < c.N && i < len(c.Caps); i++ {
+		if c.Caps[i] < 0 {
+			continue
+		}
+		if in, _ := ctr.Counts(c.Slots[i]); in > c.Caps[i] {
+			ctr.Release(c, p, 0, time.Time{})
+			return Placement{}, i
 		}
 	}
-	return Ticket{Priority: st.priority(leaf, pl, clampClass(class)), chain: c, place: pl, admitted: true}
+	return p, -1
 }
 
-// Rides reports whether the pool's counters take riders
-// (RidingCounters): AdmitRiding and DoneRiding then do a rider's work in
-// the same step as the counts.
-func (p *Pool) Rides() bool {
-	_, ok := p.ctr.(RidingCounters)
-	return ok
+// Seat is where a request counts in a pool: its chain of accounts in the
+// tree in force when it was located, which also ranks it. It is a value
+// of a few words; Locate does not allocate.
+type Seat struct {
+	// Chain is the request's accounts (organisation first) for the
+	// counters; never nil (empty for an organisation not in the tree).
+	Chain *Chain
+	st    *state
+	leaf  *pnode
 }
 
-// errNoRiding is AdmitRiding's error on counters that take no rider.
-var errNoRiding = errors.New("fairshare: the pool's counters take no rider")
-
-// AdmitRiding is Admit with rider's admission (a budget reservation, say)
-// done by the counters in the same atomic step (Rides must be true). When
-// the rider refuses, its error is returned and nothing is counted. Pass
-// the ticket and the rider to DoneRiding when the request ends.
-func (p *Pool) AdmitRiding(path Path, class int, rider any) (Ticket, error) {
-	rc, ok := p.ctr.(RidingCounters)
-	if !ok {
-		return Ticket{}, errNoRiding
-	}
+// Locate finds where a request of path counts (see Path) in the tree in
+// force.
+func (p *Pool) Locate(path Path) Seat {
 	st := p.st.Load()
 	leaf, c := st.tree.chainOf(path)
-	return p.admitRiding(st, leaf, c, rc, rider, class)
+	return Seat{Chain: c, st: st, leaf: leaf}
 }
 
-func (p *Pool) admitRiding(st *state, leaf *pnode, c *Chain, rc RidingCounters, rider any, class int) (Ticket, error) {
-	pl, capped, err := rc.AdmitRiding(c, rider)
-	switch {
-	case err != nil:
-		return Ticket{}, err
-	case capped >= 0: // an index into c: leaf is not nil
-		return Ticket{Capped: leaf.anc[capped].name}, nil
+// Priority is the priority of a request of class 0 (interactive) or 1
+// (batch) seated at s and placed at pl by the counters.
+func (s Seat) Priority(pl Placement, class int) int {
+	return s.st.priority(s.leaf, pl, clampClass(class))
+}
+
+// Account is the name of account i of s.Chain (an index AdmitCapped or a
+// shared admission reports for a cap).
+func (s Seat) Account(i int) string {
+	if s.leaf == nil || i < 0 || i >= len(s.leaf.anc) {
+		return ""
 	}
-	return Ticket{Priority: st.priority(leaf, pl, clampClass(class)), chain: c, place: pl, admitted: true}, nil
+	return s.leaf.anc[i].name
 }
 
 // chainOf returns the leaf of path and its chain (noChain, and a nil leaf,
@@ -550,19 +558,6 @@ func (st *state) priority(leaf *pnode, pl Placement, class int) int {
 // pool, decayed to now. A zero Ticket is ignored. It does not allocate.
 func (p *Pool) Done(t Ticket, gpuHours float64, now time.Time) {
 	if !t.admitted {
-		return
-	}
-	p.ctr.Release(t.chain, t.place, gpuHours, now)
-}
-
-// DoneRiding is Done for a ticket of AdmitRiding, with the rider's end
-// done in the same step (a zero Ticket: nothing, the rider held nothing).
-func (p *Pool) DoneRiding(t Ticket, gpuHours float64, now time.Time, rider any) {
-	if !t.admitted {
-		return
-	}
-	if rc, ok := p.ctr.(RidingCounters); ok {
-		rc.ReleaseRiding(t.chain, t.place, gpuHours, now, rider)
 		return
 	}
 	p.ctr.Release(t.chain, t.place, gpuHours, now)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/admission"
 	"github.com/go-llmflow/llmflow/fairshare"
 )
 
@@ -20,6 +21,10 @@ import (
 //
 // Adding a step (a budget hold, a rate limit) is one more entry in
 // admissionSteps with its own admit and release; no other step changes.
+// What the steps take in the state shared with other replicas is one
+// admission (admission.Shared): the steps before it fill in their part of
+// x.adm (the budget step its budget request), the shared step admits it
+// all or nothing and releases it.
 type step struct {
 	name    string
 	admit   func(ctx context.Context, x *exchange) error
@@ -40,11 +45,15 @@ func (g *Gateway) admissionSteps() []step {
 			byCode: map[string]string{llmflow.ETOOLARGE: reasonTooLarge}},
 		{name: "model", admit: g.admitModel, reason: reasonModel},
 		{name: "tags", admit: g.admitTags, reason: reasonBadTags},
-		// budgets and per-key limits: one ledger call (budgets.Ledger)
-		{name: "budget", admit: g.admitBudget, release: g.releaseBudget, reason: reasonBudget,
+		// budgets and per-key limits: the request's budget request, taken
+		// by the shared step
+		{name: "budget", admit: g.admitBudget, reason: reasonBudget,
 			byCode: map[string]string{llmflow.EINVALID: reasonBadRequest}}, // an output limit that cannot bound the engine
 		{name: "queue", admit: g.admitQueue, release: g.releaseQueue, reason: reasonQueue},
-		{name: "fair_share", admit: g.admitFairShare, release: g.releaseFairShare, reason: reasonQueue, byCode: grpTRESByCode},
+		// the fair share and the budget request: one admission of the
+		// pool's shared state (a budget's or key limit's refusal has its
+		// own reason, budgetRefusal)
+		{name: "shared", admit: g.admitShared, release: g.releaseShared, reason: reasonQueue, byCode: grpTRESByCode},
 	}
 }
 
@@ -205,52 +214,45 @@ func (g *Gateway) releaseQueue(x *exchange) {
 	}
 }
 
-// admitFairShare takes the request's fair-share priority (and its place
-// within or over the reservations). The request counts at its key's
-// owner's user association in the key's account (project, else team) when
-// the tree has one, else at the account itself.
-func (g *Gateway) admitFairShare(_ context.Context, x *exchange) error {
-	path := fairshare.Path{Org: x.org, Team: x.key.Team, Project: x.key.Project, User: x.key.Owner}
-	if x.bud.riding {
-		// the budget step's reservation, in the same call (one round trip)
-		t, err := x.rt.pool.fs.AdmitRiding(path, x.rt.class, &x.bud.ride)
-		if err != nil {
-			x.bud.riding = false
-			return g.budgetRefused(err)
-		}
-		x.ticket = t
-		if t.Capped == "" {
-			g.budgetReserved(x)
-		} else {
-			x.bud.riding = false
-		}
-	} else {
-		x.ticket = x.rt.pool.fs.Admit(path, x.rt.class)
-	}
-	if x.ticket.Capped != "" {
+// admitShared takes the request's place in the state its pool's
+// admissions share, in one call (admission.Shared): its fair-share place
+// (and priority) and the budget request the budget step made, all or
+// nothing. The request counts at its key's owner's user association in the
+// key's account (project, else team) when the tree has one, else at the
+// account itself.
+func (g *Gateway) admitShared(ctx context.Context, x *exchange) error {
+	pl := x.rt.pool
+	seat := pl.fs.Locate(fairshare.Path{Org: x.org, Team: x.key.Team, Project: x.key.Project, User: x.key.Owner})
+	x.adm.Chain = seat.Chain
+	switch err := pl.shared.Admit(ctx, &x.adm); {
+	case err == nil:
+	case errors.Is(err, admission.ErrCapped):
 		// Slurm's GrpTRES=gres/gpu=N on an account: its requests in flight
 		// in this pool are capped (fairshare.Node.GPULimit); nothing taken
 		e := llmflow.Errorf(llmflow.ERATELIMIT, "account %s has as many requests in flight in pool %s as its Slurm GPU limit (GrpTRES gres/gpu) allows; retry shortly",
-			quote(x.ticket.Capped), quote(x.rt.pool.name))
-		x.ticket = fairshare.Ticket{}
+			quote(seat.Account(x.adm.Capped)), quote(pl.name))
 		return withRetryAfter(e, time.Second)
+	default:
+		return g.budgetRefused(err) // a budget or key limit: nothing taken
+	}
+	x.admitted = true
+	x.priority = seat.Priority(x.adm.Placement, x.rt.class)
+	if x.adm.Budget != nil {
+		g.budgetReserved(x)
 	}
 	return nil
 }
 
-// releaseFairShare gives the place back and charges the request's cost,
-// known by then (finish computes it first).
-func (g *Gateway) releaseFairShare(x *exchange) {
-	if x.bud.riding && x.bud.reserved {
-		// settled in the same call (one round trip); releaseBudget then
-		// has nothing left to do
-		x.bud.ride.Tokens = x.rec.PromptTokens + x.rec.CompletionTokens
-		x.rt.pool.fs.DoneRiding(x.ticket, x.rec.GPUHours, g.endTime(x), &x.bud.ride)
-		x.bud.reserved, x.bud.riding = false, false
-	} else {
-		x.rt.pool.fs.Done(x.ticket, x.rec.GPUHours, x.end)
+// releaseShared gives the request's place back, charges its cost (known
+// by then: finish computes it first) to its fair-share usage and its
+// budgets, and its tokens to its key's window.
+func (g *Gateway) releaseShared(x *exchange) {
+	if !x.admitted {
+		return
 	}
-	x.ticket = fairshare.Ticket{}
+	x.admitted, x.bud.reserved = false, false
+	x.rt.pool.shared.Release(context.Background(), &x.adm, admission.End{At: g.endTime(x), GPUHours: x.rec.GPUHours,
+		Tokens: x.rec.PromptTokens + x.rec.CompletionTokens})
 }
 
 // readBody reads the whole body, refusing more than limit bytes.

@@ -10,38 +10,57 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/admission"
+	"github.com/go-llmflow/llmflow/budgets"
 	"github.com/go-llmflow/llmflow/fairshare"
 )
 
-// countingCounters are in-memory counters that count what the gateway
-// admits and releases through the Counters interface.
-type countingCounters struct {
-	*fairshare.MemCounters
+// countingShared is a hand-written admission.Shared: it counts what the
+// gateway admits and releases, and keeps the state in memory
+// (admission.Mem) so the requests really run.
+type countingShared struct {
+	mem              admission.Shared
 	admits, releases atomic.Int64
+	refuse           atomic.Bool // refuse every admission as a budget would, taking nothing
 }
 
-func (c *countingCounters) Admit(ch *fairshare.Chain) fairshare.Placement {
+func (c *countingShared) Admit(ctx context.Context, a *admission.Admission) error {
+	if c.refuse.Load() {
+		return &budgets.Refusal{Reason: "budget", Message: "no budget left (test)"}
+	}
+	if err := c.mem.Admit(ctx, a); err != nil {
+		return err
+	}
 	c.admits.Add(1)
-	return c.MemCounters.Admit(ch)
+	return nil
 }
 
-func (c *countingCounters) Release(ch *fairshare.Chain, p fairshare.Placement, g float64, now time.Time) {
+func (c *countingShared) Release(ctx context.Context, a *admission.Admission, e admission.End) {
 	c.releases.Add(1)
-	c.MemCounters.Release(ch, p, g, now)
+	c.mem.Release(ctx, a, e)
 }
 
-// counterSource hands out countingCounters per pool.
-type counterSource struct {
+// countingSource hands out a countingShared per pool.
+type countingSource struct {
+	*admission.MemSource
 	mu    sync.Mutex
-	pools map[string]*countingCounters
+	pools map[string]*countingShared
+	ctrs  map[string]fairshare.Counters
 }
 
-func (s *counterSource) PoolCounters(pool string, hl time.Duration) fairshare.Counters {
+func newCountingSource() *countingSource {
+	return &countingSource{MemSource: admission.NewMemSource(), pools: map[string]*countingShared{}, ctrs: map[string]fairshare.Counters{}}
+}
+
+func (s *countingSource) Pool(name string, hl time.Duration, ledger *budgets.Mem) admission.Pool {
+	p := s.MemSource.Pool(name, hl, ledger)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := &countingCounters{MemCounters: fairshare.NewMemCounters(hl)}
-	s.pools[pool] = c
-	return c
+	c := &countingShared{mem: p.Shared}
+	s.pools[name], s.ctrs[name] = c, p.Counters
+	p.Shared = c
+	return p
 }
 
 // TestAdmissionReleasesEverything sends requests that end every way an
@@ -68,11 +87,11 @@ func TestAdmissionReleasesEverything(t *testing.T) {
 			io.WriteString(w, `{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}`)
 		}
 	})
-	src := &counterSource{pools: map[string]*countingCounters{}}
-	e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) { o.Counters = src })
+	src := newCountingSource()
+	e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) { o.Admissions = src })
 	ctr := src.pools["p"]
 	if ctr == nil {
-		t.Fatal("the gateway did not take its counters from Options.Counters")
+		t.Fatal("the gateway did not take its shared state from Options.Admissions")
 	}
 	post := func(body string, hdr ...string) int {
 		t.Helper()
@@ -130,7 +149,63 @@ func TestAdmissionReleasesEverything(t *testing.T) {
 	if a, r := ctr.admits.Load(), ctr.releases.Load(); a != 6 || r != a {
 		t.Errorf("admitted %d, released %d; want 6 and 6", a, r)
 	}
-	if in, b := ctr.PoolCounts(); in != 0 || b != 0 {
+	if in, b := src.ctrs["p"].PoolCounts(); in != 0 || b != 0 {
 		t.Errorf("in flight %d, borrowing %d after every request ended", in, b)
+	}
+}
+
+// TestAdmissionStepAdded: a step added after the shared admission (here
+// one that refuses every request) is one more entry in the list: no other
+// step changes, and what the shared step took is given back when the new
+// step refuses, through the shared state's own Release.
+func TestAdmissionStepAdded(t *testing.T) {
+	up := newRecordingUpstream(t, nil)
+	src := newCountingSource()
+	e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) { o.Admissions = src })
+	var seen atomic.Int64
+	e.gw.steps = append(e.gw.steps, step{name: "test", reason: "test", admit: func(_ context.Context, x *exchange) error {
+		seen.Add(1)
+		if !x.admitted || x.adm.Chain == nil {
+			t.Error("the step after the shared admission runs before it")
+		}
+		return llmflow.Errorf(llmflow.EUNAVAILABLE, "refused by the added step")
+	}})
+	resp := e.post(t, "/v1/chat/completions", `{"model":"m","messages":[]}`)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || seen.Load() != 1 {
+		t.Fatalf("status %d, step ran %d times; want 503 from the added step", resp.StatusCode, seen.Load())
+	}
+	ctr := src.pools["p"]
+	if a, r := ctr.admits.Load(), ctr.releases.Load(); a != 1 || r != 1 {
+		t.Fatalf("shared: admitted %d, released %d; want 1 and 1", a, r)
+	}
+	if in, _ := src.ctrs["p"].PoolCounts(); in != 0 {
+		t.Fatalf("%d left in flight", in)
+	}
+	if n := metricValue(e.metricsText(t), `llmflow_denied_total{reason="test"}`); n != 1 {
+		t.Fatalf("llmflow_denied_total{reason=\"test\"} = %v, want 1", n)
+	}
+}
+
+// TestAdmissionSharedRefusal: a refusal of the shared state (a budget, as
+// Redis or Mem answer) is the budget's 429, counted by its own reason, and
+// nothing is released that was not taken.
+func TestAdmissionSharedRefusal(t *testing.T) {
+	up := newRecordingUpstream(t, nil)
+	src := newCountingSource()
+	e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) { o.Admissions = src })
+	src.pools["p"].refuse.Store(true)
+	resp := e.post(t, "/v1/chat/completions", `{"model":"m","messages":[]}`)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("status %d, want 429", resp.StatusCode)
+	}
+	if r := src.pools["p"].releases.Load(); r != 0 {
+		t.Fatalf("%d releases of a refused admission", r)
+	}
+	if n := metricValue(e.metricsText(t), `llmflow_denied_total{reason="budget"}`); n != 1 {
+		t.Fatalf("llmflow_denied_total{reason=\"budget\"} = %v, want 1", n)
 	}
 }

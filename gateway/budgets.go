@@ -58,13 +58,12 @@ const staleAfter = 3
 // budgetState is the gateway's side of budgets and per-key limits: the
 // ledger, the refresh from the store, and the fail-closed state.
 type budgetState struct {
-	store  BudgetStore
-	slurm  func() []budgets.Budget
+	store BudgetStore
+	slurm func() []budgets.Budget
+	// mem is the gateway's ledger: the budgets in force, the keys'
+	// states and this gateway's figures. Requests reserve through their
+	// pool's shared admission (admission.Source), which composes it.
 	mem    *budgets.Mem
-	ledger budgets.Ledger
-	// shared: the ledger is Options.Ledger (Redis), which a pool's
-	// counters that take riders reserve in their own admission call
-	shared bool
 	alerts AlertSink
 	tags   map[string]bool // allowed header tags
 	header string          // the allow-listed tag header; "" = none
@@ -97,13 +96,6 @@ func newBudgetState(o Options, cfg *config.Config, reg prometheus.Registerer) *b
 	b := &budgetState{store: o.Budgets, slurm: o.SlurmBudgets, alerts: o.Alerts, header: cfg.Tags.Header,
 		every: cmp.Or(cfg.Store.BudgetRefresh, config.DefaultBudgetRefresh)}
 	b.mem = budgets.NewMem(cfg.Limits.MaxRequestDuration)
-	b.ledger = b.mem
-	if o.Ledger != nil {
-		b.ledger, b.shared = o.Ledger, true
-		if l, ok := o.Ledger.(budgets.LocalSetter); ok {
-			l.SetLocal(b.mem)
-		}
-	}
 	if len(cfg.Tags.Allowed) > 0 {
 		b.tags = make(map[string]bool, len(cfg.Tags.Allowed))
 		for _, t := range cfg.Tags.Allowed {
@@ -277,15 +269,11 @@ type keyChain struct {
 
 // budgetReq is an exchange's part of budgets and limits.
 type budgetReq struct {
-	req      budgets.Request
-	slots    [12]*budgets.Slot // backing array of req.Slots
+	req   budgets.Request
+	slots [12]*budgets.Slot // backing array of req.Slots
+	// reserved: the shared admission holds req (admitShared)
 	reserved bool
-	// riding: the reservation goes with the fair-share admission, in
-	// one call of the pool's counters (budgetState.shared): ride is its
-	// rider, reserved once that admission took it.
-	riding bool
-	ride   budgets.Ride
-	tags   []string // the request's tags: the key's and the header's; nil = the key's
+	tags     []string // the request's tags: the key's and the header's; nil = the key's
 }
 
 // requestTags returns x's tags: the key's, and those of the allow-listed
@@ -362,12 +350,17 @@ var errBudgetStale = &budgetRefusal{reason: reasonStale, err: &llmflow.Error{Cod
 var errBudgetLoading = &budgetRefusal{reason: reasonStale, err: &llmflow.Error{Code: llmflow.EUNAVAILABLE,
 	Message: "budgets are not loaded yet (fail closed); retry later"}}
 
-// admitBudget is the budgets and limits step: one Reserve on the ledger
-// holds the request's maximum cost on every budget it falls under
-// (lowering its output limit when a budget cannot pay for all of it) and
-// takes its key's in-flight slot and rate-window share.
+// admitBudget is the budgets and limits step: it refuses while the
+// budgets cannot be read (fail closed) and makes the request's budget
+// request (x.adm.Budget; nil when neither a budget nor a key limit
+// applies): its maximum cost on every budget it falls under and its key's
+// limits. The shared step reserves it with the request's fair-share
+// place, in one call: a hold of that cost on every budget (lowering the
+// output limit when a budget cannot pay for all of it), the key's
+// in-flight slot and rate-window share.
 func (g *Gateway) admitBudget(_ context.Context, x *exchange) error {
 	b := g.bud
+	x.adm.Budget = nil
 	if b.enabled() && g.cfg.Store.FailClosed {
 		if b.stale.Load() {
 			b.refused.WithLabelValues(reasonStale).Inc()
@@ -415,20 +408,12 @@ func (g *Gateway) admitBudget(_ context.Context, x *exchange) error {
 		r.WantOutput = rt.maxOutput
 	}
 	r.Tokens = int64(rq.promptBytes+3) / 4
-	if b.shared && x.rt.pool.fs.Rides() {
-		// one round trip: the fair-share step reserves (admitFairShare)
-		x.bud.riding, x.bud.ride = true, budgets.Ride{Ledger: b.ledger, Req: r}
-		return nil
-	}
-	if err := b.ledger.Reserve(x.start, r); err != nil {
-		return g.budgetRefused(err)
-	}
-	g.budgetReserved(x)
+	x.adm.Budget = r
 	return nil
 }
 
-// budgetReserved records a reservation the ledger made for x and bounds
-// x's output by what was held.
+// budgetReserved records the reservation the shared admission made for x
+// and bounds x's output by what was held.
 func (g *Gateway) budgetReserved(x *exchange) {
 	x.bud.reserved = true
 	r, rq := &x.bud.req, x.rq
@@ -446,7 +431,8 @@ func (g *Gateway) budgetReserved(x *exchange) {
 // gives none (OpenAI's and vLLM's default).
 const legacyDefaultMaxTokens = 16
 
-// budgetRefused maps a ledger refusal to the client's 429.
+// budgetRefused maps a ledger refusal (a *budgets.Refusal) to the
+// client's 429.
 func (g *Gateway) budgetRefused(err error) error {
 	rf, ok := err.(*budgets.Refusal)
 	if !ok {
@@ -461,18 +447,6 @@ func (g *Gateway) budgetRefused(err error) error {
 		return e
 	}
 	return withRetryAfter(e, rf.RetryAfter)
-}
-
-// releaseBudget settles the request: its hold becomes its real cost
-// (finish computed it; zero when it never reached an engine), its tokens
-// count in the key's TPM window, and its in-flight slot is given back.
-func (g *Gateway) releaseBudget(x *exchange) {
-	x.bud.riding = false
-	if !x.bud.reserved {
-		return // or settled with the fair-share release (riding)
-	}
-	x.bud.reserved = false
-	g.bud.ledger.Settle(g.endTime(x), &x.bud.req, x.rec.GPUHours, x.rec.PromptTokens+x.rec.CompletionTokens)
 }
 
 // endTime is when x's settlement counts: the end finish set, else (a later

@@ -22,7 +22,6 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/budgets"
-	"github.com/go-llmflow/llmflow/fairshare"
 	"github.com/go-llmflow/llmflow/redisstate"
 	"github.com/go-llmflow/llmflow/store"
 	"github.com/go-llmflow/llmflow/vllmsim"
@@ -581,8 +580,10 @@ func TestBudgetAdminAndTags(t *testing.T) {
 	}
 }
 
-// TestBudgetStepAllocs: the budget and limit step allocates nothing once a
-// key's chain is cached (budgets on every scope, limits on the key).
+// TestBudgetStepAllocs: the budget and limit step, and the shared
+// admission that reserves its request with the fair share (in memory),
+// allocate nothing once a key's chain is cached (budgets on every scope,
+// limits on the key).
 func TestBudgetStepAllocs(t *testing.T) {
 	up := newRecordingUpstream(t, nil)
 	e, db := budgetEnv(t, []string{up.srv.URL}, "")
@@ -609,8 +610,11 @@ func TestBudgetStepAllocs(t *testing.T) {
 		if err := e.gw.admitBudget(t.Context(), x); err != nil {
 			t.Fatal(err)
 		}
+		if err := e.gw.admitShared(t.Context(), x); err != nil {
+			t.Fatal(err)
+		}
 		x.rec.GPUHours = 1e-6
-		e.gw.releaseBudget(x)
+		e.gw.releaseShared(x)
 	}
 	step()
 	if len(x.bud.req.Slots) != 4 {
@@ -671,9 +675,9 @@ func TestSoftLimitCrossedOnce(t *testing.T) {
 func TestBudgetOutputLimitUpstream(t *testing.T) { testBudgetOutputLimitUpstream(t) }
 
 // TestBudgetOutputLimitUpstreamRedis is the same with the ledger and the
-// fair-share counters in Redis, where the reservation rides in the
-// counters' admission (one round trip): the same limits, headers and
-// refusals.
+// fair-share counters in Redis (redisstate.Shared), where the reservation
+// is taken with the fair-share admission (one round trip): the same
+// limits, headers and refusals.
 func TestBudgetOutputLimitUpstreamRedis(t *testing.T) {
 	e := testBudgetOutputLimitUpstream(t, sharedRedis(t))
 	// what is left pays for nothing more: a budget refusal, counted as one
@@ -700,31 +704,16 @@ func sharedRedis(t *testing.T) func(*Options) {
 		t.Fatalf("Redis at 127.0.0.1:6379: %v (LLMFLOW_SKIP_REDIS=1 skips)", err)
 	}
 	prefix := fmt.Sprintf("llmflow-gwtest:%d:", time.Now().UnixNano())
-	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() {
-		cancel()
 		keys, _ := rdb.Keys(context.Background(), prefix+"*").Result()
 		if len(keys) > 0 {
 			rdb.Del(context.Background(), keys...)
 		}
 		rdb.Close()
 	})
-	return func(o *Options) {
-		o.Ledger = redisstate.NewLedger(rdb, redisstate.LedgerOptions{Prefix: prefix + "ledger:"})
-		o.Counters = redisPools{rdb: rdb, prefix: prefix, ctx: ctx}
-	}
-}
-
-type redisPools struct {
-	rdb    *redis.Client
-	prefix string
-	ctx    context.Context
-}
-
-func (p redisPools) PoolCounters(pool string, halfLife time.Duration) fairshare.Counters {
-	c := redisstate.New(p.rdb, pool, halfLife, redisstate.Options{Prefix: p.prefix + "counters:"})
-	go c.Run(p.ctx)
-	return c
+	sh := redisstate.NewShared(rdb, redisstate.SharedOptions{Prefix: prefix})
+	t.Cleanup(sh.Close) // before the client closes (cleanups run last first)
+	return func(o *Options) { o.Admissions = sh }
 }
 
 func testBudgetOutputLimitUpstream(t *testing.T, mod ...func(*Options)) *testEnv {
@@ -780,9 +769,11 @@ func testBudgetOutputLimitUpstream(t *testing.T, mod ...func(*Options)) *testEnv
 	return e
 }
 
-// BenchmarkBudgetStep is the budget step's own cost per request (admit and
-// release) with budgets on every scope and limits on the key, and its
-// parallel contention on one key and its budgets.
+// BenchmarkBudgetStep is the budget step's own cost per request with
+// budgets on every scope and limits on the key, and its parallel
+// contention on one key and its budgets: the budget request, and its
+// reservation and settlement with the fair share in the shared admission
+// (in memory).
 //
 //	go test -run '^$' -bench BudgetStep ./gateway
 func BenchmarkBudgetStep(b *testing.B) {
@@ -810,8 +801,11 @@ func BenchmarkBudgetStep(b *testing.B) {
 			if err := e.gw.admitBudget(b.Context(), x); err != nil {
 				b.Fatal(err)
 			}
+			if err := e.gw.admitShared(b.Context(), x); err != nil {
+				b.Fatal(err)
+			}
 			x.rec.GPUHours = 1e-9
-			e.gw.releaseBudget(x)
+			e.gw.releaseShared(x)
 		}
 	})
 	b.Run("parallel", func(b *testing.B) {
@@ -822,8 +816,11 @@ func BenchmarkBudgetStep(b *testing.B) {
 				if err := e.gw.admitBudget(b.Context(), x); err != nil {
 					b.Fatal(err)
 				}
+				if err := e.gw.admitShared(b.Context(), x); err != nil {
+					b.Fatal(err)
+				}
 				x.rec.GPUHours = 1e-9
-				e.gw.releaseBudget(x)
+				e.gw.releaseShared(x)
 			}
 		})
 	})

@@ -30,6 +30,7 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/accounting"
+	"github.com/go-llmflow/llmflow/admission"
 	"github.com/go-llmflow/llmflow/budgets"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/engine"
@@ -99,10 +100,15 @@ type Options struct {
 	// Version is reported by /healthz and in the upstream User-Agent;
 	// "" = "dev".
 	Version string
-	// Counters gives each pool its fair-share counters (in flight, within
-	// share, usage); nil = in this process (fairshare.NewMemCounters).
-	// Several replicas share theirs through it.
-	Counters CounterSource
+	// Admissions gives each pool the state its admissions share (its
+	// fair-share counters and, with the gateway's budget ledger, one
+	// admit and one release per request: admission.Shared) and reports
+	// on it in /healthz's "shared" block (a fallback makes it
+	// "degraded"). It outlives the gateway: a reload keeps the counts
+	// and the usage. Several replicas share theirs through it
+	// (redisstate.Shared); nil = in this process, for this gateway alone
+	// (admission.NewMemSource).
+	Admissions admission.Source
 	// Admin keeps users, admin tokens, roles, team model lists, accounts
 	// changed through the admin API and the audit trail; nil = only the
 	// master key administers (admin_*.go).
@@ -112,12 +118,9 @@ type Options struct {
 	// configuration reloads), so Close does not close it; its OnWrite
 	// should call AccountingWritten. Records is then not used.
 	Recorder *accounting.Queue
-	// KeepUsage skips loading the saved fair-share usage: the Counters
+	// KeepUsage skips loading the saved fair-share usage: Admissions
 	// already hold it (a reload sharing them).
 	KeepUsage bool
-	// Shared, when set, reports on the state shared with other replicas
-	// (Redis) in /healthz: a fallback makes it "degraded".
-	Shared SharedState
 
 	// Budgets keeps the budgets and their increases, and reads their
 	// spend; nil = no budgets (per-key limits still hold).
@@ -129,10 +132,6 @@ type Options struct {
 	// Alerts is told when a budget first reaches its soft limit in a
 	// period; nil = nobody.
 	Alerts AlertSink
-	// Ledger replaces the in-memory ledger of holds, rate windows and
-	// in-flight counts (several replicas share one); nil = in this
-	// process.
-	Ledger budgets.Ledger
 }
 
 // ClampCounter is a record writer that clamps impossible usage
@@ -140,13 +139,6 @@ type Options struct {
 // (Options.ClampCounter).
 type ClampCounter interface {
 	ClampedRecords() int64
-}
-
-// CounterSource gives a pool the counters its admissions share.
-type CounterSource interface {
-	// PoolCounters returns the counters of the named pool, whose usage
-	// decays with halfLife.
-	PoolCounters(pool string, halfLife time.Duration) fairshare.Counters
 }
 
 // Gateway serves the client and admin routes. Create it with New, start
@@ -158,7 +150,7 @@ type Gateway struct {
 	rec        *accounting.Queue
 	ownRec     bool // rec was made by New: Close closes it
 	usage      ShareUsageStore
-	shared     SharedState // nil: no state shared with replicas
+	admissions admission.Source
 	accts      atomic.Pointer[accountView]
 	syncs      SyncHistory
 	spend      SpendReader
@@ -219,7 +211,6 @@ func New(o Options) (*Gateway, error) {
 		keys:    o.Keys,
 		pinger:  o.Pinger,
 		usage:   o.ShareUsage,
-		shared:  o.Shared,
 		syncs:   o.SyncHistory,
 		spend:   o.Spend,
 		log:     cmp.Or(o.Log, slog.New(slog.DiscardHandler)),
@@ -231,6 +222,9 @@ func New(o Options) (*Gateway, error) {
 	}
 	if g.now == nil {
 		g.now = time.Now
+	}
+	if g.admissions = o.Admissions; g.admissions == nil {
+		g.admissions = admission.NewMemSource()
 	}
 	if g.reg == nil {
 		g.reg = prometheus.NewRegistry()
@@ -379,21 +373,15 @@ func newAuthenticator(o Options, lim config.Limits, m *metrics) *authenticator {
 func (g *Gateway) newPools(o Options, view *accountView) error {
 	for _, p := range g.cfg.Pools {
 		pl := &pool{name: p.Name, capacity: p.Capacity, engine: p.Engine, upstreamSeconds: g.m.upstream.WithLabelValues(p.Name)}
-		var ctr fairshare.Counters
-		if o.Counters != nil {
-			ctr = o.Counters.PoolCounters(p.Name, g.cfg.FairShare.HalfLife)
-		} else {
-			ctr = fairshare.NewMemCounters(g.cfg.FairShare.HalfLife)
-		}
-		pl.fs = fairshare.NewPoolGPUs(p.Capacity, p.GPUs, view.tree(), ctr, g.started)
+		st := g.admissions.Pool(p.Name, g.cfg.FairShare.HalfLife, g.bud.mem)
+		pl.fs = fairshare.NewPoolGPUs(p.Capacity, p.GPUs, view.tree(), st.Counters, g.started)
+		pl.shared = st.Shared
 		if p.Engine.Scheduling == engine.GatewayQueue {
 			fs := pl.fs
 			pl.queue = newQueue(p.Capacity, p.QueueSize, p.QueueTimeout, func(k queueKey) int {
 				return fs.Peek(fairshare.Path{Org: k.org, Team: k.team, Project: k.project, User: k.owner}, k.class)
 			})
-			if sc, ok := ctr.(capacityShare); ok { // replicas share the capacity
-				pl.queue.share = sc
-			}
+			pl.queue.share = st.Share // nil: the capacity is this gateway's alone
 			wait := g.m.queueWait.WithLabelValues(p.Name)
 			pl.queue.waitSeconds = func(d time.Duration) { wait.Observe(d.Seconds()) }
 		}
@@ -674,15 +662,15 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 		Upstreams int    `json:"upstreams"`
 	}
 	type details struct {
-		Status    string           `json:"status"`
-		Version   string           `json:"version"`
-		Store     string           `json:"store"`
-		Models    []modelHealth    `json:"models"`
-		Upstreams []upstreamHealth `json:"upstreams"`
-		Slurm     *syncHealth      `json:"slurm_sync,omitempty"`
-		Acct      *acctHealth      `json:"accounting,omitempty"`
-		Shared    *SharedHealth    `json:"shared,omitempty"`
-		Budgets   string           `json:"budgets"`
+		Status    string            `json:"status"`
+		Version   string            `json:"version"`
+		Store     string            `json:"store"`
+		Models    []modelHealth     `json:"models"`
+		Upstreams []upstreamHealth  `json:"upstreams"`
+		Slurm     *syncHealth       `json:"slurm_sync,omitempty"`
+		Acct      *acctHealth       `json:"accounting,omitempty"`
+		Shared    *admission.Health `json:"shared,omitempty"`
+		Budgets   string            `json:"budgets"`
 	}
 	body := details{Status: "ok", Version: g.version, Store: "ok", Slurm: g.sync.health()}
 	if body.Slurm != nil && body.Slurm.Outcome == "failed" {
@@ -732,9 +720,8 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 	if body.Acct = g.accountingHealth(&body.Status, &status); body.Acct != nil && body.Acct.Store == "failing" && body.Store == "ok" {
 		body.Store = "write_failing"
 	}
-	if g.shared != nil {
-		sh := g.shared.SharedHealth()
-		body.Shared = &sh
+	if sh := g.admissions.Health(); sh != nil {
+		body.Shared = sh
 		if sh.Status != "ok" && body.Status == "ok" {
 			body.Status = "degraded" // serving on this replica's slice
 		}

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/admission"
 	"github.com/go-llmflow/llmflow/engine"
-	"github.com/go-llmflow/llmflow/fairshare"
 	"github.com/go-llmflow/llmflow/internal/jsonscan"
 	"github.com/go-llmflow/llmflow/sse"
 )
@@ -35,23 +35,28 @@ const statusClientGone = 499
 
 // exchange is one client request on its way through the gateway.
 type exchange struct {
-	id     string
-	start  time.Time
-	end    time.Time // set by finish
-	r      *http.Request
-	ep     engine.Endpoint
-	taken  int // admission steps taken (Gateway.steps[:taken] to release)
-	key    *llmflow.Key
-	rt     *route
-	rq     *clientRequest
-	view   *accountView
-	org    string // the key's team's organisation in the tree served now
-	ticket fairshare.Ticket
-	queued bool // holds a slot of the pool's gateway-side queue
-	up     *upstream
-	sentUp time.Time // first upstream attempt
-	upDone time.Time // upstream answer read
-	first  time.Time // first byte to the client
+	id    string
+	start time.Time
+	end   time.Time // set by finish
+	r     *http.Request
+	ep    engine.Endpoint
+	taken int // admission steps taken (Gateway.steps[:taken] to release)
+	key   *llmflow.Key
+	rt    *route
+	rq    *clientRequest
+	view  *accountView
+	org   string // the key's team's organisation in the tree served now
+	// adm is the request's admission of its pool's shared state: the
+	// budget step's request and the shared step's place (admission.go);
+	// admitted while it holds them.
+	adm      admission.Admission
+	admitted bool
+	priority int  // the fair-share priority sent to the engine (or the queue's order)
+	queued   bool // holds a slot of the pool's gateway-side queue
+	up       *upstream
+	sentUp   time.Time // first upstream attempt
+	upDone   time.Time // upstream answer read
+	first    time.Time // first byte to the client
 	// cancelUp cancels the upstream request of a stream watched for
 	// idleness (limits.stream_idle_timeout); nil otherwise.
 	cancelUp context.CancelFunc
@@ -125,7 +130,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, x *exchang
 	rt, pl := x.rt, x.rt.pool
 	ub := upstreamBody{engine: &pl.engine, model: rt.upstreamModel, cacheSalt: x.view.salts[x.org], outputLimit: x.outputLimit}
 	if pl.engine.PriorityBody {
-		ub.priority, ub.withPrio = x.ticket.Priority, true
+		ub.priority, ub.withPrio = x.priority, true
 	}
 	body := x.rq.encode(ub)
 	if x.rq.stream && g.cfg.Limits.StreamIdleTimeout > 0 {
@@ -193,7 +198,7 @@ func (g *Gateway) roundTrip(ctx context.Context, x *exchange, body []byte) (*htt
 			h["Authorization"] = up.authHdr
 		}
 		if pl.engine.PriorityHeader != "" {
-			h[pl.engine.PriorityHeader] = priorityHeader(x.ticket.Priority)
+			h[pl.engine.PriorityHeader] = priorityHeader(x.priority)
 		}
 		req := newUpstreamRequest(ctx, up.urls[x.ep], h, body)
 		if x.sentUp.IsZero() {
@@ -639,7 +644,7 @@ func (g *Gateway) completeRecord(x *exchange, end time.Time) {
 	rec.Tags = x.requestTags()
 	rec.Stream = x.rq.stream
 	if x.rt.pool.engine.SendsPriority() || x.queued {
-		rec.Priority = x.ticket.Priority // sent to the engine, or the queue's order
+		rec.Priority = x.priority // sent to the engine, or the queue's order
 	}
 	rec.Latency = end.Sub(x.start)
 	if !x.first.IsZero() {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/admission"
 )
 
 // queueKey groups waiting requests that always have the same priority:
@@ -42,10 +43,10 @@ type waiter struct {
 // release, and by the waiters when it changes: a part that grows
 // dispatches them at once).
 type queue struct {
-	total    int           // the pool's capacity
-	share    capacityShare // nil: alone, capacity = total
-	capacity int           // this replica's part of total (mu)
-	settled  bool          // capacity is final, not 0 while joining (mu)
+	total    int                     // the pool's capacity
+	share    admission.CapacityShare // nil: alone, capacity = total
+	capacity int                     // this replica's part of total (mu)
+	settled  bool                    // capacity is final, not 0 while joining (mu)
 	maxWait  int
 	timeout  time.Duration
 	priority func(k queueKey) int // current priority of a leaf and class
@@ -58,15 +59,6 @@ type queue struct {
 
 	// waitSeconds observes how long granted requests waited; may be nil.
 	waitSeconds func(d time.Duration)
-}
-
-// capacityShare is implemented by pool counters shared between gateway
-// replicas (redisstate.Counters): this replica's part of a capacity among
-// the live replicas (the parts of all sum to it), whether that part is
-// settled (false: the replica is joining and holds 0 for now), and a
-// channel closed when it changes. Share only reads memory.
-type capacityShare interface {
-	Share(capacity int) (part int, settled bool, changed <-chan struct{})
 }
 
 func newQueue(capacity, maxWait int, timeout time.Duration, priority func(queueKey) int) *queue {

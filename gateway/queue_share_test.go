@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/admission"
+	"github.com/go-llmflow/llmflow/budgets"
 	"github.com/go-llmflow/llmflow/engine"
-	"github.com/go-llmflow/llmflow/fairshare"
 )
 
-// fakeShare is a capacityShare whose part the test sets.
+// fakeShare is an admission.CapacityShare whose part the test sets.
 type fakeShare struct {
 	mu      sync.Mutex
 	part    int
@@ -118,17 +119,17 @@ func TestQueue_FollowsShare(t *testing.T) {
 	}
 }
 
-// sharedCounters are in-process counters that also divide the capacity,
-// like redisstate.Counters.
-type sharedCounters struct {
-	*fairshare.MemCounters
-	*fakeShare
+// sharedSource is the in-process state with a part of each capacity, as
+// redisstate.Shared gives replicas.
+type sharedSource struct {
+	*admission.MemSource
+	sh *fakeShare
 }
 
-type sharedSource struct{ sh *fakeShare }
-
-func (s sharedSource) PoolCounters(_ string, hl time.Duration) fairshare.Counters {
-	return sharedCounters{fairshare.NewMemCounters(hl), s.sh}
+func (s sharedSource) Pool(name string, hl time.Duration, ledger *budgets.Mem) admission.Pool {
+	p := s.MemSource.Pool(name, hl, ledger)
+	p.Share = s.sh
+	return p
 }
 
 // TestGatewayQueuePoolShare: a gateway-queue pool whose counters divide
@@ -141,7 +142,7 @@ func TestGatewayQueuePoolShare(t *testing.T) {
 		o.Config.Pools[0].Capacity = 2
 		o.Config.Pools[0].Engine, _ = engine.For("gateway", "")
 		o.Config.Pools[0].QueueTimeout = time.Minute
-		o.Counters = sharedSource{sh}
+		o.Admissions = sharedSource{admission.NewMemSource(), sh}
 	})
 	resp := e.post(t, "/v1/chat/completions", `{"model":"m","messages":[]}`)
 	b, _ := io.ReadAll(resp.Body)

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/admission"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/engine"
 	"github.com/go-llmflow/llmflow/fairshare"
@@ -25,8 +26,9 @@ type pool struct {
 	engine          engine.Descriptor // what the engines understand
 	transport       http.RoundTripper
 	upstreamSeconds prometheus.Observer
-	fs              *fairshare.Pool // the pool's fair-share state
-	queue           *queue          // engine.GatewayQueue: the gateway-side queue; nil otherwise
+	fs              *fairshare.Pool  // the pool's fair-share state
+	shared          admission.Shared // admits and releases the pool's requests (counters, budgets)
+	queue           *queue           // engine.GatewayQueue: the gateway-side queue; nil otherwise
 }
 
 // route is a client-facing model: where its requests go and what they cost.

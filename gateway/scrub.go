@@ -56,7 +56,7 @@ func scrubberFor(x *exchange) *scrubber {
 	}
 	if x.rt != nil {
 		if x.rt.pool.engine.SendsPriority() {
-			s.prio = strconv.Itoa(x.ticket.Priority)
+			s.prio = strconv.Itoa(x.priority)
 		}
 		if x.rq != nil {
 			s.models = modelReplacer(x.rt.upstreamModel, x.rq.model)

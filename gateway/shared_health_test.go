@@ -6,21 +6,26 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-llmflow/llmflow/admission"
 )
 
-// fakeShared is a SharedState whose health the test sets.
+// fakeShared is an admission.Source in memory whose health the test
+// sets.
 type fakeShared struct {
+	*admission.MemSource
 	mu sync.Mutex
-	h  SharedHealth
+	h  admission.Health
 }
 
-func (f *fakeShared) SharedHealth() SharedHealth {
+func (f *fakeShared) Health() *admission.Health {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.h
+	h := f.h
+	return &h
 }
 
-func (f *fakeShared) set(h SharedHealth) {
+func (f *fakeShared) set(h admission.Health) {
 	f.mu.Lock()
 	f.h = h
 	f.mu.Unlock()
@@ -31,13 +36,13 @@ func (f *fakeShared) set(h SharedHealth) {
 // master key only; ok again when it is back.
 func TestHealthzSharedFallback(t *testing.T) {
 	up := newRecordingUpstream(t, nil)
-	sh := &fakeShared{h: SharedHealth{Status: "ok", Replicas: 3}}
-	e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) { o.Shared = sh })
+	sh := &fakeShared{MemSource: admission.NewMemSource(), h: admission.Health{Status: "ok", Replicas: 3}}
+	e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) { o.Admissions = sh })
 	if code, body := e.do(t, http.MethodGet, "/healthz", "", ""); code != http.StatusOK || strings.TrimSpace(body) != `{"status":"ok"}` {
 		t.Fatalf("shared ok: %d %s", code, body)
 	}
 	since := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
-	sh.set(SharedHealth{Status: "fallback", Replicas: 3, Since: &since, Error: "redis admit: dial tcp 127.0.0.1:6379: connect: connection refused"})
+	sh.set(admission.Health{Status: "fallback", Replicas: 3, Since: &since, Error: "redis admit: dial tcp 127.0.0.1:6379: connect: connection refused"})
 	if code, body := e.do(t, http.MethodGet, "/healthz", "", ""); code != http.StatusOK || strings.TrimSpace(body) != `{"status":"degraded"}` {
 		t.Errorf("fallback without the master key: %d %s, want 200 degraded and no details", code, body)
 	}
@@ -52,7 +57,7 @@ func TestHealthzSharedFallback(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("a request during the fallback: %d", resp.StatusCode)
 	}
-	sh.set(SharedHealth{Status: "ok", Replicas: 2})
+	sh.set(admission.Health{Status: "ok", Replicas: 2})
 	if code, body := e.do(t, http.MethodGet, "/healthz", "", ""); code != http.StatusOK || strings.TrimSpace(body) != `{"status":"ok"}` {
 		t.Errorf("shared back: %d %s", code, body)
 	}

@@ -1,9 +1,11 @@
 package redisstate
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/go-llmflow/llmflow/admission"
 	"github.com/go-llmflow/llmflow/budgets"
 )
 
@@ -25,7 +27,7 @@ func BenchmarkAdmitRelease(b *testing.B) {
 }
 
 // BenchmarkRide is one request's cost with a budget and key limits too:
-// riding, the counters' and the ledger's work in one script each side
+// Admissions, the counters' and the ledger's work in one script each side
 // (two round trips a request); apart, two scripts each side.
 //
 //	go test ./redisstate -run '^$' -bench Ride
@@ -36,27 +38,27 @@ func BenchmarkRide(b *testing.B) {
 	c := started(New(rdb, "bench", time.Hour, Options{Prefix: prefix}))
 	ch := deepChain(c, 1<<20, 1<<19, 1<<18)
 	limits := budgets.KeyLimits{RPM: 1 << 30, TPM: 1 << 40, MaxInFlight: 1 << 20}
+	adm, ctx := NewAdmissions(c, rep.l), context.Background()
 	b.Run("riding", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			rd := &budgets.Ride{Ledger: rep.l, Req: rep.request(now, "k", limits, 1e-6), Tokens: 10}
-			p, _, err := c.AdmitRiding(ch, rd)
-			if err != nil {
+			a := &admission.Admission{Chain: ch, Budget: rep.request(now, "k", limits, 1e-6)}
+			if err := adm.Admit(ctx, a); err != nil {
 				b.Fatal(err)
 			}
-			c.ReleaseRiding(ch, p, 1e-6, now, rd)
+			adm.Release(ctx, a, admission.End{At: now, GPUHours: 1e-6, Tokens: 10})
 		}
 	})
 	b.Run("apart", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			r := rep.request(now, "k", limits, 1e-6)
-			if err := rep.l.Reserve(now, r); err != nil {
+			if _, err := rep.l.Reserve(now, r); err != nil {
 				b.Fatal(err)
 			}
 			p := c.Admit(ch)
 			c.Release(ch, p, 1e-6, now)
-			rep.l.Settle(now, r, 1e-6, 10)
+			rep.l.Settle(now, r, false, 1e-6, 10)
 		}
 	})
 }

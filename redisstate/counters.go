@@ -6,14 +6,15 @@
 //
 // # Counters
 //
-// Counters implements fairshare.RidingCounters. Each admission is one
-// Redis round trip (a Lua script that checks the GrpTRES caps, reads the
-// within counts, applies fairshare.Place and counts the request,
+// Counters implements fairshare.Counters, and with the Ledger the
+// admission.Shared of a pool (Admissions, admissions.go). Each admission
+// is one Redis round trip (a Lua script that checks the GrpTRES caps,
+// reads the within counts, applies fairshare.Place and counts the request,
 // atomically), each release one more (a script that uncounts it and
 // charges the usage, decayed in Redis). A request with a budget or key
 // limits takes its Ledger reservation in that same script, and settles it
-// in the release's (ride.go): still one round trip each side. What a pool has lives under the hash tag "{<pool>}" (one slot in
-// a Redis Cluster): the totals in "<prefix>{<pool>}", and what each
+// in the release's: still one round trip each side. What a pool has lives
+// under the hash tag "{<pool>}" (one slot in a Redis Cluster): the totals in "<prefix>{<pool>}", and what each
 // replica counted in "<prefix>{<pool>}:r:<replica>", written by the same
 // scripts.
 //
@@ -518,7 +519,7 @@ func (c *Counters) slice(ch *fairshare.Chain) *fairshare.Chain {
 }
 
 // Admit implements fairshare.Counters in one round trip. It does not
-// check the chain's caps: AdmitRiding does (fairshare.Pool calls that).
+// check the chain's caps: Admissions.Admit does, in the same script.
 func (c *Counters) Admit(ch *fairshare.Chain) fairshare.Placement {
 	c.gate.RLock()
 	defer c.gate.RUnlock()
@@ -913,12 +914,16 @@ func (c *Counters) leave() {
 	}
 }
 
+// leaveScript takes this replica's part off the totals and gives up its
+// lease. A field at 0 (a count back to zero) is skipped: its negation is
+// -0, which HINCRBY refuses as not an integer, failing the whole leave.
 var leaveScript = redis.NewScript(`
 local h, r, l = KEYS[1], KEYS[2], KEYS[3]
 local f = redis.call('HGETALL', r)
 for i = 1, #f, 2 do
-  if f[i] ~= 'live' then
-    if redis.call('HINCRBY', h, f[i], -tonumber(f[i + 1])) < 0 then redis.call('HSET', h, f[i], 0) end
+  local v = tonumber(f[i + 1])
+  if f[i] ~= 'live' and v ~= 0 then
+    if redis.call('HINCRBY', h, f[i], -v) < 0 then redis.call('HSET', h, f[i], 0) end
   end
 end
 redis.call('DEL', r)

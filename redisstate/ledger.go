@@ -14,12 +14,12 @@ import (
 	"github.com/go-llmflow/llmflow/budgets"
 )
 
-// Ledger is budgets.Ledger shared by several gateway replicas through
+// Ledger is the budget ledger shared by several gateway replicas through
 // Redis: budget holds and spend, per-key RPM/TPM windows and per-key
 // in-flight counts. Reserve is one Lua script (one round trip), Settle
-// another; the gateway has the pool's Counters run both inside their own
-// admission and release scripts (ride.go), so that a request makes one
-// round trip to Redis at admission and one at its end.
+// another; a pool's Admissions run both inside the counters' admission
+// and release scripts (admissions.go), so that a request makes one round
+// trip to Redis at admission and one at its end.
 //
 // In Redis, per budget and period, a hash holds what is held by requests
 // in flight (per bucket of admission time, so that holds a dead replica
@@ -31,7 +31,8 @@ import (
 // requests and tokens (60 s window).
 //
 // When Redis does not answer, the replica falls back to the gateway's
-// own in-process ledger (budgets.Mem) until a probe succeeds; Health says
+// own in-process ledger (budgets.Mem, handed over by Shared.Pool) until
+// a probe succeeds; Health says
 // so. That ledger then enforces this replica's slice (budgets.Mem.SetSlice)
 // of what was left of each budget and of each key limit: 1/n, n the live
 // replicas last seen (LedgerOptions.Replicas), so that the replicas
@@ -84,14 +85,8 @@ type LedgerOptions struct {
 	Replicas func() int64
 }
 
-// Via marks on budgets.Request.Ext.
-const (
-	viaRedis = 1
-	viaLocal = 2
-)
-
-// NewLedger returns a Ledger over rdb. Its fallback is the Mem the
-// gateway hands it (SetLocal); until then, a Mem of its own.
+// NewLedger returns a Ledger over rdb. Its fallback is the gateway's Mem
+// (Shared.Pool hands it over); until then, a Mem of its own.
 func NewLedger(rdb redis.UniversalClient, o LedgerOptions) *Ledger {
 	l := &Ledger{rdb: rdb, prefix: o.Prefix, timeout: o.Timeout, ifTTL: o.InFlightTTL, log: o.Log, replicas: o.Replicas}
 	if l.replicas == nil {
@@ -112,8 +107,9 @@ func NewLedger(rdb redis.UniversalClient, o LedgerOptions) *Ledger {
 	return l
 }
 
-// SetLocal implements budgets.LocalSetter.
-func (l *Ledger) SetLocal(m *budgets.Mem) { l.local.Store(m) }
+// setLocal makes m, the serving gateway's ledger, the fallback and the
+// keeper of this gateway's own figures.
+func (l *Ledger) setLocal(m *budgets.Mem) { l.local.Store(m) }
 
 // reserveScript takes a request's place. KEYS: the key's in-flight
 // counter, its window hash, then one hash per budget slot. ARGV: has key,
@@ -124,7 +120,7 @@ func (l *Ledger) SetLocal(m *budgets.Mem) { l.local.Store(m) }
 var reserveScript = redis.NewScript(ledgerReserveLua + "return ledger_reserve(KEYS, ARGV)\n")
 
 // ledgerReserveLua defines ledger_reserve(KEYS, ARGV), the body of
-// reserveScript, also run by the counters' riding admission (ride.go).
+// reserveScript, also run by the admission script of Admissions (admissions.go).
 const ledgerReserveLua = `local function ledger_reserve(KEYS, ARGV)
 local hasKey = tonumber(ARGV[1])
 local maxif, rpm, tpm = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -254,7 +250,7 @@ end
 var settleScript = redis.NewScript(ledgerSettleLua + "return ledger_settle(KEYS, ARGV)\n")
 
 // ledgerSettleLua defines ledger_settle(KEYS, ARGV), the body of
-// settleScript, also run by the counters' riding release (ride.go).
+// settleScript, also run by the release script of Admissions (admissions.go).
 const ledgerSettleLua = `local function ledger_settle(KEYS, ARGV)
 local hasKey, windowed = tonumber(ARGV[1]), tonumber(ARGV[2])
 local sec, dtok, now = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -304,10 +300,13 @@ func (l *Ledger) keyKeys(r *budgets.Request) (inflight, window string) {
 	return l.prefix + "k:" + id, l.prefix + "w:" + id
 }
 
-// Reserve implements budgets.Ledger.
-func (l *Ledger) Reserve(now time.Time, r *budgets.Request) error {
+// Reserve takes r's place as budgets.Mem.Reserve does (a *budgets.Refusal
+// when it may not run, having taken nothing), in Redis, or while Redis is
+// away in the local Mem: local says which, and Settle must be told the
+// same.
+func (l *Ledger) Reserve(now time.Time, r *budgets.Request) (local bool, err error) {
 	if l.down.Load() {
-		return l.reserveLocal(now, r)
+		return true, l.reserveLocal(now, r)
 	}
 	keys, args, sec := l.reserveCall(now, r)
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
@@ -315,19 +314,19 @@ func (l *Ledger) Reserve(now time.Time, r *budgets.Request) error {
 	v, err := reserveScript.Run(ctx, l.rdb, keys, args...).Slice()
 	if err != nil {
 		l.fail(err)
-		return l.reserveLocal(now, r)
+		return true, l.reserveLocal(now, r)
 	}
 	if err, ok := l.reserved(v, r, sec); ok {
-		return err
+		return false, err
 	}
 	l.fail(fmt.Errorf("reserve script answered %v", v))
-	return l.reserveLocal(now, r)
+	return true, l.reserveLocal(now, r)
 }
 
 // reserveCall returns reserveScript's keys and arguments for r at now, and
 // the second of admission.
 func (l *Ledger) reserveCall(now time.Time, r *budgets.Request) (keys []string, args []any, sec int64) {
-	r.Output, r.Lowered, r.Ext = r.WantOutput, false, budgets.Ext{}
+	r.Output, r.Lowered, r.Sec = r.WantOutput, false, 0
 	r.SetHeld(0)
 	ik, wk := l.keyKeys(r)
 	keys = make([]string, 0, 2+len(r.Slots))
@@ -358,7 +357,7 @@ func (l *Ledger) reserved(v []any, r *budgets.Request, sec int64) (err error, ok
 	case "ok":
 		r.SetHeld(n)
 		r.Output, r.Lowered = x, x < r.WantOutput
-		r.Ext = budgets.Ext{Sec: sec, Via: viaRedis}
+		r.Sec = sec
 		return nil, true
 	case "max_inflight":
 		return &budgets.Refusal{Reason: reason, RetryAfter: time.Second,
@@ -394,19 +393,24 @@ func periodOf(s *budgets.Slot) string {
 
 func (l *Ledger) reserveLocal(now time.Time, r *budgets.Request) error {
 	m := l.local.Load()
-	if m.Slice() != l.slice.Load() { // a Mem handed over (SetLocal) in the fallback
+	if m.Slice() != l.slice.Load() { // a Mem handed over (setLocal) in the fallback
 		l.sliceMu.Lock()
 		m = l.local.Load()
 		m.SetSlice(l.slice.Load())
 		l.sliceMu.Unlock()
 	}
-	err := m.Reserve(now, r)
-	r.Ext = budgets.Ext{Via: viaLocal}
-	return err
+	return m.Reserve(now, r)
 }
 
-// Settle implements budgets.Ledger.
-func (l *Ledger) Settle(now time.Time, r *budgets.Request, cost float64, tokens int64) {
+// Settle gives back what Reserve took, where it took it (local as
+// Reserve said), and charges the real cost (GPU-hours) and tokens. It
+// must be called once after a successful Reserve; a second Settle of a
+// request settled in Redis does nothing.
+func (l *Ledger) Settle(now time.Time, r *budgets.Request, local bool, cost float64, tokens int64) {
+	if local {
+		l.local.Load().Settle(now, r, cost, tokens)
+		return
+	}
 	keys, args, ok := l.settleCall(now, r, cost, tokens)
 	if !ok {
 		return
@@ -418,27 +422,21 @@ func (l *Ledger) Settle(now time.Time, r *budgets.Request, cost float64, tokens 
 	}
 }
 
-// settleCall settles r where it was reserved: in this process (ok false),
-// or it returns settleScript's keys and arguments, having charged this
-// gateway's own figures.
+// settleCall returns settleScript's keys and arguments for r, reserved
+// in Redis, having charged this gateway's own figures; ok false when r
+// was settled already (its second of admission, r.Sec, is cleared).
 func (l *Ledger) settleCall(now time.Time, r *budgets.Request, cost float64, tokens int64) (keys []string, args []any, ok bool) {
-	switch r.Ext.Via {
-	case viaLocal:
-		r.Ext = budgets.Ext{}
-		l.local.Load().Settle(now, r, cost, tokens)
-		return nil, nil, false
-	case viaRedis:
-	default:
+	sec := r.Sec
+	if sec == 0 {
 		return nil, nil, false
 	}
-	ext := r.Ext
-	r.Ext = budgets.Ext{}
+	r.Sec = 0
 	ik, wk := l.keyKeys(r)
 	keys = make([]string, 0, 2+len(r.Slots))
 	keys = append(keys, ik, wk)
 	windowed := r.Key != nil && (r.Limits.RPM > 0 || r.Limits.TPM > 0)
 	args = make([]any, 0, 8+2*len(r.Slots))
-	args = append(args, b01(r.Key != nil), b01(windowed), ext.Sec, tokens-r.Tokens, now.Unix(), r.HeldUnits(), budgets.Units(cost),
+	args = append(args, b01(r.Key != nil), b01(windowed), sec, tokens-r.Tokens, now.Unix(), r.HeldUnits(), budgets.Units(cost),
 		int64(l.ifTTL/time.Second))
 	for _, s := range r.Slots {
 		k, exp := l.slotKey(s)

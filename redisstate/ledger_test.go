@@ -34,7 +34,7 @@ func newReplica(t testing.TB, rdb redis.UniversalClient, prefix string, now time
 	tab := m.Apply([]budgets.Budget{b}, nil, now)
 	m.Refresh(orgScope, budgets.Day.Start(now), budgets.StoredSpend{Older: stored}, now)
 	l := NewLedger(rdb, LedgerOptions{Prefix: prefix, Timeout: 200 * time.Millisecond})
-	l.SetLocal(m)
+	l.setLocal(m)
 	return &replica{mem: m, l: l, t: tab}
 }
 
@@ -86,7 +86,7 @@ func TestLedgerRaceNearlySpent(t *testing.T) {
 				p = b
 			}
 			r := p.request(now, "", budgets.KeyLimits{}, 0.01)
-			err := p.l.Reserve(now, r)
+			_, err := p.l.Reserve(now, r)
 			if err == nil {
 				ok.Add(1)
 				mu.Lock()
@@ -112,14 +112,14 @@ func TestLedgerRaceNearlySpent(t *testing.T) {
 		t.Fatal("fell back")
 	}
 	for i, r := range held {
-		by[i%2].Settle(now, r, 0.01, 10)
+		by[i%2].Settle(now, r, false, 0.01, 10)
 	}
 	h, c = slotHash(t, rdb, prefix, now)
 	if h != 0 || c < budgets.Units(0.9)+10*budgets.Units(0.01)-10 {
 		t.Fatalf("after settling: held %d charged %d", h, c)
 	}
 	for _, p := range []*replica{a, b} {
-		if err := p.l.Reserve(now, p.request(now, "", budgets.KeyLimits{}, 0.001)); !errors.Is(err, budgets.ErrExhausted) {
+		if _, err := p.l.Reserve(now, p.request(now, "", budgets.KeyLimits{}, 0.001)); !errors.Is(err, budgets.ErrExhausted) {
 			t.Fatalf("after the budget is spent: %v", err)
 		}
 	}
@@ -133,13 +133,13 @@ func TestLedgerLowersOutput(t *testing.T) {
 	a := newReplica(t, rdb, prefix, now, 1, 0.9)
 	r := a.request(now, "", budgets.KeyLimits{}, 0.05)
 	r.OutputCost, r.WantOutput = 0.001, 1000 // 0.05 + 1 GPU-hour wanted, 0.1 left
-	if err := a.l.Reserve(now, r); err != nil {
+	if _, err := a.l.Reserve(now, r); err != nil {
 		t.Fatal(err)
 	}
 	if !r.Lowered || r.Output != 50 || r.HeldUnits() > budgets.Units(0.1) {
 		t.Fatalf("output %d lowered %v held %d", r.Output, r.Lowered, r.HeldUnits())
 	}
-	a.l.Settle(now, r, 0.06, 100)
+	a.l.Settle(now, r, false, 0.06, 100)
 }
 
 // TestLedgerKeyLimitsShared: a key's max_inflight and RPM hold across two
@@ -156,7 +156,7 @@ func TestLedgerKeyLimitsShared(t *testing.T) {
 	for i := range 6 {
 		p := ps[i%2]
 		r := p.request(now, "k1", lim, 0.001)
-		err := p.l.Reserve(now, r)
+		_, err := p.l.Reserve(now, r)
 		var rf *budgets.Refusal
 		switch {
 		case i < 3 && err != nil:
@@ -168,14 +168,14 @@ func TestLedgerKeyLimitsShared(t *testing.T) {
 			in = append(in, r)
 		}
 	}
-	ps[0].l.Settle(now, in[0], 0.001, 1)
+	ps[0].l.Settle(now, in[0], false, 0.001, 1)
 	r := b.request(now, "k1", lim, 0.001)
-	if err := b.l.Reserve(now, r); err != nil {
+	if _, err := b.l.Reserve(now, r); err != nil {
 		t.Fatalf("after one settled on the other replica: %v", err)
 	}
-	b.l.Settle(now, r, 0, 0)
+	b.l.Settle(now, r, false, 0, 0)
 	for i, r := range in[1:] {
-		ps[(i+1)%2].l.Settle(now, r, 0.001, 1)
+		ps[(i+1)%2].l.Settle(now, r, false, 0.001, 1)
 	}
 
 	lim = budgets.KeyLimits{RPM: 5}
@@ -183,7 +183,7 @@ func TestLedgerKeyLimitsShared(t *testing.T) {
 		p := ps[i%2]
 		at := now.Add(time.Duration(i) * time.Second)
 		r := p.request(at, "k2", lim, 0)
-		err := p.l.Reserve(at, r)
+		_, err := p.l.Reserve(at, r)
 		var rf *budgets.Refusal
 		switch {
 		case i < 5 && err != nil:
@@ -192,16 +192,16 @@ func TestLedgerKeyLimitsShared(t *testing.T) {
 			t.Fatalf("request %d beyond 5 RPM over two replicas: %v", i, err)
 		}
 		if err == nil {
-			p.l.Settle(at, r, 0, 0)
+			p.l.Settle(at, r, false, 0, 0)
 		}
 	}
 	// a minute after the first, its second has left the window
 	at := now.Add(61 * time.Second)
 	r = a.request(at, "k2", lim, 0)
-	if err := a.l.Reserve(at, r); err != nil {
+	if _, err := a.l.Reserve(at, r); err != nil {
 		t.Fatalf("a minute later: %v", err)
 	}
-	a.l.Settle(at, r, 0, 0)
+	a.l.Settle(at, r, false, 0, 0)
 }
 
 // TestLedgerSettleAfterRedisLostData: Redis loses every key while
@@ -218,7 +218,7 @@ func TestLedgerSettleAfterRedisLostData(t *testing.T) {
 		p := []*replica{a, b}[i%2]
 		r := p.request(now, "k", lim, 0.01)
 		r.Tokens = 100
-		if err := p.l.Reserve(now, r); err != nil {
+		if _, err := p.l.Reserve(now, r); err != nil {
 			t.Fatal(err)
 		}
 		rs = append(rs, r)
@@ -229,7 +229,7 @@ func TestLedgerSettleAfterRedisLostData(t *testing.T) {
 	}
 	rdb.Del(context.Background(), keys...)
 	for i, r := range rs {
-		[]*replica{a, b}[i%2].l.Settle(now, r, 0.01, 10)
+		[]*replica{a, b}[i%2].l.Settle(now, r, false, 0.01, 10)
 	}
 	h, c := slotHash(t, rdb, prefix, now)
 	if h != 0 || c < budgets.Units(0.5) || c > budgets.Units(0.5)+4*budgets.Units(0.01)+4 {
@@ -246,10 +246,10 @@ func TestLedgerSettleAfterRedisLostData(t *testing.T) {
 		}
 	}
 	r := a.request(now, "k", lim, 0.01)
-	if err := a.l.Reserve(now, r); err != nil {
+	if _, err := a.l.Reserve(now, r); err != nil {
 		t.Fatal(err)
 	}
-	a.l.Settle(now, r, 0, 0)
+	a.l.Settle(now, r, false, 0, 0)
 }
 
 // TestLedgerFallback: the ledger's Redis is killed with a request in
@@ -266,13 +266,13 @@ func TestLedgerFallback(t *testing.T) {
 	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	a := newReplica(t, rdb, "t:", now, 1, 0)
 	r1 := a.request(now, "k", budgets.KeyLimits{MaxInFlight: 5}, 0.1)
-	if err := a.l.Reserve(now, r1); err != nil {
+	if _, err := a.l.Reserve(now, r1); err != nil {
 		t.Fatal(err)
 	}
 	srv.kill()
 	r2 := a.request(now, "k", budgets.KeyLimits{MaxInFlight: 5}, 0.1)
-	if err := a.l.Reserve(now, r2); err != nil {
-		t.Fatalf("reserve with redis away: %v", err)
+	if local, err := a.l.Reserve(now, r2); err != nil || !local {
+		t.Fatalf("reserve with redis away: %v, local %v", err, local)
 	}
 	if h := a.l.Health(); !h.Fallback || h.Err == "" {
 		t.Fatalf("health: %+v", h)
@@ -280,8 +280,8 @@ func TestLedgerFallback(t *testing.T) {
 	if st := a.mem.Table().Status(); st[0].Held < 0.1 {
 		t.Fatalf("fallback hold not in the replica's Mem: %+v", st)
 	}
-	a.l.Settle(now, r1, 0.1, 1) // Redis away: kept to replay
-	a.l.Settle(now, r2, 0.1, 1)
+	a.l.Settle(now, r1, false, 0.1, 1) // Redis away: kept to replay
+	a.l.Settle(now, r2, true, 0.1, 1)
 	if h := a.l.Health(); h.Pending != 1 {
 		t.Fatalf("pending settles: %+v", h)
 	}
@@ -314,10 +314,10 @@ func BenchmarkLedgerReserveSettle(b *testing.B) {
 	r.Tokens = 10
 	b.ResetTimer()
 	for b.Loop() {
-		if err := p.l.Reserve(now, r); err != nil {
+		if _, err := p.l.Reserve(now, r); err != nil {
 			b.Fatal(err)
 		}
-		p.l.Settle(now, r, 0.0001, 10)
+		p.l.Settle(now, r, false, 0.0001, 10)
 	}
 }
 
@@ -332,11 +332,11 @@ func TestLedgerTPMAndDoubleSettle(t *testing.T) {
 	lim := budgets.KeyLimits{TPM: 1000, MaxInFlight: 1}
 	r := a.request(now, "k", lim, 0.1)
 	r.Tokens = 100
-	if err := a.l.Reserve(now, r); err != nil {
+	if _, err := a.l.Reserve(now, r); err != nil {
 		t.Fatal(err)
 	}
-	a.l.Settle(now, r, 0.1, 900) // 900 tokens really used
-	a.l.Settle(now, r, 0.1, 900) // a second settle: nothing
+	a.l.Settle(now, r, false, 0.1, 900) // 900 tokens really used
+	a.l.Settle(now, r, false, 0.1, 900) // a second settle: nothing
 	h, c := slotHash(t, rdb, prefix, now)
 	if h != 0 || c != budgets.Units(0.1) {
 		t.Fatalf("after a double settle: held %d charged %d", h, c)
@@ -344,14 +344,14 @@ func TestLedgerTPMAndDoubleSettle(t *testing.T) {
 	r2 := b.request(now, "k", lim, 0.1)
 	r2.Tokens = 200
 	var rf *budgets.Refusal
-	if err := b.l.Reserve(now, r2); !errors.As(err, &rf) || rf.Reason != "tpm" {
+	if _, err := b.l.Reserve(now, r2); !errors.As(err, &rf) || rf.Reason != "tpm" {
 		t.Fatalf("900 of 1000 tokens used on the other replica, 200 asked: %v", err)
 	}
 	r2.Tokens = 50
-	if err := b.l.Reserve(now, r2); err != nil {
+	if _, err := b.l.Reserve(now, r2); err != nil {
 		t.Fatalf("50 tokens fit: %v", err)
 	}
-	b.l.Settle(now, r2, 0, 50)
+	b.l.Settle(now, r2, false, 0, 50)
 }
 
 // TestLedgerDeadReplicaHoldsExpire: a replica dies with requests in
@@ -366,29 +366,29 @@ func TestLedgerDeadReplicaHoldsExpire(t *testing.T) {
 	mk := func() *replica {
 		p := newReplica(t, rdb, prefix, now, 1, 0)
 		p.l = NewLedger(rdb, LedgerOptions{Prefix: prefix, InFlightTTL: ttl})
-		p.l.SetLocal(p.mem)
+		p.l.setLocal(p.mem)
 		return p
 	}
 	dead, live := mk(), mk()
 	lim := budgets.KeyLimits{MaxInFlight: 1}
 	lost := dead.request(now, "k", lim, 0.6)
-	if err := dead.l.Reserve(now, lost); err != nil {
+	if _, err := dead.l.Reserve(now, lost); err != nil {
 		t.Fatal(err)
 	}
 	at := now.Add(ttl)
-	if err := live.l.Reserve(at, live.request(at, "k", lim, 0.6)); err == nil {
+	if _, err := live.l.Reserve(at, live.request(at, "k", lim, 0.6)); err == nil {
 		t.Fatal("admitted while the dead replica's request could still run")
 	}
 	at = now.Add(2*ttl + time.Second)
 	r := live.request(at, "k", lim, 0.6)
-	if err := live.l.Reserve(at, r); err != nil {
+	if _, err := live.l.Reserve(at, r); err != nil {
 		t.Fatalf("the dead replica's hold still counts after %v: %v", 2*ttl, err)
 	}
-	dead.l.Settle(at, lost, 0.1, 1) // a late settle: only its charge counts
+	dead.l.Settle(at, lost, false, 0.1, 1) // a late settle: only its charge counts
 	if h, c := slotHash(t, rdb, prefix, now); h != budgets.Units(0.6) || c != budgets.Units(0.1) {
 		t.Fatalf("held %d charged %d", h, c)
 	}
-	live.l.Settle(at, r, 0.1, 1)
+	live.l.Settle(at, r, false, 0.1, 1)
 	if h, _ := slotHash(t, rdb, prefix, now); h != 0 {
 		t.Fatalf("held %d at the end", h)
 	}

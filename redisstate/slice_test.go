@@ -22,7 +22,7 @@ func deadRedis(t *testing.T) *redis.Client {
 func slicedReplica(t *testing.T, rdb redis.UniversalClient, now time.Time, limit, stored float64, n func() int64) *replica {
 	p := newReplica(t, rdb, "t:", now, limit, stored)
 	p.l = NewLedger(rdb, LedgerOptions{Prefix: "t:", Timeout: 100 * time.Millisecond, Replicas: n})
-	p.l.SetLocal(p.mem)
+	p.l.setLocal(p.mem)
 	return p
 }
 
@@ -31,7 +31,7 @@ func slicedReplica(t *testing.T, rdb redis.UniversalClient, now time.Time, limit
 func admitAll(t *testing.T, p *replica, now time.Time, key string, lim budgets.KeyLimits, cost float64) (int, string) {
 	t.Helper()
 	for i := range 100 {
-		err := p.l.Reserve(now, p.request(now, key, lim, cost))
+		_, err := p.l.Reserve(now, p.request(now, key, lim, cost))
 		var rf *budgets.Refusal
 		if errors.As(err, &rf) {
 			return i, rf.Reason
@@ -61,7 +61,7 @@ func TestLedgerFallbackSlice(t *testing.T) {
 	}
 	// a Mem handed over in the fallback (a reload's gateway) is sliced too
 	o := newReplica(t, deadRedis(t), "t:", now, 10, 4)
-	p.l.SetLocal(o.mem)
+	p.l.setLocal(o.mem)
 	if got, why := admitAll(t, &replica{mem: o.mem, l: p.l, t: o.t}, now, "", budgets.KeyLimits{}, 0.5); got != 4 || why != "budget" {
 		t.Fatalf("admitted %d of 0.5 GPU-hours on a Mem handed over (%s), want 4", got, why)
 	}
@@ -101,13 +101,13 @@ func TestLedgerFallbackSliceEnds(t *testing.T) {
 	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	p := slicedReplica(t, rdb, now, 10, 4, func() int64 { return 3 })
 	r := p.request(now, "", budgets.KeyLimits{}, 3) // through Redis
-	if err := p.l.Reserve(now, r); err != nil {
+	if _, err := p.l.Reserve(now, r); err != nil {
 		t.Fatal(err)
 	}
 	if h := p.l.Health(); h.Fallback || h.Divisor != 1 || p.mem.Slice() != 1 {
 		t.Fatalf("with Redis: %+v, Mem 1/%d", p.l.Health(), p.mem.Slice())
 	}
-	p.l.Settle(now, r, 3, 0) // 7 of 10 spent, as this replica knows it
+	p.l.Settle(now, r, false, 3, 0) // 7 of 10 spent, as this replica knows it
 	srv.kill()
 	if got, why := admitAll(t, p, now, "", budgets.KeyLimits{}, 0.5); got != 2 || why != "budget" {
 		t.Fatalf("admitted %d of 0.5 (%s), want 2: a third of the 3 left", got, why)

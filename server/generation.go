@@ -26,30 +26,17 @@ type generation struct {
 func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) (*generation, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if s.counters.rdb != nil {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "llmflow_redis_failures_total",
-			Help: "Redis calls of the shared fair-share counters that failed (the replica then admits against its own slice until Redis answers).",
-		}, func() float64 { return float64(s.counters.failures()) }))
-	}
 	db := s.db
 	var keys gateway.KeyStore = db
 	var admin gateway.AdminStore = db
 	if s.counters.rdb != nil {
 		b := &revokeBroadcast{Store: db, s: s}
 		keys, admin = b, b
-		registerSharedMetrics(reg, s.counters)
+		s.counters.shared.Register(reg)
 	}
 	opts := gateway.Options{Config: cfg, Version: s.version, Keys: keys, Records: db, Pinger: db, ClampCounter: db, Recorder: s.rec, ShareUsage: db,
-		Registry: reg, Log: s.log, SyncHistory: db, Spend: db, Admin: admin, Counters: s.counters, KeepUsage: keepUsage}
+		Registry: reg, Log: s.log, SyncHistory: db, Spend: db, Admin: admin, Admissions: s.counters.source(), KeepUsage: keepUsage}
 	opts.Budgets = db
-	if s.counters.rdb != nil {
-		opts.Shared = s.counters
-		// Budget holds, key rate windows and in-flight counts shared
-		// with the other replicas (the gateway hands it its own ledger
-		// as the fallback).
-		opts.Ledger = s.counters.ledger
-	}
 	g := &generation{cfg: cfg}
 	// Soft budget limits enqueue alerts into alertOutbox (nil without an
 	// alerts block); the dispatcher delivers them.

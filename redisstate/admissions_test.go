@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/go-llmflow/llmflow/admission"
 	"github.com/go-llmflow/llmflow/budgets"
 	"github.com/go-llmflow/llmflow/fairshare"
 )
@@ -43,21 +44,39 @@ func cappedTree() *fairshare.Node {
 }
 
 // rideReplica is one gateway over a shared Redis: a pool over Counters
-// and a ledger replica, both on the same client.
+// and a ledger replica, both on the same client, admitted through
+// Admissions.
 type rideReplica struct {
 	*replica
 	pool *fairshare.Pool
 	ctr  *Counters
+	adm  *Admissions
 }
 
 func newRideReplica(t *testing.T, rdb redis.UniversalClient, prefix string, now time.Time, limit, stored float64) *rideReplica {
 	r := newReplica(t, rdb, prefix, now, limit, stored)
 	c := started(New(rdb, "p", time.Hour, Options{Prefix: prefix}))
-	return &rideReplica{replica: r, ctr: c, pool: fairshare.NewPoolGPUs(24, 8, cappedTree(), c, now)}
+	return &rideReplica{replica: r, ctr: c, pool: fairshare.NewPoolGPUs(24, 8, cappedTree(), c, now), adm: NewAdmissions(c, r.l)}
 }
 
-func (p *rideReplica) ride(now time.Time, key string, cost float64) *budgets.Ride {
-	return &budgets.Ride{Ledger: p.l, Req: p.request(now, key, budgets.KeyLimits{MaxInFlight: 100}, cost)}
+// ride is an admission of path with a budget request of key.
+func (p *rideReplica) ride(now time.Time, path fairshare.Path, key string, cost float64) *admission.Admission {
+	return &admission.Admission{Chain: p.pool.Locate(path).Chain,
+		Budget: p.request(now, key, budgets.KeyLimits{MaxInFlight: 100}, cost)}
+}
+
+// admit admits a through p's Admissions: the capped account's name, or
+// the refusal of a budget or key limit.
+func (p *rideReplica) admit(a *admission.Admission, path fairshare.Path) (capped string, err error) {
+	err = p.adm.Admit(context.Background(), a)
+	if errors.Is(err, admission.ErrCapped) {
+		return p.pool.Locate(path).Account(a.Capped), nil
+	}
+	return "", err
+}
+
+func (p *rideReplica) done(a *admission.Admission, gpuHours float64, now time.Time, tokens int64) {
+	p.adm.Release(context.Background(), a, admission.End{At: now, GPUHours: gpuHours, Tokens: tokens})
 }
 
 // TestRideOneRoundTrip: with a budget, a key limit, a GrpTRES cap and the
@@ -74,15 +93,13 @@ func TestRideOneRoundTrip(t *testing.T) {
 	p := newRideReplica(t, rdb, prefix, now, 100, 0)
 	path := fairshare.Path{Org: "a", Team: "a1"}
 	run := func() (admit, done int64) {
-		rd := p.ride(now, "k1", 0.01)
+		rd := p.ride(now, path, "k1", 0.01)
 		before := calls.n.Load()
-		tk, err := p.pool.AdmitRiding(path, 0, rd)
-		if err != nil || tk.Capped != "" {
-			t.Fatalf("admission: %v, capped %q", err, tk.Capped)
+		if capped, err := p.admit(rd, path); err != nil || capped != "" {
+			t.Fatalf("admission: %v, capped %q", err, capped)
 		}
 		mid := calls.n.Load()
-		rd.Tokens = 10
-		p.pool.DoneRiding(tk, 0.01, now, rd)
+		p.done(rd, 0.01, now, 10)
 		return mid - before, calls.n.Load() - mid
 	}
 	run() // loads the scripts (EVALSHA, then EVAL once)
@@ -102,8 +119,8 @@ func TestRideOneRoundTrip(t *testing.T) {
 	}
 	// apart: the same request as two calls plus the cap's count check
 	before := calls.n.Load()
-	rd := p.ride(now, "k1", 0.01)
-	if err := p.l.Reserve(now, rd.Req); err != nil {
+	rd := p.ride(now, path, "k1", 0.01)
+	if _, err := p.l.Reserve(now, rd.Budget); err != nil {
 		t.Fatal(err)
 	}
 	tk := p.pool.Admit(path, 0)
@@ -111,7 +128,21 @@ func TestRideOneRoundTrip(t *testing.T) {
 		t.Fatalf("apart: %d round trips, want at least 2 (the comparison is wrong)", n)
 	}
 	p.pool.Done(tk, 0, now)
-	p.l.Settle(now, rd.Req, 0, 0)
+	p.l.Settle(now, rd.Budget, false, 0, 0)
+	// without budgets or key limits: the counters' script alone, caps
+	// included, one round trip each side too
+	for range 3 {
+		a := &admission.Admission{Chain: p.pool.Locate(path).Chain}
+		before := calls.n.Load()
+		if capped, err := p.admit(a, path); err != nil || capped != "" {
+			t.Fatalf("admission without a budget: %v, capped %q", err, capped)
+		}
+		mid := calls.n.Load()
+		p.done(a, 0.01, now, 0)
+		if x, y := mid-before, calls.n.Load()-mid; x != 1 || y != 1 {
+			t.Fatalf("without a budget: %d round trips at admission, %d at the end; want 1 and 1", x, y)
+		}
+	}
 }
 
 // TestRideAllOrNothing: a request refused by its budget counts nowhere in
@@ -122,17 +153,15 @@ func TestRideAllOrNothing(t *testing.T) {
 	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	p := newRideReplica(t, rdb, prefix, now, 1, 0.98) // 0.02 left: two requests of 0.01
 	path := fairshare.Path{Org: "a", Team: "a1"}
-	var held []fairshare.Ticket
-	var rides []*budgets.Ride
+	var held []*admission.Admission
 	for range 2 {
-		rd := p.ride(now, "k1", 0.01)
-		tk, err := p.pool.AdmitRiding(path, 0, rd)
-		if err != nil || tk.Capped != "" {
-			t.Fatalf("admission: %v %q", err, tk.Capped)
+		rd := p.ride(now, path, "k1", 0.01)
+		if capped, err := p.admit(rd, path); err != nil || capped != "" {
+			t.Fatalf("admission: %v %q", err, capped)
 		}
-		held, rides = append(held, tk), append(rides, rd)
+		held = append(held, rd)
 	}
-	_, err := p.pool.AdmitRiding(path, 0, p.ride(now, "k1", 0.01))
+	_, err := p.admit(p.ride(now, path, "k1", 0.01), path)
 	var rf *budgets.Refusal
 	if !errors.As(err, &rf) || rf.Reason != "budget" {
 		t.Fatalf("third request: %v, want a budget refusal", err)
@@ -143,16 +172,15 @@ func TestRideAllOrNothing(t *testing.T) {
 	// the cap: 3 in flight for a; the fourth is capped and holds nothing
 	rich := newRideReplica(t, rdb, prefix+"rich:", now, 100, 0)
 	for range 3 {
-		rd := rich.ride(now, "k2", 0.01)
-		tk, err := rich.pool.AdmitRiding(path, 0, rd)
-		if err != nil || tk.Capped != "" {
-			t.Fatalf("admission under the cap: %v %q", err, tk.Capped)
+		rd := rich.ride(now, path, "k2", 0.01)
+		if capped, err := rich.admit(rd, path); err != nil || capped != "" {
+			t.Fatalf("admission under the cap: %v %q", err, capped)
 		}
 	}
-	rd := rich.ride(now, "k2", 0.01)
-	tk, err := rich.pool.AdmitRiding(path, 0, rd)
-	if err != nil || tk.Capped != "a" {
-		t.Fatalf("fourth request of a: %v, capped %q; want capped at a", err, tk.Capped)
+	rd := rich.ride(now, path, "k2", 0.01)
+	capped, err := rich.admit(rd, path)
+	if err != nil || capped != "a" {
+		t.Fatalf("fourth request of a: %v, capped %q; want capped at a", err, capped)
 	}
 	if h, _ := slotHash(t, rdb, prefix+"rich:", now); h != 3*budgets.Units(0.01) {
 		t.Fatalf("the capped request left a hold: %d held, want %d", h, 3*budgets.Units(0.01))
@@ -160,8 +188,8 @@ func TestRideAllOrNothing(t *testing.T) {
 	if n := rdb.HGetAll(context.Background(), prefix+"rich:k:k2").Val(); sumFields(n) != 3 {
 		t.Fatalf("key in flight %v, want 3", n)
 	}
-	for i, tk := range held {
-		p.pool.DoneRiding(tk, 0.01, now, rides[i])
+	for _, rd := range held {
+		p.done(rd, 0.01, now, 0)
 	}
 	if h, c := slotHash(t, rdb, prefix, now); h != 0 || c != budgets.Units(0.98)+2*budgets.Units(0.01) {
 		t.Fatalf("after the ends: held %d charged %d", h, c)
@@ -190,11 +218,12 @@ func TestRideCapAcrossReplicas(t *testing.T) {
 	for i := range 30 {
 		wg.Go(func() {
 			p := reps[i%3]
-			tk, err := p.pool.AdmitRiding(fairshare.Path{Org: "a", Team: "a1"}, 0, p.ride(now, "", 0.01))
+			path := fairshare.Path{Org: "a", Team: "a1"}
+			capped, err := p.admit(p.ride(now, path, "", 0.01), path)
 			if err != nil {
 				t.Error(err)
 			}
-			if tk.Capped == "" {
+			if capped == "" {
 				ok.Add(1)
 			}
 		})
@@ -205,7 +234,7 @@ func TestRideCapAcrossReplicas(t *testing.T) {
 	}
 }
 
-// TestRideWhileRedisAway: Redis is away: the riding admission reserves in
+// TestRideWhileRedisAway: Redis is away: the admission reserves in
 // the replica's own ledger and admits against its own counts, and the end
 // gives both back there.
 func TestRideWhileRedisAway(t *testing.T) {
@@ -219,10 +248,10 @@ func TestRideWhileRedisAway(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	p := newRideReplica(t, rdb, "away:", now, 1, 0.98)
-	rd := p.ride(now, "k1", 0.01)
-	tk, err := p.pool.AdmitRiding(fairshare.Path{Org: "b", Team: "b1"}, 0, rd)
-	if err != nil || tk.Capped != "" {
-		t.Fatalf("admission with Redis away: %v %q", err, tk.Capped)
+	path := fairshare.Path{Org: "b", Team: "b1"}
+	rd := p.ride(now, path, "k1", 0.01)
+	if capped, err := p.admit(rd, path); err != nil || capped != "" || !rd.BudgetLocal {
+		t.Fatalf("admission with Redis away: %v %q, budget local %v", err, capped, rd.BudgetLocal)
 	}
 	if !p.ctr.Health().Fallback || !p.l.Health().Fallback {
 		t.Fatalf("not in fallback: counters %+v, ledger %+v", p.ctr.Health(), p.l.Health())
@@ -233,8 +262,7 @@ func TestRideWhileRedisAway(t *testing.T) {
 	if p.mem.Key("k1").InFlight() != 1 {
 		t.Fatal("the key's in-flight slot was not taken here")
 	}
-	rd.Tokens = 5
-	p.pool.DoneRiding(tk, 0.01, now, rd)
+	p.done(rd, 0.01, now, 5)
 	if in, _ := p.ctr.PoolCounts(); in != 0 || p.mem.Key("k1").InFlight() != 0 {
 		t.Fatalf("after the end: %d in flight, key %d", in, p.mem.Key("k1").InFlight())
 	}

@@ -1,0 +1,216 @@
+package redisstate
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-llmflow/llmflow/admission"
+	"github.com/go-llmflow/llmflow/budgets"
+	"github.com/go-llmflow/llmflow/fairshare"
+)
+
+// Admissions is admission.Shared over Redis for one pool: the pool's
+// Counters and the replica's Ledger. A request's budget reservation goes
+// with its fair-share admission in one script, and its settlement with its
+// release in another, so that a request costs one Redis round trip at
+// admission and one at its end.
+//
+// The admission script checks the chain's caps, then runs the ledger's
+// reservation, then places and counts the request: all or nothing, so a
+// request refused by a budget, a key limit or a cap holds nothing
+// anywhere. While either side falls back (Redis away), the two are done
+// one after the other, each where it stands. A request without budgets or
+// key limits (Admission.Budget nil) is the counters' script alone, caps
+// included: one round trip too.
+//
+// A cancelled context does not interrupt a script: each call is bounded
+// by the Counters' timeout instead, so that a client leaving never looks
+// like Redis failing.
+type Admissions struct {
+	c *Counters
+	l *Ledger
+}
+
+var _ admission.Shared = (*Admissions)(nil)
+
+// NewAdmissions returns the admissions of the pool whose counters are c,
+// with budgets and key limits in l. When l is on another Redis than c, the
+// two sides are done one after the other.
+func NewAdmissions(c *Counters, l *Ledger) *Admissions { return &Admissions{c: c, l: l} }
+
+// admitWithLedgerScript: KEYS the ledger's, then the counters'; ARGV the number
+// of each's keys and arguments... as: #ledger keys, #ledger arguments, the
+// ledger's arguments, the counters' arguments. It returns {counters'
+// answer, ledger's answer} (the ledger's empty when it did not run).
+var admitWithLedgerScript = redis.NewScript(ledgerReserveLua + ctrAdmitLua + splitLua + `
+local LK, LA, CK, CA = split()
+local led = {}
+local ctr = ctr_admit(CK, CA, function()
+  led = ledger_reserve(LK, LA)
+  return led[1] == 'ok'
+end)
+return {ctr, led}
+`)
+
+// releaseWithLedgerScript: keys and arguments as admitWithLedgerScript's, for
+// ledger_settle and ctr_release. It returns ctr_release's answer.
+var releaseWithLedgerScript = redis.NewScript(chargeLua + ledgerSettleLua + ctrReleaseLua + splitLua + `
+local LK, LA, CK, CA = split()
+local reg = ctr_release(CK, CA)
+ledger_settle(LK, LA)
+return reg
+`)
+
+// splitLua defines split(), which parts KEYS and ARGV between the ledger
+// and the counters.
+const splitLua = `
+local function split()
+  local nk, na = tonumber(ARGV[1]), tonumber(ARGV[2])
+  local LK, LA, CK, CA = {}, {}, {}, {}
+  for i = 1, #KEYS do
+    if i <= nk then LK[#LK + 1] = KEYS[i] else CK[#CK + 1] = KEYS[i] end
+  end
+  for i = 3, #ARGV do
+    if i <= 2 + na then LA[#LA + 1] = ARGV[i] else CA[#CA + 1] = ARGV[i] end
+  end
+  return LK, LA, CK, CA
+end
+`
+
+// joined returns keys and arguments of a script of both.
+func joined(lk []string, la []any, ck []string, ca []any) ([]string, []any) {
+	keys := make([]string, 0, len(lk)+len(ck))
+	keys = append(append(keys, lk...), ck...)
+	args := make([]any, 0, 2+len(la)+len(ca))
+	args = append(append(append(args, len(lk), len(la)), la...), ca...)
+	return keys, args
+}
+
+// Admit implements admission.Shared.
+func (s *Admissions) Admit(_ context.Context, a *admission.Admission) error {
+	c, l := s.c, s.l
+	a.Capped, a.BudgetLocal = -1, false
+	c.gate.RLock()
+	defer c.gate.RUnlock()
+	if a.Budget == nil {
+		p, capped := c.admit(a.Chain, true)
+		return placed(a, p, capped)
+	}
+	if l.rdb != c.rdb || l.down.Load() || c.down.Load() {
+		return s.admitApart(a)
+	}
+	req := a.Budget
+	lk, la, sec := l.reserveCall(req.Start, req)
+	ck, ca := c.admitCall(a.Chain, true)
+	keys, args := joined(lk, la, ck, ca)
+	ctx, cancel := c.ctx()
+	defer cancel()
+	v, err := admitWithLedgerScript.Run(ctx, c.rdb, keys, args...).Slice()
+	if err == nil {
+		if p, capped, err, ok := c.admittedWithLedger(v, a.Chain, l, req, sec); ok {
+			if err != nil {
+				return err
+			}
+			return placed(a, p, capped)
+		}
+		err = fmt.Errorf("admission script answered %v", v)
+	}
+	// The script may have run: the counters' rebuild takes its count off;
+	// a hold it took expires with its bucket (LedgerOptions.InFlightTTL).
+	err = fmt.Errorf("redis admit: %w", err)
+	c.fail(err)
+	l.fail(err)
+	return s.admitApart(a)
+}
+
+// placed records the counters' answer on a: the placement, or the capped
+// account (ErrCapped).
+func placed(a *admission.Admission, p fairshare.Placement, capped int) error {
+	if capped >= 0 {
+		a.Capped = capped
+		return admission.ErrCapped
+	}
+	a.Placement = p
+	return nil
+}
+
+// admittedWithLedger reads admitWithLedgerScript's answer; ok false when it is not
+// one.
+func (c *Counters) admittedWithLedger(v []any, ch *fairshare.Chain, l *Ledger, req *budgets.Request, sec int64) (p fairshare.Placement, capped int, err error, ok bool) {
+	if len(v) != 2 {
+		return p, -1, nil, false
+	}
+	cv, _ := v[0].([]any)
+	lv, _ := v[1].([]any)
+	if len(cv) == 1 && cv[0] == "refused" {
+		err, ok = l.reserved(lv, req, sec)
+		if ok && err == nil { // refused, yet the ledger said yes: not an answer of ours
+			ok = false
+		}
+		return p, -1, err, ok
+	}
+	if len(cv) == 0 {
+		return p, -1, nil, false
+	}
+	if p, capped, ok = c.admitted(cv, ch); !ok || capped >= 0 {
+		return p, capped, nil, ok
+	}
+	if err, ok = l.reserved(lv, req, sec); !ok || err != nil {
+		// counted, but the ledger's answer is not an admission: undone by
+		// the rebuild the caller's failure asks for
+		return p, -1, nil, false
+	}
+	return p, -1, nil, true
+}
+
+// admitApart reserves a's budget side and admits its chain one after the
+// other (Redis away on either side, or a ledger on another Redis): each
+// falls back on its own, and a request over a cap gives its reservation
+// back. c.gate is held (shared).
+func (s *Admissions) admitApart(a *admission.Admission) error {
+	r := a.Budget
+	local, err := s.l.Reserve(r.Start, r)
+	if err != nil {
+		return err
+	}
+	p, capped := s.c.admit(a.Chain, true)
+	if capped >= 0 {
+		s.l.Settle(r.Start, r, local, 0, 0)
+	}
+	a.BudgetLocal = local
+	return placed(a, p, capped)
+}
+
+// Release implements admission.Shared.
+func (s *Admissions) Release(_ context.Context, a *admission.Admission, e admission.End) {
+	c, l := s.c, s.l
+	c.gate.RLock()
+	defer c.gate.RUnlock()
+	gpuHours := finiteCost(e.GPUHours)
+	if a.Budget == nil {
+		c.release(a.Chain, a.Placement, gpuHours, e.At)
+		return
+	}
+	if l.rdb != c.rdb || a.BudgetLocal || a.Placement.Room == roomLocal || c.down.Load() {
+		l.Settle(e.At, a.Budget, a.BudgetLocal, e.GPUHours, e.Tokens)
+		c.release(a.Chain, a.Placement, gpuHours, e.At)
+		return
+	}
+	lk, la, ok := l.settleCall(e.At, a.Budget, e.GPUHours, e.Tokens)
+	if !ok { // settled already: the ledger's side is done
+		c.release(a.Chain, a.Placement, gpuHours, e.At)
+		return
+	}
+	c.count(a.Chain, a.Placement, -1)
+	ck, ca := c.releaseCall(a.Chain, a.Placement, gpuHours, e.At)
+	keys, args := joined(lk, la, ck, ca)
+	ctx, cancel := c.ctx()
+	defer cancel()
+	reg, err := releaseWithLedgerScript.Run(ctx, c.rdb, keys, args...).Int64()
+	c.released(reg, err, a.Chain, gpuHours, e.At)
+	if err != nil {
+		l.settleFailed(fmt.Errorf("redis release: %w", err), lk, la)
+	}
+}

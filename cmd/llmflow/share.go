@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -79,11 +80,17 @@ func fetchFairshare(ctx context.Context, base, key string) (*adminapi.FairshareR
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	rep, err := c.Fairshare(ctx)
-	if e := (*adminapi.Error)(nil); errors.As(err, &e) {
-		return nil, fmt.Errorf("gateway answered %d: %s", e.Status, e.Message)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("ask the gateway: %w", err)
+	var (
+		ae *adminapi.Error
+		ue *url.Error
+	)
+	switch {
+	case errors.As(err, &ae):
+		return nil, fmt.Errorf("gateway answered %d: %s", ae.Status, ae.Message)
+	case errors.As(err, &ue):
+		return nil, fmt.Errorf("ask the gateway: %w", ue)
+	case err != nil:
+		return nil, err
 	}
 	return &rep, nil
 }

@@ -1,0 +1,80 @@
+package reports
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/go-llmflow/llmflow"
+)
+
+// TestFromAssocHours: the tree under root in its order, an account gone
+// from the tree under root as deleted, user associations in the tree's
+// order then by user, hour/day/month rows summed in the time zone, and
+// cluster rows for the ended hours served only.
+func TestFromAssocHours(t *testing.T) {
+	loc := time.FixedZone("UTC+1", 3600)
+	h := func(s string) time.Time { t, _ := time.Parse(time.RFC3339, s); return t.UTC() }
+	tree := llmflow.Accounts{
+		{Name: "root", Kind: llmflow.KindRoot},
+		{Name: "EtabA", Kind: llmflow.KindOrg},
+		{Name: "lab", Parent: "EtabA", Kind: llmflow.KindTeam},
+	}
+	rows := []llmflow.AssocHour{
+		{Account: "lab", User: "zoe", Hour: h("2026-11-30T22:00:00Z"), AllocSecs: 100},
+		{Account: "lab", User: "amy", Hour: h("2026-11-30T23:00:00Z"), AllocSecs: 50},
+		{Account: "etaba", User: "amy", Hour: h("2026-11-30T23:00:00Z"), AllocSecs: 10},
+		{Account: "gone", User: "bob", Hour: h("2026-11-30T23:00:00Z"), AllocSecs: 5},
+	}
+	p := Period{Start: h("2026-11-30T21:00:00Z"), End: h("2026-12-01T02:00:00Z"), Gran: Hour}
+	now := h("2026-12-01T00:30:00Z")
+	d := FromAssocHours(tree, rows, 2, "hgx", p, now, loc, h("2026-11-30T22:00:00Z"))
+
+	wantAccts := []Account{{Name: "root"}, {Name: "etaba", Parent: "root"}, {Name: "lab", Parent: "etaba"}, {Name: "gone", Parent: "root", Deleted: true}}
+	if diff := cmp.Diff(wantAccts, d.Accounts); diff != "" {
+		t.Errorf("accounts (-want +got):\n%s", diff)
+	}
+	wantAssocs := []Assoc{{Account: "etaba", User: "amy"}, {Account: "lab", User: "amy"}, {Account: "lab", User: "zoe"}, {Account: "gone", User: "bob"}}
+	if diff := cmp.Diff(wantAssocs, d.Assocs); diff != "" {
+		t.Errorf("user associations (-want +got):\n%s", diff)
+	}
+	// hours: 22:00 (zoe 100) and 23:00 (three rows), each as gres/gpu and cpu
+	if n := len(d.Usage[Hour]); n != 8 {
+		t.Errorf("%d hour rows, want 8: %+v", n, d.Usage[Hour])
+	}
+	// in UTC+1, 22:00Z is 30 November and 23:00Z is 1 December: zoe's row
+	// falls on another day and month than the others'
+	zoe := 2 // d.Assocs index of lab/zoe
+	for _, g := range []Granularity{Day, Month} {
+		first := map[Granularity]time.Time{Day: time.Date(2026, 11, 30, 0, 0, 0, 0, loc), Month: time.Date(2026, 11, 1, 0, 0, 0, 0, loc)}[g]
+		second := time.Date(2026, 12, 1, 0, 0, 0, 0, loc)
+		for _, r := range d.Usage[g] {
+			want := second
+			if r.Assoc == zoe {
+				want = first
+			}
+			if !r.Start.Equal(want) {
+				t.Errorf("granularity %v: association %d's row starts %v, want %v", g, r.Assoc, r.Start, want)
+			}
+		}
+		if n := len(d.Usage[g]); n != 8 {
+			t.Errorf("granularity %v: %d rows, want 8", g, n)
+		}
+	}
+	// cluster: 22:00 and 23:00 have ended and were served (21:00 was not
+	// served yet, 00:00 has not ended): 2 GPUs = 7200 s an hour
+	var got []ClusterRow
+	for _, c := range d.ClusterUsage[Hour] {
+		if c.TRES == "gres/gpu" {
+			got = append(got, c)
+		}
+	}
+	want := []ClusterRow{
+		{Start: h("2026-11-30T22:00:00Z"), Count: 2, Alloc: 100, Idle: 7100, TRES: "gres/gpu"},
+		{Start: h("2026-11-30T23:00:00Z"), Count: 2, Alloc: 65, Idle: 7135, TRES: "gres/gpu"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("cluster hours (-want +got):\n%s", diff)
+	}
+}

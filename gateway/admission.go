@@ -61,7 +61,7 @@ func (g *Gateway) admissionSteps() []step {
 // code, other than reasonAuth: the auth step's and Gateway.authenticate's.
 var authByCode = map[string]string{llmflow.ERATELIMIT: reasonAuthLimited}
 
-// grpTRESByCode: the fair_share step's 429 is an account's GrpTRES cap.
+// grpTRESByCode: the shared step's 429 is an account's GrpTRES cap.
 var grpTRESByCode = map[string]string{llmflow.ERATELIMIT: reasonGrpTRES}
 
 // deniedReason is the llmflow_denied_total reason of err: byCode's for

@@ -218,7 +218,7 @@ func (c *Counters) Bind(key string) fairshare.Slot {
 func (c *Counters) pathKey(s fairshare.Slot) string { return (*c.keys.Load())[s] }
 
 // admitScript places and counts one request: ctrAdmitLua's ctr_admit
-// without a rider.
+// without the ledger's reservation.
 var admitScript = redis.NewScript(ctrAdmitLua + "return ctr_admit(KEYS, ARGV, nil)\n")
 
 // ctrAdmitLua defines ctr_admit(KEYS, ARGV, ride), which checks the caps,
@@ -575,7 +575,7 @@ func capOf(ch *fairshare.Chain, i int, caps bool) int64 {
 
 // admitted reads ctr_admit's answer v: the placement counted (capped −1),
 // or capped ≥ 0; ok false when v is not an answer of ctr_admit, or is
-// {'refused'} (the rider's answer says why).
+// {'refused'} (the ledger's answer says why: Admissions).
 func (c *Counters) admitted(v []any, ch *fairshare.Chain) (p fairshare.Placement, capped int, ok bool) {
 	what, _ := v[0].(string)
 	switch {

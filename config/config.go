@@ -43,6 +43,7 @@ type Config struct {
 	Writeback *Writeback // nil: no write-back to slurmdbd inside serve
 	Redis     *Redis     // nil: fair-share counters in this process only
 	TLS       *TLS       // nil: plain HTTP (a proxy in front terminates TLS)
+	Admin     *Admin     // nil: the admin API on the client listener
 
 	// ranges maps Secret.What to the source range of the attribute naming
 	// the secret, for Secrets. Compare Configs with
@@ -160,6 +161,26 @@ type TLS struct {
 	CertFile string
 	KeyFile  string
 	DefRange hcl.Range
+}
+
+// Admin is admin { listen, allowed_origins }: the admin API (/admin/*) is
+// served on a listener of its own, at Listen (host:port, e.g.
+// "127.0.0.1:9090": an interface clients cannot reach), and nowhere else:
+// the client listener answers /admin/* with 404. The admin listener speaks
+// plain HTTP (TLS is the client listener's), and serves nothing but
+// /admin/*.
+//
+// Browsers: an admin write (any method but GET, HEAD and OPTIONS) that
+// carries an Origin header is refused (403) unless the origin is the
+// admin API's own (the request's Host, scheme included) or one of
+// AllowedOrigins ("https://console.example.org", exact, no path): a page
+// on another site cannot make an administrator's browser change anything.
+// Requests without Origin (curl, the CLI, SDKs) are not browsers' and pass.
+// The check holds with or without Listen.
+type Admin struct {
+	Listen         string
+	AllowedOrigins []string
+	DefRange       hcl.Range
 }
 
 // Redis is redis { address, password_file, tls, key_prefix, timeout,

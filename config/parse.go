@@ -166,6 +166,7 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "writeback"},
 		{Type: "redis"},
 		{Type: "tls"},
+		{Type: "admin"},
 	},
 }
 
@@ -189,6 +190,53 @@ func (d *decoder) decodeRoot(body hcl.Body) {
 	d.decodeWriteback(d.single(c.Blocks, "writeback"))
 	d.decodeRedis(d.single(c.Blocks, "redis"))
 	d.decodeTLS(d.single(c.Blocks, "tls"))
+	d.decodeAdmin(d.single(c.Blocks, "admin"))
+}
+
+var adminSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "listen"},
+		{Name: "allowed_origins"},
+	},
+}
+
+// decodeAdmin decodes admin { listen, allowed_origins }.
+func (d *decoder) decodeAdmin(b *hcl.Block) {
+	if b == nil {
+		return
+	}
+	a := &Admin{DefRange: b.DefRange}
+	c := d.content(b.Body, adminSchema)
+	if at := d.str(c.Attributes, "listen", &a.Listen); at != nil {
+		if err := checkHostPort(a.Listen); err != nil {
+			d.errorf(at.Expr.Range(), "listen %q: %v", a.Listen, err)
+		}
+	}
+	if at := d.strList(c.Attributes, "allowed_origins", &a.AllowedOrigins); at != nil {
+		for _, o := range a.AllowedOrigins {
+			if err := checkOrigin(o); err != nil {
+				d.errorf(at.Expr.Range(), "allowed_origins: %q: %v", o, err)
+			}
+		}
+	}
+	d.cfg.Admin = a
+}
+
+// checkOrigin checks a browser origin: scheme://host[:port], nothing
+// more (what browsers send in Origin).
+func checkOrigin(o string) error {
+	u, err := url.Parse(o)
+	switch {
+	case err != nil:
+		return err
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("want http:// or https://")
+	case u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("an origin is scheme://host[:port], without user, path, query or fragment")
+	case strings.ToLower(o) != o:
+		return fmt.Errorf("write it in lower case, as browsers send it")
+	}
+	return nil
 }
 
 var tlsSchema = &hcl.BodySchema{

@@ -505,3 +505,16 @@ func TestParse_StoreKinds(t *testing.T) {
 		t.Errorf("DefaultRetention = %v, want 90 days", config.DefaultRetention)
 	}
 }
+
+func TestParse_Admin(t *testing.T) {
+	if a := mustParse(t, "gw.hcl", "").Admin; a != nil {
+		t.Errorf("no admin block: %+v", a)
+	}
+	a := mustParse(t, "gw.hcl", "admin {\n  listen = \"127.0.0.1:9090\"\n  allowed_origins = [\"https://console.example.org\", \"http://[::1]:8443\"]\n}\n").Admin
+	if a == nil || a.Listen != "127.0.0.1:9090" || len(a.AllowedOrigins) != 2 || a.AllowedOrigins[1] != "http://[::1]:8443" {
+		t.Errorf("admin block: %+v", a)
+	}
+	if a := mustParse(t, "gw.hcl", "admin {\n  allowed_origins = [\"https://c.example.org\"]\n}\n").Admin; a == nil || a.Listen != "" {
+		t.Errorf("admin block without listen: %+v", a)
+	}
+}

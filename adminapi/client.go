@@ -21,9 +21,11 @@ import (
 // the base URL only, and is never part of an error or of the client's
 // printed form.
 type Client struct {
-	base  string
-	token string
-	hc    *http.Client
+	base string
+	// auth is the Authorization header, behind a pointer so that even a
+	// Client printed as a value shows an address, not the token.
+	auth *string
+	hc   *http.Client
 }
 
 // DefaultTimeout bounds one call of a Client made with a nil *http.Client.
@@ -52,7 +54,8 @@ func New(base, token string, hc *http.Client) (*Client, error) {
 			Timeout: DefaultTimeout,
 		}
 	}
-	return &Client{base: base, token: token, hc: hc}, nil
+	auth := "Bearer " + token
+	return &Client{base: base, auth: &auth, hc: hc}, nil
 }
 
 // redactBase drops the credentials of a URL that carries some, for an
@@ -66,10 +69,10 @@ func redactBase(s string) string {
 }
 
 // String names the gateway, never the token.
-func (c *Client) String() string { return "adminapi.Client(" + c.base + ")" }
+func (c Client) String() string { return "adminapi.Client(" + c.base + ")" }
 
 // GoString is String: %#v prints no token either.
-func (c *Client) GoString() string { return c.String() }
+func (c Client) GoString() string { return c.String() }
 
 // BaseURL is the gateway's base URL.
 func (c *Client) BaseURL() string { return c.base }
@@ -156,7 +159,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	if err != nil {
 		return fmt.Errorf("gateway url: %w", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Authorization", *c.auth)
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -287,7 +287,9 @@ func TestClientNoRedirectNoToken(t *testing.T) {
 	if _, err := c.Keys(t.Context(), adminapi.KeyQuery{}); err == nil {
 		t.Fatal("a redirect answered as success")
 	}
-	for _, s := range []string{fmt.Sprint(c), fmt.Sprintf("%v %+v %#v %s", c, c, c, c)} {
+	type holder struct{ c adminapi.Client }
+	for _, s := range []string{fmt.Sprint(c), fmt.Sprintf("%v %+v %#v %s", c, c, c, c), fmt.Sprintf("%v %+v %#v", *c, *c, *c),
+		fmt.Sprintf("%v %+v %#v", holder{*c}, holder{*c}, holder{*c})} {
 		if strings.Contains(s, testToken) || strings.Contains(s, "0123456789abcdef") {
 			t.Errorf("printed client shows the token: %s", s)
 		}

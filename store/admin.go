@@ -12,91 +12,12 @@ import (
 )
 
 // The delegated-administration tables (users, admin tokens, roles, team
-// model lists, admin accounts, audit) are small and read rarely: their SQL
-// is written once, here, against adminDB, and each backend adapts its
-// driver to it (sqlite_admin.go, postgres_admin.go). Every change of
-// users, tokens, roles, team model lists or admin accounts bumps
+// model lists, admin accounts, audit) are small and read rarely. Every
+// change of users, tokens, roles, team model lists or admin accounts bumps
 // admin_state.generation in the same transaction.
 
-// adminQuerier runs SQL written with ? parameters.
-type adminQuerier interface {
-	exec(ctx context.Context, q string, args ...any) (int64, error)
-	query(ctx context.Context, q string, args ...any) (adminRows, error)
-}
-
-type adminRows interface {
-	Next() bool
-	Scan(dest ...any) error
-	Err() error
-	Close()
-}
-
-// adminDB is a backend as the admin SQL needs it.
-type adminDB struct {
-	read adminQuerier
-	// tx runs f in one write transaction.
-	tx func(ctx context.Context, f func(q adminQuerier) error) error
-	// time converts a time to the backend's column type; nullTime the
-	// same, zero as NULL.
-	time     func(time.Time) any
-	nullTime func(time.Time) any
-	// unique reports whether err is a unique-constraint violation.
-	unique func(err error) bool
-}
-
-// rebind rewrites ? parameters as $1, $2, … for PostgreSQL.
-func rebind(q string) string {
-	var b strings.Builder
-	n := 0
-	for _, c := range q {
-		if c == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
-
-// dbTime scans a time column of either backend: unix microseconds
-// (SQLite), a time.Time (PostgreSQL), or NULL (zero).
-type dbTime struct{ t *time.Time }
-
-func (d dbTime) Scan(src any) error {
-	switch v := src.(type) {
-	case nil:
-		*d.t = time.Time{}
-	case int64:
-		*d.t = fromMicros(v)
-	case time.Time:
-		*d.t = v.UTC()
-	default:
-		return fmt.Errorf("time column: unexpected %T", src)
-	}
-	return nil
-}
-
-func (a *adminDB) one(ctx context.Context, what string, q string, args []any, dest ...any) error {
-	rows, err := a.read.query(ctx, q, args...)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		return llmflow.ErrNotFound
-	}
-	if err := rows.Scan(dest...); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	return nil
-}
-
 // userExists fails with ENOTFOUND when there is no user name.
-func userExists(ctx context.Context, q adminQuerier, name string) error {
+func userExists(ctx context.Context, q querier, name string) error {
 	rows, err := q.query(ctx, `SELECT count(*) FROM admin_users WHERE name = ?`, name)
 	if err != nil {
 		return err
@@ -117,7 +38,7 @@ func userExists(ctx context.Context, q adminQuerier, name string) error {
 	return nil
 }
 
-func bump(ctx context.Context, q adminQuerier) error {
+func bump(ctx context.Context, q querier) error {
 	_, err := q.exec(ctx, `UPDATE admin_state SET generation = generation + 1 WHERE id = 1`)
 	return err
 }
@@ -125,7 +46,7 @@ func bump(ctx context.Context, q adminQuerier) error {
 // AdminGeneration returns the counter every change of users, tokens,
 // roles, team model lists or admin accounts increments: a cached principal
 // (or tree, or model list) read at the same generation is still right.
-func (a *adminDB) AdminGeneration(ctx context.Context) (int64, error) {
+func (a *sqlDB) AdminGeneration(ctx context.Context) (int64, error) {
 	var g int64
 	if err := a.one(ctx, "admin generation", `SELECT generation FROM admin_state WHERE id = 1`, nil, &g); err != nil {
 		return 0, err
@@ -134,8 +55,8 @@ func (a *adminDB) AdminGeneration(ctx context.Context) (int64, error) {
 }
 
 // CreateUser stores u; ECONFLICT when the name is taken (disabled or not).
-func (a *adminDB) CreateUser(ctx context.Context, u llmflow.User) error {
-	return a.tx(ctx, func(q adminQuerier) error {
+func (a *sqlDB) CreateUser(ctx context.Context, u llmflow.User) error {
+	return a.tx(ctx, func(q querier) error {
 		_, err := q.exec(ctx, `INSERT INTO admin_users (name, org, created_at, disabled_at) VALUES (?, ?, ?, ?)`,
 			u.Name, u.Org, a.time(u.CreatedAt), a.nullTime(u.DisabledAt))
 		if err != nil {
@@ -157,7 +78,7 @@ func scanUser(r interface{ Scan(...any) error }) (llmflow.User, error) {
 }
 
 // User returns the named user, or llmflow.ErrNotFound.
-func (a *adminDB) User(ctx context.Context, name string) (llmflow.User, error) {
+func (a *sqlDB) User(ctx context.Context, name string) (llmflow.User, error) {
 	var u llmflow.User
 	err := a.one(ctx, "user", `SELECT `+userColumns+` FROM admin_users WHERE name = ?`, []any{name},
 		&u.Name, &u.Org, dbTime{&u.CreatedAt}, dbTime{&u.DisabledAt}, &u.Source, &u.DisabledBy)
@@ -165,7 +86,7 @@ func (a *adminDB) User(ctx context.Context, name string) (llmflow.User, error) {
 }
 
 // Users returns every user, by name.
-func (a *adminDB) Users(ctx context.Context) ([]llmflow.User, error) {
+func (a *sqlDB) Users(ctx context.Context) ([]llmflow.User, error) {
 	rows, err := a.read.query(ctx, `SELECT `+userColumns+` FROM admin_users ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("users: %w", err)
@@ -181,11 +102,11 @@ func (a *adminDB) Users(ctx context.Context) ([]llmflow.User, error) {
 // DisableUser marks the user disabled and revokes their active tokens at
 // the same time, in one transaction; disabling a disabled user keeps the
 // first time. llmflow.ErrNotFound for an unknown user.
-func (a *adminDB) DisableUser(ctx context.Context, name string, at time.Time) error {
+func (a *sqlDB) DisableUser(ctx context.Context, name string, at time.Time) error {
 	if at.IsZero() {
 		return &llmflow.Error{Code: llmflow.EINVALID, Message: "disable time is required"}
 	}
-	return a.tx(ctx, func(q adminQuerier) error {
+	return a.tx(ctx, func(q querier) error {
 		// disabled by hand: the Slurm import leaves the user disabled
 		n, err := q.exec(ctx, `UPDATE admin_users SET disabled_at = COALESCE(disabled_at, ?), disabled_by = '' WHERE name = ?`, a.time(at), name)
 		if err != nil {
@@ -203,11 +124,11 @@ func (a *adminDB) DisableUser(ctx context.Context, name string, at time.Time) er
 
 // CreateAdminToken stores t; ECONFLICT for a taken ID or hash, ENOTFOUND
 // for an unknown user.
-func (a *adminDB) CreateAdminToken(ctx context.Context, t llmflow.AdminToken) error {
+func (a *sqlDB) CreateAdminToken(ctx context.Context, t llmflow.AdminToken) error {
 	if t.ID == "" {
 		return &llmflow.Error{Code: llmflow.EINVALID, Message: "token id is required", Param: "id"}
 	}
-	return a.tx(ctx, func(q adminQuerier) error {
+	return a.tx(ctx, func(q querier) error {
 		if err := userExists(ctx, q, t.User); err != nil {
 			return fmt.Errorf("create admin token: %w", err)
 		}
@@ -240,7 +161,7 @@ func scanToken(r interface{ Scan(...any) error }) (llmflow.AdminToken, error) {
 
 // AdminTokenByHash returns the token whose secret hashes to hash, revoked
 // or not, or llmflow.ErrNotFound.
-func (a *adminDB) AdminTokenByHash(ctx context.Context, hash [32]byte) (llmflow.AdminToken, error) {
+func (a *sqlDB) AdminTokenByHash(ctx context.Context, hash [32]byte) (llmflow.AdminToken, error) {
 	ts, err := a.tokens(ctx, `WHERE hash = ?`, hash[:])
 	if err != nil {
 		return llmflow.AdminToken{}, err
@@ -253,11 +174,11 @@ func (a *adminDB) AdminTokenByHash(ctx context.Context, hash [32]byte) (llmflow.
 
 // AdminTokens returns the user's tokens, revoked ones included, by
 // creation time.
-func (a *adminDB) AdminTokens(ctx context.Context, user string) ([]llmflow.AdminToken, error) {
+func (a *sqlDB) AdminTokens(ctx context.Context, user string) ([]llmflow.AdminToken, error) {
 	return a.tokens(ctx, `WHERE user_name = ?`, user)
 }
 
-func (a *adminDB) tokens(ctx context.Context, where string, arg any) ([]llmflow.AdminToken, error) {
+func (a *sqlDB) tokens(ctx context.Context, where string, arg any) ([]llmflow.AdminToken, error) {
 	rows, err := a.read.query(ctx, `SELECT `+tokenColumns+` FROM admin_tokens `+where+` ORDER BY created_at, id`, arg)
 	if err != nil {
 		return nil, fmt.Errorf("admin tokens: %w", err)
@@ -273,11 +194,11 @@ func (a *adminDB) tokens(ctx context.Context, where string, arg any) ([]llmflow.
 // RevokeAdminToken revokes the user's token id (keeping the first time
 // when it is revoked already); llmflow.ErrNotFound when the user has no
 // such token.
-func (a *adminDB) RevokeAdminToken(ctx context.Context, user, id string, at time.Time) error {
+func (a *sqlDB) RevokeAdminToken(ctx context.Context, user, id string, at time.Time) error {
 	if at.IsZero() {
 		return &llmflow.Error{Code: llmflow.EINVALID, Message: "revocation time is required"}
 	}
-	return a.tx(ctx, func(q adminQuerier) error {
+	return a.tx(ctx, func(q querier) error {
 		n, err := q.exec(ctx, `UPDATE admin_tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? AND user_name = ?`, a.time(at), id, user)
 		if err != nil {
 			return fmt.Errorf("revoke admin token: %w", err)
@@ -293,8 +214,8 @@ func (a *adminDB) RevokeAdminToken(ctx context.Context, user, id string, at time
 // kept with its first time; a role the Slurm import granted becomes a
 // hand grant, which the import never removes); ENOTFOUND for an unknown
 // user.
-func (a *adminDB) GrantRole(ctx context.Context, g llmflow.RoleGrant) error {
-	return a.tx(ctx, func(q adminQuerier) error {
+func (a *sqlDB) GrantRole(ctx context.Context, g llmflow.RoleGrant) error {
+	return a.tx(ctx, func(q querier) error {
 		if err := userExists(ctx, q, g.User); err != nil {
 			return fmt.Errorf("grant role: %w", err)
 		}
@@ -309,8 +230,8 @@ ON CONFLICT (user_name, role, org, team) DO UPDATE SET source = 'admin'`, g.User
 
 // RevokeRole removes the grant (CreatedAt ignored); llmflow.ErrNotFound
 // when the user does not hold it.
-func (a *adminDB) RevokeRole(ctx context.Context, g llmflow.RoleGrant) error {
-	return a.tx(ctx, func(q adminQuerier) error {
+func (a *sqlDB) RevokeRole(ctx context.Context, g llmflow.RoleGrant) error {
+	return a.tx(ctx, func(q querier) error {
 		n, err := q.exec(ctx, `DELETE FROM admin_roles WHERE user_name = ? AND role = ? AND org = ? AND team = ?`, g.User, g.Role, g.Org, g.Team)
 		if err != nil {
 			return fmt.Errorf("revoke role: %w", err)
@@ -324,7 +245,7 @@ func (a *adminDB) RevokeRole(ctx context.Context, g llmflow.RoleGrant) error {
 
 // Roles returns the roles of user ("" for every user's), by user, role,
 // organisation and team.
-func (a *adminDB) Roles(ctx context.Context, user string) ([]llmflow.RoleGrant, error) {
+func (a *sqlDB) Roles(ctx context.Context, user string) ([]llmflow.RoleGrant, error) {
 	q, args := `SELECT user_name, role, org, team, created_at, source FROM admin_roles`, []any(nil)
 	if user != "" {
 		q, args = q+` WHERE user_name = ?`, []any{user}
@@ -347,8 +268,8 @@ func (a *adminDB) Roles(ctx context.Context, user string) ([]llmflow.RoleGrant, 
 
 // SetTeamModels sets the model list of a team; an empty list removes it
 // (the team may use every model).
-func (a *adminDB) SetTeamModels(ctx context.Context, team string, models []string) error {
-	return a.tx(ctx, func(q adminQuerier) error {
+func (a *sqlDB) SetTeamModels(ctx context.Context, team string, models []string) error {
+	return a.tx(ctx, func(q querier) error {
 		if len(models) == 0 {
 			if _, err := q.exec(ctx, `DELETE FROM team_models WHERE team = ?`, team); err != nil {
 				return fmt.Errorf("set team models: %w", err)
@@ -366,7 +287,7 @@ ON CONFLICT (team) DO UPDATE SET models = excluded.models`, team, string(b))
 }
 
 // TeamModels returns every team's model list.
-func (a *adminDB) TeamModels(ctx context.Context) (map[string][]string, error) {
+func (a *sqlDB) TeamModels(ctx context.Context) (map[string][]string, error) {
 	rows, err := a.read.query(ctx, `SELECT team, models FROM team_models ORDER BY team`)
 	if err != nil {
 		return nil, fmt.Errorf("team models: %w", err)
@@ -392,8 +313,8 @@ func (a *adminDB) TeamModels(ctx context.Context) (map[string][]string, error) {
 
 // PutAdminAccount creates or replaces the admin change of an account
 // (keeping its place in creation order).
-func (a *adminDB) PutAdminAccount(ctx context.Context, acc llmflow.AdminAccount) error {
-	return a.tx(ctx, func(q adminQuerier) error {
+func (a *sqlDB) PutAdminAccount(ctx context.Context, acc llmflow.AdminAccount) error {
+	return a.tx(ctx, func(q querier) error {
 		_, err := q.exec(ctx, `INSERT INTO admin_accounts (name, kind, parent, created, disabled, shares, at) VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, parent = excluded.parent, created = excluded.created,
 disabled = excluded.disabled, shares = excluded.shares, at = excluded.at`,
@@ -406,7 +327,7 @@ disabled = excluded.disabled, shares = excluded.shares, at = excluded.at`,
 }
 
 // AdminAccounts returns the admin account changes in creation order.
-func (a *adminDB) AdminAccounts(ctx context.Context) ([]llmflow.AdminAccount, error) {
+func (a *sqlDB) AdminAccounts(ctx context.Context) ([]llmflow.AdminAccount, error) {
 	rows, err := a.read.query(ctx, `SELECT name, kind, parent, created, disabled, shares, at FROM admin_accounts ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("admin accounts: %w", err)
@@ -426,8 +347,8 @@ func (a *adminDB) AdminAccounts(ctx context.Context) ([]llmflow.AdminAccount, er
 }
 
 // AppendAudit stores an audit entry (its ID is assigned).
-func (a *adminDB) AppendAudit(ctx context.Context, e llmflow.AuditEntry) error {
-	return a.tx(ctx, func(q adminQuerier) error {
+func (a *sqlDB) AppendAudit(ctx context.Context, e llmflow.AuditEntry) error {
+	return a.tx(ctx, func(q querier) error {
 		_, err := q.exec(ctx, `INSERT INTO audit (time, actor, action, target, org, team, before, after, remote) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			a.time(e.Time), e.Actor, e.Action, e.Target, e.Org, e.Team, e.Before, e.After, e.Remote)
 		if err != nil {
@@ -438,7 +359,7 @@ func (a *adminDB) AppendAudit(ctx context.Context, e llmflow.AuditEntry) error {
 }
 
 // Audit returns the entries f selects, newest first.
-func (a *adminDB) Audit(ctx context.Context, f llmflow.AuditFilter) ([]llmflow.AuditEntry, error) {
+func (a *sqlDB) Audit(ctx context.Context, f llmflow.AuditFilter) ([]llmflow.AuditEntry, error) {
 	var where []string
 	var args []any
 	if !f.From.IsZero() {

@@ -1,4 +1,8 @@
-// Package store keeps keys and accounting records.
+// Package store is llmflow's storage: API keys, accounting records and
+// their hourly rollups, the account tree and its Slurm import runs,
+// budgets, saved fair-share usage, the delegated-administration tables
+// (users, admin tokens, roles, audit), runtime routing rows and the alert
+// outbox.
 //
 // SQLite (modernc.org/sqlite, pure Go) is the embedded default; PostgreSQL
 // (pgx/v5, pure Go) is for production and for several gateways sharing one
@@ -12,7 +16,8 @@
 //     truncated) and are returned in UTC. Durations (Record.Latency, Record.TTFB) are stored
 //     as whole microseconds.
 //   - Key.RevokedAt's zero value is stored as NULL and means active.
-//   - Key.Tags are stored as a JSON array of strings in the given order.
+//   - Key.Tags are stored as a list in the given order (SQLite: a JSON
+//     array of strings; PostgreSQL: text[]).
 //     A key with no tags, whether Tags was nil or empty, reads back with
 //     Tags == nil.
 //   - Lookups that find nothing return llmflow.ErrNotFound (code
@@ -37,12 +42,15 @@
 // each in its own transaction, and tracked in
 // schema_migrations(version, applied_at).
 //
-// Files say which backend they belong to: sqlite*.go and postgres*.go hold
-// each backend's type and its methods, one file per concern (keys,
-// records, rollups, accounts, share usage). The code both share has no
-// prefix: the SQL built for either backend (keys.go, rollup.go) takes a
-// dialect (dialect.go), the one value per backend that says how its SQL
-// differs; records.go and migrate.go hold the rest.
+// The SQL is written once (sql.go): methods on sqlDB, with ? parameters
+// that PostgreSQL's querier rebinds to $1, $2, …, scanning times and lists
+// through types that read either backend's columns. Each backend adapts
+// its driver to it (sqlite_db.go, postgres_db.go: how to query, the column
+// conversions, the few SQL words that differ). The files prefixed sqlite
+// and postgres keep only what really differs: opening and migrating
+// (sqlite.go, postgres.go), the bulk write of records (a staging table
+// filled by multi-row INSERTs; COPY), and the outbox claim (the single
+// writer; FOR UPDATE SKIP LOCKED).
 //
 // The rollup filter and its dimensions are the domain's
 // (llmflow.RollupFilter, llmflow.RollupDimensions); this package maps the

@@ -1,27 +1,91 @@
 package store
 
 import (
+	"context"
+	"fmt"
 	"strings"
+	"time"
 
 	"github.com/go-llmflow/llmflow"
 )
 
-// keyColumns are the columns of keys in the order scanKey and pgScanKey
-// read them.
+// keyColumns are the columns of keys in the order scanKey reads them.
 const keyColumns = `id, hash, hint, name, org, team, project, owner, rpm, tpm, max_inflight, tags, created_at, revoked_at, disabled`
 
-// listKeysQuery is the ListKeys query of every backend, in d's SQL.
-func (d dialect) listKeysQuery(f llmflow.KeyFilter) (string, []any) {
+// keyByHashSQL is the read of the request path (on a cache miss); SQLite
+// prepares it.
+const keyByHashSQL = `SELECT ` + keyColumns + ` FROM keys WHERE hash = ?`
+
+// CreateKey stores k. It fails with ECONFLICT when a key with the same ID
+// or the same Hash exists (revoked or not), and with EINVALID when k.ID is
+// empty.
+func (a *sqlDB) CreateKey(ctx context.Context, k llmflow.Key) error {
+	if k.ID == "" {
+		return &llmflow.Error{Code: llmflow.EINVALID, Message: "key id is required", Param: "id"}
+	}
+	_, err := a.write.exec(ctx, `INSERT INTO keys (`+keyColumns+`) VALUES (`+params(15)+`)`,
+		k.ID, k.Hash[:], k.Hint, k.Name, k.Org, k.Team, k.Project, k.Owner,
+		k.RPM, k.TPM, k.MaxInFlight, a.list(k.Tags), a.time(k.CreatedAt), a.nullTime(k.RevokedAt), k.Disabled)
+	switch {
+	case err == nil:
+		return nil
+	case a.primary(err): // the driver error names the column, never the values
+		return &llmflow.Error{Code: llmflow.ECONFLICT, Message: fmt.Sprintf("key %s already exists", k.ID), Param: "id", Err: err}
+	case a.unique(err):
+		return &llmflow.Error{Code: llmflow.ECONFLICT, Message: "a key with the same secret already exists", Err: err}
+	}
+	return fmt.Errorf("create key: %w", err)
+}
+
+// KeyByHash returns the key whose secret hashes to hash, revoked or not:
+// the caller checks Key.Active. It returns llmflow.ErrNotFound when there
+// is none.
+func (a *sqlDB) KeyByHash(ctx context.Context, hash [32]byte) (llmflow.Key, error) {
+	return a.key(ctx, "key by hash", keyByHashSQL, hash[:])
+}
+
+// KeyByID returns the key with the given ID, revoked or not, or
+// llmflow.ErrNotFound.
+func (a *sqlDB) KeyByID(ctx context.Context, id string) (llmflow.Key, error) {
+	return a.key(ctx, "key by id", `SELECT `+keyColumns+` FROM keys WHERE id = ?`, id)
+}
+
+func (a *sqlDB) key(ctx context.Context, what, q string, arg any) (llmflow.Key, error) {
+	var k keyRow
+	if err := a.one(ctx, what, q, []any{arg}, a.keyDest(&k)...); err != nil {
+		return llmflow.Key{}, err
+	}
+	key, err := k.key()
+	if err != nil {
+		return llmflow.Key{}, fmt.Errorf("%s: %w", what, err)
+	}
+	return key, nil
+}
+
+// ListKeys returns the keys matching f ordered by creation time, then ID.
+// Revoked keys are included only with f.IncludeRevoked. It returns nil
+// when nothing matches.
+func (a *sqlDB) ListKeys(ctx context.Context, f llmflow.KeyFilter) ([]llmflow.Key, error) {
+	q, args := listKeysQuery(f)
+	return all(ctx, a.read, "list keys", q, args, func(rows dbRows) (llmflow.Key, error) {
+		var k keyRow
+		if err := rows.Scan(a.keyDest(&k)...); err != nil {
+			return llmflow.Key{}, err
+		}
+		return k.key()
+	})
+}
+
+// listKeysQuery is the ListKeys query.
+func listKeysQuery(f llmflow.KeyFilter) (string, []any) {
 	var where []string
 	var args []any
-	eq := func(col, v string) {
-		if v != "" {
-			args = append(args, v)
-			where = append(where, col+" = "+d.placeholder(len(args)))
+	for _, c := range []struct{ col, v string }{{"org", f.Org}, {"team", f.Team}} {
+		if c.v != "" {
+			args = append(args, c.v)
+			where = append(where, c.col+" = ?")
 		}
 	}
-	eq("org", f.Org)
-	eq("team", f.Team)
 	if !f.IncludeRevoked {
 		where = append(where, "revoked_at IS NULL")
 	}
@@ -30,4 +94,55 @@ func (d dialect) listKeysQuery(f llmflow.KeyFilter) (string, []any) {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
 	return q + ` ORDER BY created_at, id`, args
+}
+
+// RevokeKey marks the key revoked at the given time. Revoking a revoked key
+// keeps the first revocation time and returns nil. It returns
+// llmflow.ErrNotFound for an unknown ID and EINVALID for a zero time (which
+// would mean "active").
+func (a *sqlDB) RevokeKey(ctx context.Context, id string, at time.Time) error {
+	if at.IsZero() {
+		return &llmflow.Error{Code: llmflow.EINVALID, Message: "revocation time is required"}
+	}
+	// Both backends count a matched row as changed even when COALESCE
+	// keeps the old value, so zero rows means no such key.
+	return execOne(ctx, a.write, "revoke key", `UPDATE keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?`, a.time(at), id)
+}
+
+// SetKeyLimits sets a key's rpm, tpm and max_inflight (0 = unlimited).
+// llmflow.ErrNotFound for an unknown ID; EINVALID for a negative limit.
+func (a *sqlDB) SetKeyLimits(ctx context.Context, id string, rpm, tpm, maxInFlight int) error {
+	if err := (llmflow.Key{RPM: rpm, TPM: tpm, MaxInFlight: maxInFlight}).Validate(); err != nil {
+		return err
+	}
+	return execOne(ctx, a.write, "set key limits", `UPDATE keys SET rpm = ?, tpm = ?, max_inflight = ? WHERE id = ?`, rpm, tpm, maxInFlight, id)
+}
+
+// SetKeyDisabled deactivates (true) or reactivates (false) a key.
+// llmflow.ErrNotFound for an unknown ID. A revoked key stays revoked.
+func (a *sqlDB) SetKeyDisabled(ctx context.Context, id string, disabled bool) error {
+	return execOne(ctx, a.write, "set key disabled", `UPDATE keys SET disabled = ? WHERE id = ?`, disabled, id)
+}
+
+// keyRow is a row of keys as scanned.
+type keyRow struct {
+	k    llmflow.Key
+	hash []byte
+}
+
+// keyDest returns the scan destinations of keyColumns.
+func (a *sqlDB) keyDest(r *keyRow) []any {
+	k := &r.k
+	return []any{&k.ID, &r.hash, &k.Hint, &k.Name, &k.Org, &k.Team, &k.Project, &k.Owner,
+		&k.RPM, &k.TPM, &k.MaxInFlight, a.listDest(&k.Tags), dbTime{&k.CreatedAt}, dbTime{&k.RevokedAt}, &k.Disabled}
+}
+
+func (r *keyRow) key() (llmflow.Key, error) {
+	k := r.k
+	if len(r.hash) != len(k.Hash) {
+		return llmflow.Key{}, fmt.Errorf("key %s: hash has %d bytes, want %d", k.ID, len(r.hash), len(k.Hash))
+	}
+	copy(k.Hash[:], r.hash)
+	k.Tags = nilIfEmpty(k.Tags)
+	return k, nil
 }

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -85,13 +87,98 @@ func cutError(s string) string {
 	return s[:i]
 }
 
-// listOutboxQuery is the ListOutbox query of every backend, in d's SQL.
-func (d dialect) listOutboxQuery(f llmflow.OutboxFilter) (string, []any) {
+// outboxColumns are the columns of outbox in the order outboxDest reads
+// them.
+const outboxColumns = `id, channel, payload, created_at, next_attempt_at, attempts, last_error, lease_token, lease_until, delivered_at`
+
+// EnqueueOutbox stores msgs in one transaction, leaving alone every
+// message whose (ID, Channel) is stored already (by this gateway or
+// another), and returns the messages it inserted. A zero NextAttemptAt
+// means CreatedAt. Nothing is stored (EINVALID) when one message is
+// invalid.
+func (a *sqlDB) EnqueueOutbox(ctx context.Context, msgs []llmflow.OutboxMessage) ([]llmflow.OutboxMessage, error) {
+	for _, m := range msgs {
+		if err := checkOutboxMessage(m); err != nil {
+			return nil, err
+		}
+	}
+	var inserted []llmflow.OutboxMessage
+	err := a.tx(ctx, func(q querier) error {
+		inserted = inserted[:0]
+		for _, m := range msgs {
+			m = nextAttempt(m)
+			n, err := q.exec(ctx, `INSERT INTO outbox (id, channel, payload, created_at, next_attempt_at)
+VALUES (?, ?, ?, ?, ?) ON CONFLICT (id, channel) DO NOTHING`,
+				m.ID, m.Channel, string(m.Payload), a.time(m.CreatedAt), a.time(m.NextAttemptAt))
+			if err != nil {
+				return err
+			}
+			if n == 1 {
+				inserted = append(inserted, m)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("enqueue outbox: %w", err)
+	}
+	if len(inserted) == 0 {
+		return nil, nil
+	}
+	return inserted, nil
+}
+
+// CompleteOutbox marks the message delivered at the given time, if token
+// holds it; llmflow.ErrLeaseLost otherwise (another claim holds it, it is
+// delivered, or it does not exist).
+func (a *sqlDB) CompleteOutbox(ctx context.Context, id, channel, token string, at time.Time) error {
+	if token == "" {
+		return llmflow.ErrLeaseLost
+	}
+	n, err := a.write.exec(ctx, `UPDATE outbox SET delivered_at = ?, lease_token = '', lease_until = NULL, last_error = ''
+WHERE id = ? AND channel = ? AND lease_token = ? AND delivered_at IS NULL`, a.time(at), id, channel, token)
+	return leaseLost("complete outbox", n, err)
+}
+
+// RetryOutbox records a failed attempt of the message held by token: it
+// is due again at next, with lastErr (cut to MaxOutboxErrorBytes), and
+// nobody holds it. llmflow.ErrLeaseLost when token does not hold it.
+func (a *sqlDB) RetryOutbox(ctx context.Context, id, channel, token string, next time.Time, lastErr string) error {
+	if token == "" {
+		return llmflow.ErrLeaseLost
+	}
+	n, err := a.write.exec(ctx, `UPDATE outbox SET next_attempt_at = ?, last_error = ?, lease_token = '', lease_until = NULL
+WHERE id = ? AND channel = ? AND lease_token = ? AND delivered_at IS NULL`, a.time(next), cutError(lastErr), id, channel, token)
+	return leaseLost("retry outbox", n, err)
+}
+
+// PendingOutbox counts the undelivered messages per channel (channels
+// with none are absent).
+func (a *sqlDB) PendingOutbox(ctx context.Context) (map[string]int64, error) {
+	type pending struct {
+		ch string
+		n  int64
+	}
+	ps, err := all(ctx, a.read, "pending outbox", `SELECT channel, count(*) FROM outbox WHERE delivered_at IS NULL GROUP BY channel`, nil,
+		func(rows dbRows) (p pending, err error) { return p, rows.Scan(&p.ch, &p.n) })
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int64, len(ps))
+	for _, p := range ps {
+		out[p.ch] = p.n
+	}
+	return out, nil
+}
+
+// ListOutbox returns the messages matching f ordered by CreatedAt, ID,
+// Channel; nil when none.
+func (a *sqlDB) ListOutbox(ctx context.Context, f llmflow.OutboxFilter) ([]llmflow.OutboxMessage, error) {
 	var where []string
 	var args []any
 	if f.ID != "" {
 		args = append(args, f.ID)
-		where = append(where, "id = "+d.placeholder(len(args)))
+		where = append(where, "id = ?")
 	}
 	if f.Undelivered {
 		where = append(where, "delivered_at IS NULL")
@@ -103,61 +190,39 @@ func (d dialect) listOutboxQuery(f llmflow.OutboxFilter) (string, []any) {
 	q += ` ORDER BY created_at, id, channel`
 	if f.Limit > 0 {
 		args = append(args, f.Limit)
-		q += ` LIMIT ` + d.placeholder(len(args))
+		q += ` LIMIT ?`
 	}
-	return q, args
+	return all(ctx, a.read, "list outbox", q, args, scanOutbox)
 }
 
-// The statements below are the outbox's in every backend, in d's SQL;
-// only the claim differs (see each backend's ClaimOutbox).
-
-// enqueueOutboxQuery inserts m unless its (ID, Channel) is stored.
-func (d dialect) enqueueOutboxQuery(m llmflow.OutboxMessage) (string, []any) {
-	return `INSERT INTO outbox (id, channel, payload, created_at, next_attempt_at)
-VALUES (` + d.placeholders(1, 5) + `) ON CONFLICT (id, channel) DO NOTHING`,
-		[]any{m.ID, m.Channel, string(m.Payload), d.at(m.CreatedAt), d.at(m.NextAttemptAt)}
+// scanOutbox reads a row of outboxColumns.
+func scanOutbox(rows dbRows) (llmflow.OutboxMessage, error) {
+	var (
+		m       llmflow.OutboxMessage
+		payload string
+	)
+	err := rows.Scan(&m.ID, &m.Channel, &payload, dbTime{&m.CreatedAt}, dbTime{&m.NextAttemptAt}, &m.Attempts, &m.LastError, &m.LeaseToken,
+		dbTime{&m.LeaseUntil}, dbTime{&m.DeliveredAt})
+	m.Payload = []byte(payload)
+	return m, err
 }
 
-// completeOutboxQuery marks a message delivered at at, if token holds it.
-func (d dialect) completeOutboxQuery(id, channel, token string, at time.Time) (string, []any) {
-	return `UPDATE outbox SET delivered_at = ` + d.placeholder(1) + `, lease_token = '', lease_until = NULL, last_error = ''
-WHERE id = ` + d.placeholder(2) + ` AND channel = ` + d.placeholder(3) + ` AND lease_token = ` + d.placeholder(4) + ` AND delivered_at IS NULL`,
-		[]any{d.at(at), id, channel, token}
-}
-
-// retryOutboxQuery makes a message held by token due again at next.
-func (d dialect) retryOutboxQuery(id, channel, token string, next time.Time, lastErr string) (string, []any) {
-	return `UPDATE outbox SET next_attempt_at = ` + d.placeholder(1) + `, last_error = ` + d.placeholder(2) + `, lease_token = '', lease_until = NULL
-WHERE id = ` + d.placeholder(3) + ` AND channel = ` + d.placeholder(4) + ` AND lease_token = ` + d.placeholder(5) + ` AND delivered_at IS NULL`,
-		[]any{d.at(next), cutError(lastErr), id, channel, token}
-}
-
-// pendingOutboxQuery counts the undelivered messages per channel.
-const pendingOutboxQuery = `SELECT channel, count(*) FROM outbox WHERE delivered_at IS NULL GROUP BY channel`
-
-// scanPending reads pendingOutboxQuery's rows (a *sql.Rows or pgx.Rows).
-func scanPending(rows interface {
-	Next() bool
-	Err() error
-	Scan(dest ...any) error
-}) (map[string]int64, error) {
-	type pending struct {
-		ch string
-		n  int64
-	}
-	ps, err := scanRows(rows, func() (p pending, err error) { return p, rows.Scan(&p.ch, &p.n) })
-	if err != nil {
-		return nil, fmt.Errorf("pending outbox: %w", err)
-	}
-	out := make(map[string]int64, len(ps))
-	for _, p := range ps {
-		out[p.ch] = p.n
-	}
-	return out, nil
+// sortOutbox orders claimed messages as a listing of due messages:
+// NextAttemptAt, ID, Channel (RETURNING has no order).
+func sortOutbox(ms []llmflow.OutboxMessage) {
+	slices.SortFunc(ms, func(a, b llmflow.OutboxMessage) int {
+		if c := a.NextAttemptAt.Compare(b.NextAttemptAt); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.ID, b.ID); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Channel, b.Channel)
+	})
 }
 
 // leaseLost maps a Complete or Retry that changed n rows (or failed with
-// err) to its result: llmflow.ErrLeaseLost when none.
+// err) to its result: llmflow.ErrLeaseLost when nothing changed.
 func leaseLost(what string, n int64, err error) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)

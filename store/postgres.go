@@ -36,7 +36,7 @@ var postgresMigrations embed.FS
 // search_path (set it in the DSN, e.g. "…?search_path=llmflow", to keep
 // llmflow in its own schema). A *Postgres is safe for concurrent use.
 type Postgres struct {
-	*adminDB // users, admin tokens, roles, audit (admin.go)
+	*sqlDB // users, admin tokens, roles, audit (admin.go)
 
 	pool      *pgxpool.Pool
 	closeOnce sync.Once
@@ -79,7 +79,7 @@ func openPostgres(ctx context.Context, dsn string) (*Postgres, error) {
 		return nil, redactErr(err, dsn, password)
 	}
 	s := &Postgres{pool: pool}
-	s.adminDB = newPostgresAdmin(s)
+	s.sqlDB = newPostgresDB(s)
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, redactErr(err, dsn, password)
@@ -234,13 +234,6 @@ func pgNullTime(t time.Time) any {
 		return nil
 	}
 	return pgTime(t)
-}
-
-func nilIfEmpty(s []string) []string {
-	if len(s) == 0 {
-		return nil
-	}
-	return s
 }
 
 // pgCode returns the SQLSTATE of a server error, "" for any other error.

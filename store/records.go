@@ -1,8 +1,10 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-llmflow/llmflow"
 )
@@ -54,4 +56,46 @@ func clampedRecord(r *llmflow.Record, n *atomic.Int64) *llmflow.Record {
 		return &c
 	}
 	return r
+}
+
+// Records returns the records with from ≤ Time < to, ordered by Time then
+// RequestID. Bounds finer than a microsecond are compared exactly against
+// the stored microseconds. It returns nil when nothing matches.
+func (a *sqlDB) Records(ctx context.Context, from, to time.Time) ([]llmflow.Record, error) {
+	if !from.Before(to) {
+		return nil, nil
+	}
+	return all(ctx, a.read, "read records", `SELECT `+recordCols+`
+FROM records WHERE time >= ? AND time < ? ORDER BY time, request_id`, []any{a.bound(from), a.bound(to)},
+		func(rows dbRows) (llmflow.Record, error) {
+			var (
+				r               llmflow.Record
+				lat, ttfb       int64
+				outcome, reason string
+			)
+			if err := rows.Scan(&r.RequestID, dbTime{&r.Time}, &r.KeyID, &r.Project, &r.Team, &r.Org, &r.Model, &r.Pool, &r.Upstream,
+				&r.PromptTokens, &r.CompletionTokens, &r.CachedTokens, &r.GPUHours,
+				&r.Status, &outcome, &r.Estimated, &r.Stream, &r.Priority, &lat, &ttfb, a.listDest(&r.Tags), &reason); err != nil {
+				return r, err
+			}
+			r.Outcome = llmflow.Outcome(outcome)
+			r.EstimateReason = llmflow.EstimateReason(reason)
+			r.Latency = time.Duration(lat) * time.Microsecond
+			r.TTFB = time.Duration(ttfb) * time.Microsecond
+			r.Tags = nilIfEmpty(r.Tags)
+			return r, nil
+		})
+}
+
+// PurgeRecords deletes the raw records with Time < before and returns how
+// many it deleted. The rollups stay: reports over the purged range are
+// unchanged. It deletes in steps of their own transactions, so accounting
+// writes interleave with a large purge; a purge stopped by ctx keeps what
+// it deleted so far (and returns that count with the error).
+func (a *sqlDB) PurgeRecords(ctx context.Context, before time.Time) (int64, error) {
+	bound := a.bound(before)
+	return purgeInChunks(func() (int64, error) {
+		return a.write.exec(ctx, `DELETE FROM records WHERE `+a.rowID+` IN (
+	SELECT `+a.rowID+` FROM records WHERE time < ? ORDER BY time LIMIT ?)`, bound, purgeChunk)
+	})
 }

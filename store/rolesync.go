@@ -28,7 +28,7 @@ const roleBatch = 500
 // is bumped when a row changed: gateways read their cached principals
 // again at the next admin request, so a removed coordinator's token
 // answers 403 at once.
-func (a *adminDB) applyRoleChanges(ctx context.Context, q adminQuerier, cs []llmflow.RoleChange, at time.Time) error {
+func (a *sqlDB) applyRoleChanges(ctx context.Context, q querier, cs []llmflow.RoleChange, at time.Time) error {
 	byOp := map[llmflow.RoleOp][]llmflow.RoleChange{}
 	for _, c := range cs {
 		if c.Op < llmflow.OpCreateUser || c.Op > llmflow.OpDisableUser {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -23,22 +24,60 @@ var rollupColumns = []struct{ dim, col string }{
 	{llmflow.DimPool, "pool"},
 }
 
-// rollupQuery builds, in d's SQL, the SELECT of Rollups (byTag false:
+// Rollups returns the hourly rollups of the hours starting in [from, to),
+// selected and grouped by f, ordered by hour then the kept dimensions
+// (org, team, project, key, owner, model, pool). It reads rollups only,
+// never raw records, so it answers the same after PurgeRecords. Bounds are
+// meant to be whole hours: a from of 10:30 starts at the 11:00 hour.
+func (a *sqlDB) Rollups(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error) {
+	return a.rollups(ctx, false, from, to, f)
+}
+
+// RollupsByTag is Rollups per tag: a request with several tags counts once
+// under each distinct tag, a request without tags under the tag "". Rows
+// are ordered by hour, then tag, then the other kept dimensions.
+func (a *sqlDB) RollupsByTag(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error) {
+	return a.rollups(ctx, true, from, to, f)
+}
+
+// Spend returns the rollups f selects: from RollupsByTag when f needs the
+// tags (llmflow.RollupFilter.NeedsTags), from Rollups otherwise.
+func (a *sqlDB) Spend(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error) {
+	return a.rollups(ctx, f.NeedsTags(), from, to, f)
+}
+
+func (a *sqlDB) rollups(ctx context.Context, byTag bool, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error) {
+	q, args, err := a.rollupQuery(byTag, f, from, to)
+	if err != nil {
+		return nil, err
+	}
+	if !from.Before(to) {
+		return nil, nil
+	}
+	return all(ctx, a.read, "read rollups", q, args, func(rows dbRows) (llmflow.Rollup, error) {
+		var r llmflow.Rollup
+		err := rows.Scan(dbTime{&r.Hour}, &r.Tag, &r.Org, &r.Team, &r.Project, &r.KeyID, &r.Owner, &r.Model, &r.Pool,
+			&r.Requests, &r.PromptTokens, &r.CompletionTokens, &r.CachedTokens, &r.GPUHours, &r.EstimatedRequests)
+		return r, err
+	})
+}
+
+// rollupQuery builds the SELECT of Rollups (byTag false:
 // table rollups) or RollupsByTag (table rollups_by_tag) over the hours
-// starting in [from, to). It selects, in this order: hour (d.nullHour when
+// starting in [from, to). It selects, in this order: hour (a.nullHour when
 // f.Total), tag, org, team, project, key_id, owner, model, pool, requests,
 // prompt_tokens, completion_tokens, cached_tokens, gpu_hours,
 // estimated_requests. It fails with EINVALID for a dimension that is not
 // one of llmflow.RollupDimensions, and for a tag (filter or group) without
 // byTag.
 //
-// With d.nestRollups, unless model or pool is kept, the rows are first
+// With a.nestRollups, unless model or pool is kept, the rows are first
 // summed per hour over the primary key's prefix up to the last kept
 // dimension (a GROUP BY that follows the key's order, so SQLite streams it
 // without sorting), then grouped as asked over these far fewer rows:
 // SQLite has no hash aggregation, and sorting every rollup of a month is
 // what made its monthly queries slow.
-func (d dialect) rollupQuery(byTag bool, f llmflow.RollupFilter, from, to time.Time) (string, []any, error) {
+func (a *sqlDB) rollupQuery(byTag bool, f llmflow.RollupFilter, from, to time.Time) (string, []any, error) {
 	if !byTag && f.Tag != "" {
 		return "", nil, &llmflow.Error{Code: llmflow.EINVALID, Message: "a tag filter needs the per-tag rollups", Param: "tag"}
 	}
@@ -66,15 +105,15 @@ func (d dialect) rollupQuery(byTag bool, f llmflow.RollupFilter, from, to time.T
 	if byTag {
 		table = "rollups_by_tag"
 	}
-	args := []any{d.hour(from), d.hour(to)}
-	where := []string{"hour >= " + d.placeholder(1), "hour < " + d.placeholder(2)}
+	args := []any{a.bound(from), a.bound(to)}
+	where := []string{"hour >= ?", "hour < ?"}
 	for _, c := range []struct{ col, v string }{
 		{"tag", f.Tag}, {"org", f.Org}, {"team", f.Team}, {"project", f.Project},
 		{"key_id", f.KeyID}, {"owner", f.Owner}, {"model", f.Model}, {"pool", f.Pool},
 	} {
 		if c.v != "" {
 			args = append(args, c.v)
-			where = append(where, c.col+" = "+d.placeholder(len(args)))
+			where = append(where, c.col+" = ?")
 		}
 	}
 
@@ -87,7 +126,7 @@ func (d dialect) rollupQuery(byTag bool, f llmflow.RollupFilter, from, to time.T
 	}
 	// Keeping model or pool, the last columns of the key, the first step
 	// would sum next to nothing: then a single GROUP BY is faster.
-	if d.nestRollups && rollupColumns[last].dim != llmflow.DimModel && rollupColumns[last].dim != llmflow.DimPool {
+	if a.nestRollups && rollupColumns[last].dim != llmflow.DimModel && rollupColumns[last].dim != llmflow.DimPool {
 		prefix := []string{"hour"}
 		for _, c := range rollupColumns[:last+1] {
 			if c.dim != llmflow.DimTag || byTag {
@@ -101,7 +140,7 @@ func (d dialect) rollupQuery(byTag bool, f llmflow.RollupFilter, from, to time.T
 
 	var sel, group []string
 	if f.Total {
-		sel = append(sel, d.nullHour)
+		sel = append(sel, a.nullHour)
 	} else {
 		sel, group = append(sel, "hour"), append(group, "hour")
 	}
@@ -112,19 +151,13 @@ func (d dialect) rollupQuery(byTag bool, f llmflow.RollupFilter, from, to time.T
 			sel = append(sel, "''")
 		}
 	}
+	sumInt := func(col string) string { return "sum(" + col + ")" + a.sumCast }
 	sel = append(sel,
-		d.sumInt("requests"), d.sumInt("prompt_tokens"), d.sumInt("completion_tokens"), d.sumInt("cached_tokens"),
-		"sum(gpu_hours)", d.sumInt("estimated_requests"))
+		sumInt("requests"), sumInt("prompt_tokens"), sumInt("completion_tokens"), sumInt("cached_tokens"),
+		"sum(gpu_hours)", sumInt("estimated_requests"))
 	q := "SELECT " + strings.Join(sel, ", ") + " FROM " + from_
 	if len(group) > 0 {
 		q += " GROUP BY " + strings.Join(group, ", ") + " ORDER BY " + strings.Join(group, ", ")
 	}
 	return q, args, nil
-}
-
-// rollupDest returns the scan destinations of a rollupQuery row after the
-// hour column.
-func rollupDest(r *llmflow.Rollup) []any {
-	return []any{&r.Tag, &r.Org, &r.Team, &r.Project, &r.KeyID, &r.Owner, &r.Model, &r.Pool,
-		&r.Requests, &r.PromptTokens, &r.CompletionTokens, &r.CachedTokens, &r.GPUHours, &r.EstimatedRequests}
 }

@@ -8,29 +8,31 @@ import (
 	"github.com/go-llmflow/llmflow"
 )
 
-func TestDialect_Placeholder(t *testing.T) {
-	for _, c := range []struct {
-		d    dialect
-		n    int
-		want string
-	}{
-		{sqliteDialect, 1, "?"},
-		{sqliteDialect, 12, "?"},
-		{postgresDialect, 1, "$1"},
-		{postgresDialect, 12, "$12"},
+// The two backends as the shared SQL sees them (no database behind).
+var (
+	sqliteSQL   = newSQLiteDB(nil, nil, nil)
+	postgresSQL = newPostgresDB(&Postgres{})
+)
+
+func TestRebind(t *testing.T) {
+	for q, want := range map[string]string{
+		"SELECT 1":                      "SELECT 1",
+		"a = ? AND b IN (?, ?) LIMIT ?": "a = $1 AND b IN ($2, $3) LIMIT $4",
+		"x = ? -- ∑ é":                  "x = $1 -- ∑ é",
+		params(12):                      "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12",
 	} {
-		if got := c.d.placeholder(c.n); got != c.want {
-			t.Errorf("placeholder(%d) = %q, want %q", c.n, got, c.want)
+		if got := rebind(q); got != want {
+			t.Errorf("rebind(%q) = %q, want %q", q, got, want)
 		}
 	}
 }
 
-func TestDialect_RollupQuery(t *testing.T) {
+func TestRollupQuery(t *testing.T) {
 	from := time.Date(2026, 10, 1, 0, 0, 0, 1, time.UTC) // rounded up to the next microsecond
 	to := from.AddDate(0, 1, 0)
 	f := llmflow.RollupFilter{Org: "org3", GroupBy: []string{"org", "team"}, Total: true}
 
-	q, args, err := sqliteDialect.rollupQuery(false, f, from, to)
+	q, args, err := sqliteSQL.rollupQuery(false, f, from, to)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,10 +47,11 @@ func TestDialect_RollupQuery(t *testing.T) {
 		t.Errorf("sqlite args = %v", args)
 	}
 
-	q, args, err = postgresDialect.rollupQuery(true, f, from, to)
+	q, args, err = postgresSQL.rollupQuery(true, f, from, to)
 	if err != nil {
 		t.Fatal(err)
 	}
+	q = rebind(q)
 	want = "SELECT NULL::timestamptz, '', org, team, '', '', '', '', '', sum(requests)::bigint, sum(prompt_tokens)::bigint," +
 		" sum(completion_tokens)::bigint, sum(cached_tokens)::bigint, sum(gpu_hours), sum(estimated_requests)::bigint" +
 		" FROM rollups_by_tag WHERE hour >= $1 AND hour < $2 AND org = $3 GROUP BY org, team ORDER BY org, team"
@@ -60,7 +63,7 @@ func TestDialect_RollupQuery(t *testing.T) {
 	}
 }
 
-func TestDialect_RollupQueryErrInvalid(t *testing.T) {
+func TestRollupQueryErrInvalid(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		byTag bool
@@ -72,7 +75,7 @@ func TestDialect_RollupQueryErrInvalid(t *testing.T) {
 		{"TagFilterWithoutTags", false, llmflow.RollupFilter{Tag: "x"}, "tag"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, err := sqliteDialect.rollupQuery(c.byTag, c.f, time.Time{}, time.Time{})
+			_, _, err := sqliteSQL.rollupQuery(c.byTag, c.f, time.Time{}, time.Time{})
 			e, ok := err.(*llmflow.Error)
 			if !ok || e.Code != llmflow.EINVALID || e.Param != c.param {
 				t.Fatalf("err = %v, want EINVALID on %s", err, c.param)
@@ -84,13 +87,13 @@ func TestDialect_RollupQueryErrInvalid(t *testing.T) {
 	}
 }
 
-func TestDialect_ListKeysQuery(t *testing.T) {
-	q, args := postgresDialect.listKeysQuery(llmflow.KeyFilter{Org: "a", Team: "b"})
+func TestListKeysQuery(t *testing.T) {
+	q, args := listKeysQuery(llmflow.KeyFilter{Org: "a", Team: "b"})
 	want := "SELECT " + keyColumns + " FROM keys WHERE org = $1 AND team = $2 AND revoked_at IS NULL ORDER BY created_at, id"
-	if q != want || len(args) != 2 {
+	if q = rebind(q); q != want || len(args) != 2 {
 		t.Errorf("postgres: got %s %v\nwant %s", q, args, want)
 	}
-	q, args = sqliteDialect.listKeysQuery(llmflow.KeyFilter{Team: "b", IncludeRevoked: true})
+	q, args = listKeysQuery(llmflow.KeyFilter{Team: "b", IncludeRevoked: true})
 	want = "SELECT " + keyColumns + " FROM keys WHERE team = ? ORDER BY created_at, id"
 	if q != want || len(args) != 1 {
 		t.Errorf("sqlite: got %s %v\nwant %s", q, args, want)
@@ -105,8 +108,8 @@ func BenchmarkRollupQuery(b *testing.B) {
 	to := from.AddDate(0, 1, 0)
 	for _, d := range []struct {
 		name string
-		d    dialect
-	}{{"SQLite", sqliteDialect}, {"Postgres", postgresDialect}} {
+		d    *sqlDB
+	}{{"SQLite", sqliteSQL}, {"Postgres", postgresSQL}} {
 		b.Run(d.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

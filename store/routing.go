@@ -14,11 +14,11 @@ import (
 
 // PutUpstream creates or replaces the runtime upstream (Model, Name),
 // keeping the first CreatedAt of a replaced one.
-func (a *adminDB) PutUpstream(ctx context.Context, u llmflow.RuntimeUpstream) error {
+func (a *sqlDB) PutUpstream(ctx context.Context, u llmflow.RuntimeUpstream) error {
 	if u.Model == "" || u.Name == "" || u.BaseURL == "" {
 		return &llmflow.Error{Code: llmflow.EINVALID, Message: "model, name and base_url are required"}
 	}
-	return a.tx(ctx, func(q adminQuerier) error {
+	return a.tx(ctx, func(q querier) error {
 		_, err := q.exec(ctx, `INSERT INTO runtime_upstreams (model, name, base_url, created_at, updated_at, by_actor) VALUES (?, ?, ?, ?, ?, ?)
 ON CONFLICT (model, name) DO UPDATE SET base_url = excluded.base_url, updated_at = excluded.updated_at, by_actor = excluded.by_actor`,
 			u.Model, u.Name, u.BaseURL, a.time(u.CreatedAt), a.time(u.UpdatedAt), u.By)
@@ -31,8 +31,8 @@ ON CONFLICT (model, name) DO UPDATE SET base_url = excluded.base_url, updated_at
 
 // DeleteUpstream removes the runtime upstream (model, name);
 // llmflow.ErrNotFound when there is none.
-func (a *adminDB) DeleteUpstream(ctx context.Context, model, name string) error {
-	return a.tx(ctx, func(q adminQuerier) error {
+func (a *sqlDB) DeleteUpstream(ctx context.Context, model, name string) error {
+	return a.tx(ctx, func(q querier) error {
 		n, err := q.exec(ctx, `DELETE FROM runtime_upstreams WHERE model = ? AND name = ?`, model, name)
 		if err != nil {
 			return fmt.Errorf("delete upstream: %w", err)
@@ -45,7 +45,7 @@ func (a *adminDB) DeleteUpstream(ctx context.Context, model, name string) error 
 }
 
 // Upstreams returns every runtime upstream, by model and name.
-func (a *adminDB) Upstreams(ctx context.Context) ([]llmflow.RuntimeUpstream, error) {
+func (a *sqlDB) Upstreams(ctx context.Context) ([]llmflow.RuntimeUpstream, error) {
 	rows, err := a.read.query(ctx, `SELECT model, name, base_url, created_at, updated_at, by_actor FROM runtime_upstreams ORDER BY model, name`)
 	if err != nil {
 		return nil, fmt.Errorf("upstreams: %w", err)
@@ -63,11 +63,11 @@ func (a *adminDB) Upstreams(ctx context.Context) ([]llmflow.RuntimeUpstream, err
 }
 
 // PutAlias creates the alias or switches it to another model.
-func (a *adminDB) PutAlias(ctx context.Context, al llmflow.ModelAlias) error {
+func (a *sqlDB) PutAlias(ctx context.Context, al llmflow.ModelAlias) error {
 	if al.Name == "" || al.Model == "" {
 		return &llmflow.Error{Code: llmflow.EINVALID, Message: "alias name and model are required"}
 	}
-	return a.tx(ctx, func(q adminQuerier) error {
+	return a.tx(ctx, func(q querier) error {
 		_, err := q.exec(ctx, `INSERT INTO model_aliases (name, model, updated_at, by_actor) VALUES (?, ?, ?, ?)
 ON CONFLICT (name) DO UPDATE SET model = excluded.model, updated_at = excluded.updated_at, by_actor = excluded.by_actor`,
 			al.Name, al.Model, a.time(al.UpdatedAt), al.By)
@@ -79,8 +79,8 @@ ON CONFLICT (name) DO UPDATE SET model = excluded.model, updated_at = excluded.u
 }
 
 // DeleteAlias removes the alias; llmflow.ErrNotFound when there is none.
-func (a *adminDB) DeleteAlias(ctx context.Context, name string) error {
-	return a.tx(ctx, func(q adminQuerier) error {
+func (a *sqlDB) DeleteAlias(ctx context.Context, name string) error {
+	return a.tx(ctx, func(q querier) error {
 		n, err := q.exec(ctx, `DELETE FROM model_aliases WHERE name = ?`, name)
 		if err != nil {
 			return fmt.Errorf("delete alias: %w", err)
@@ -93,7 +93,7 @@ func (a *adminDB) DeleteAlias(ctx context.Context, name string) error {
 }
 
 // Aliases returns every alias, by name.
-func (a *adminDB) Aliases(ctx context.Context) ([]llmflow.ModelAlias, error) {
+func (a *sqlDB) Aliases(ctx context.Context) ([]llmflow.ModelAlias, error) {
 	rows, err := a.read.query(ctx, `SELECT name, model, updated_at, by_actor FROM model_aliases ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("aliases: %w", err)

@@ -39,7 +39,7 @@ const busyTimeout = 10 * time.Second
 //
 // A *SQLite is safe for concurrent use.
 type SQLite struct {
-	*adminDB // users, admin tokens, roles, audit (admin.go)
+	*sqlDB // users, admin tokens, roles, audit (admin.go)
 
 	write *sql.DB
 	read  *sql.DB
@@ -139,7 +139,7 @@ func openSQLite(ctx context.Context, path string) (_ *SQLite, err error) {
 		return nil, err
 	}
 
-	if s.keyByHash, err = s.read.PrepareContext(ctx, `SELECT `+keyColumns+` FROM keys WHERE hash = ?`); err != nil {
+	if s.keyByHash, err = s.read.PrepareContext(ctx, keyByHashSQL); err != nil {
 		return nil, err
 	}
 	if _, err := s.write.ExecContext(ctx, batchTable); err != nil {
@@ -148,7 +148,7 @@ func openSQLite(ctx context.Context, path string) (_ *SQLite, err error) {
 	if s.insertRecords, err = s.write.PrepareContext(ctx, insertRecordsSQL(recordsPerInsert)); err != nil {
 		return nil, err
 	}
-	s.adminDB = newSQLiteAdmin(s.read, s.write)
+	s.sqlDB = newSQLiteDB(s.read, s.write, map[string]*sql.Stmt{keyByHashSQL: s.keyByHash})
 	return s, nil
 }
 
@@ -277,20 +277,6 @@ func encodeTags(tags []string) (string, error) {
 	}
 	b, err := json.Marshal(tags)
 	return string(b), err
-}
-
-func decodeTags(s string) ([]string, error) {
-	if s == "" || s == "[]" {
-		return nil, nil
-	}
-	var tags []string
-	if err := json.Unmarshal([]byte(s), &tags); err != nil {
-		return nil, fmt.Errorf("decode tags: %w", err)
-	}
-	if len(tags) == 0 {
-		return nil, nil
-	}
-	return tags, nil
 }
 
 // createPrivate creates the database file with mode 0600 when it does not

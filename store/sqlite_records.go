@@ -197,66 +197,6 @@ func (s *SQLite) WriteRecords(ctx context.Context, rs []llmflow.Record) (err err
 	return nil
 }
 
-// Records returns the records with from ≤ Time < to, ordered by Time then
-// RequestID. Bounds finer than a microsecond are compared exactly against
-// the stored microseconds. It returns nil when nothing matches.
-func (s *SQLite) Records(ctx context.Context, from, to time.Time) ([]llmflow.Record, error) {
-	if !from.Before(to) {
-		return nil, nil
-	}
-	rows, err := s.read.QueryContext(ctx, `SELECT `+recordCols+`
-FROM records WHERE time >= ? AND time < ? ORDER BY time, request_id`, ceilMicros(from), ceilMicros(to))
-	if err != nil {
-		return nil, fmt.Errorf("read records: %w", err)
-	}
-	defer rows.Close()
-	rs, err := scanRows(rows, func() (llmflow.Record, error) {
-		var (
-			r            llmflow.Record
-			t, lat, ttfb int64
-			outcome      string
-			tags         string
-			reason       string
-		)
-		if err := rows.Scan(&r.RequestID, &t, &r.KeyID, &r.Project, &r.Team, &r.Org, &r.Model, &r.Pool, &r.Upstream,
-			&r.PromptTokens, &r.CompletionTokens, &r.CachedTokens, &r.GPUHours,
-			&r.Status, &outcome, &r.Estimated, &r.Stream, &r.Priority, &lat, &ttfb, &tags, &reason); err != nil {
-			return r, err
-		}
-		var err error
-		if r.Tags, err = decodeTags(tags); err != nil {
-			return r, fmt.Errorf("%s: %w", r.RequestID, err)
-		}
-		r.Time = fromMicros(t)
-		r.Outcome = llmflow.Outcome(outcome)
-		r.EstimateReason = llmflow.EstimateReason(reason)
-		r.Latency = time.Duration(lat) * time.Microsecond
-		r.TTFB = time.Duration(ttfb) * time.Microsecond
-		return r, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read records: %w", err)
-	}
-	return rs, nil
-}
-
-// PurgeRecords deletes the raw records with Time < before and returns how
-// many it deleted. The rollups stay: reports over the purged range are
-// unchanged. It deletes in steps of its own transactions; a purge stopped
-// by ctx keeps what it deleted so far (and returns that count with the
-// error).
-func (s *SQLite) PurgeRecords(ctx context.Context, before time.Time) (int64, error) {
-	bound := ceilMicros(before)
-	return purgeInChunks(func() (int64, error) {
-		res, err := s.write.ExecContext(ctx, `DELETE FROM records WHERE rowid IN (
-	SELECT rowid FROM records WHERE time < ? ORDER BY time LIMIT ?)`, bound, purgeChunk)
-		if err != nil {
-			return 0, err
-		}
-		return res.RowsAffected()
-	})
-}
-
 // ClampedRecords returns how many records WriteRecords has stored with
 // their usage clamped since the store was opened.
 func (s *SQLite) ClampedRecords() int64 { return s.clamped.Load() }

@@ -23,7 +23,6 @@ type Store interface {
 	gateway.RecordWriter
 	gateway.Pinger
 	gateway.ClampCounter
-	gateway.ClampCounter
 	gateway.ShareUsageStore
 	gateway.SpendReader
 	gateway.AdminStore

@@ -1,6 +1,9 @@
-// Package llmflow holds the domain types shared by the gateway, the stores
-// and the command line: keys, accounting records and the error kinds that
-// the HTTP layer maps to statuses in one place.
+// Package llmflow is the domain every other package shares: API keys and
+// their secrets, accounting records, their hourly rollups and costs, the
+// account tree (organisations, teams, projects, their Slurm associations
+// and GPU limits), admin users, tokens, roles and the audit trail, runtime
+// upstreams and aliases, the outbox, and the error kinds the HTTP layer
+// maps to statuses in one place.
 //
 // It imports nothing but the standard library; every other package may
 // import it, it imports none of them.

@@ -8,7 +8,7 @@
 // row per channel into the store's durable outbox, in one transaction;
 // the row's key is (ID, channel), so a second Enqueue of the same ID, by
 // this gateway after a restart or by another gateway, is a no-op. The
-// outbox row is the "sent" mark the specification keeps with the budget:
+// outbox row is the budget's "sent" mark:
 // it is written before anything is sent, so a crash cannot lose an alert
 // nor send it twice from two marks.
 //

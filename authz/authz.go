@@ -19,7 +19,7 @@ import (
 // Role is an administrative role.
 type Role string
 
-// The roles of the spec's "Admin API" table.
+// The roles of the admin API (README.md, "Delegated administration").
 const (
 	ProxyAdmin  Role = "proxy_admin"  // everything, everywhere (what the master key may)
 	ProxyViewer Role = "proxy_viewer" // read everything
@@ -164,7 +164,9 @@ const (
 	// ManageTokens lists, creates and revokes another user's admin tokens.
 	ManageTokens
 	// BudgetOrg, BudgetTeam, BudgetProject, BudgetKey and BudgetTag set,
-	// raise and remove budgets of that kind (the spec's "set by" column).
+	// raise and remove budgets of that kind: a budget is set by an admin of
+	// the scope above it (team budgets by organisation admins, project and
+	// key budgets by team admins; README.md, "Budgets and per-key limits").
 	BudgetOrg
 	BudgetTeam
 	BudgetProject

@@ -4,8 +4,8 @@
 // The configuration picks one Descriptor per pool; the gateway reads it and
 // nowhere else branches on what kind of engine is behind a pool.
 //
-// It is pure: standard library only. See shared/reference/engines.md for
-// the facts each descriptor encodes.
+// It is pure: standard library only. The engine facts each descriptor
+// encodes are stated where they are used (Stripped, For).
 package engine
 
 // Endpoint is one of the OpenAI routes the gateway proxies.
@@ -68,7 +68,16 @@ type Descriptor struct {
 	Endpoints uint8
 }
 
-// Stripped are the client body members no engine gets (engines.md A4, B3).
+// Stripped are the client body members no engine gets. vLLM accepts
+// unknown members and acts on these: priority (a client would jump the
+// queue or pick preemption victims), request_id (becomes the engine's
+// request id, so logs and tracing could be spoofed), kv_transfer_params
+// and ec_transfer_params (disaggregated-serving control), vllm_xargs
+// (free-form extension arguments, session_id among them), session_id
+// (session affinity) and cache_salt (another tenant's prefix cache; the
+// gateway sets its own). llama-server reads id_slot on its OpenAI routes
+// too (it pins the request to a slot). extra_body is an SDK-side wrapper
+// that must not carry any of them.
 var Stripped = []string{
 	"priority",
 	"extra_body",

@@ -168,7 +168,7 @@ func TestFairTreeSshare(t *testing.T) {
 		if got := fmtF(r.FairShare); got != w.fairShare {
 			t.Errorf("%s FairShare = %s, sshare %s", name, got, w.fairShare)
 		}
-		// Identities from slurm.md: LevelFS = NormShares/EffectvUsage, FairShare ∈ {k/N}.
+		// Slurm's identities: LevelFS = NormShares/EffectvUsage, FairShare ∈ {k/N}.
 		if r.Node.User && !r.Node.UseParent && r.NormShares > 0 && r.EffectvUsage > 0 &&
 			math.Abs(r.LevelFS-r.NormShares/r.EffectvUsage) > 1e-12 {
 			t.Errorf("%s LevelFS != NormShares/EffectvUsage", name)

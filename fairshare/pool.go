@@ -3,7 +3,7 @@
 // ordered by Slurm's Fair Tree, mapped to vLLM priorities.
 //
 // It is pure: standard library only, no I/O, no goroutines, time always
-// passed in. See DESIGN.md, "Fair share".
+// passed in. README.md, "Fair share", explains the rules for an operator.
 //
 // # Reservations
 //

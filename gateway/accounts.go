@@ -29,7 +29,8 @@ func newAccountView(accts llmflow.Accounts, saltKey string) *accountView {
 	return v
 }
 
-// team returns an enabled team and its organisation.
+// team returns the team named name, enabled or not (the caller checks
+// Disabled); its organisation is its Parent.
 func (v *accountView) team(name string) (*llmflow.Account, bool) {
 	a, ok := v.byName[name]
 	if !ok || a.Kind != llmflow.KindTeam {

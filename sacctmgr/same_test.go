@@ -201,8 +201,9 @@ func readTSV(tb testing.TB, name string) []map[string]string {
 	return rows
 }
 
-// treeFromDB builds the expected Tree from the slurmdbd tables, as
-// slurm.md §2 explains them.
+// treeFromDB builds the expected Tree from the slurmdbd tables: an
+// account row's parent is the account row of its parent_acct, a user
+// row's the account row of its acct (lft/rgt are not used).
 func treeFromDB(tb testing.TB) *sacctmgr.Tree {
 	tb.Helper()
 	acct := map[string]map[string]string{}

@@ -73,7 +73,7 @@ func (d *DB) Close() error { return d.db.Close() }
 // read-only REPEATABLE READ transaction, so the two tables are read from
 // one snapshot. It needs only SELECT on the database.
 //
-// As slurm.md §2 explains, an account row's parent is the account row
+// In slurmdbd's tables an account row's parent is the account row
 // whose acct is its parent_acct and a user row's parent is the account row
 // of its acct; lft/rgt are not used. Deleted rows (deleted=1) are returned
 // flagged Deleted; shares = 2147483647 is Fairshare=parent (UseParent);

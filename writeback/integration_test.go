@@ -273,7 +273,7 @@ func sreportRows(t *testing.T, cluster string, from, to time.Time, unit string) 
 }
 
 // period is a report range and which of slurmdbd's tables sreport reads
-// for it (slurm.md §4).
+// for it (the usage tables per hour, day and month).
 type period struct {
 	name     string
 	from, to time.Time

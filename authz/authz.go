@@ -164,9 +164,7 @@ const (
 	// ManageTokens lists, creates and revokes another user's admin tokens.
 	ManageTokens
 	// BudgetOrg, BudgetTeam, BudgetProject, BudgetKey and BudgetTag set,
-	// raise and remove budgets of that kind: a budget is set by an admin of
-	// the scope above it (team budgets by organisation admins, project and
-	// key budgets by team admins; README.md, "Budgets and per-key limits").
+	// raise and remove budgets of that kind (who may: allows).
 	BudgetOrg
 	BudgetTeam
 	BudgetProject
@@ -222,8 +220,8 @@ func BudgetAction(kind string) (Action, bool) {
 	return 0, false
 }
 
-// allows is the policy: what each role may do on the scopes it covers.
-// The spec's table, row by row.
+// allows is the policy: what each role may do on the scopes it covers,
+// one row per role.
 var allows = map[Role][]Action{
 	ProxyAdmin:  Actions(),
 	ProxyViewer: {Read},

@@ -190,8 +190,8 @@ type Redis struct {
 	Address      string        // host:port
 	PasswordFile string        // "" = no AUTH
 	TLS          bool          // connect with TLS (system roots)
-	KeyPrefix    string        // default "llmflow:"
-	Timeout      time.Duration // bound of a call on a request's path, default 250ms
+	KeyPrefix    string        // default DefaultRedisKeyPrefix
+	Timeout      time.Duration // bound of a call on a request's path, default DefaultRedisTimeout
 	// Replicas is how many replicas run (≥ 1, default 1): until Redis has
 	// answered once, each replica takes reservation / Replicas (and
 	// budgets and key limits / Replicas); then the live count of the
@@ -316,11 +316,11 @@ type Slurm struct {
 // counted twice).
 type Writeback struct {
 	DSNFile     string        // MySQL DSN of slurmdbd's database, with the grants of `go doc ./writeback`
-	Cluster     string        // the Slurm cluster written, default "llm"
-	ServiceUser string        // the user of keys without an owner, default "llmflow"
-	Schedule    string        // cron, default "5 * * * *" (hourly, after the hour ended)
-	Lookback    time.Duration // hours re-written each run, default 24h
-	Timezone    string        // slurmdbd's time zone (its day and month rows), default "UTC"
+	Cluster     string        // the Slurm cluster written, default llmflow.DefaultSlurmCluster
+	ServiceUser string        // the user of keys without an owner, default llmflow.DefaultServiceUser
+	Schedule    string        // cron, default DefaultWritebackSchedule (hourly, after the hour ended)
+	Lookback    time.Duration // hours re-written each run, default DefaultWritebackLookback
+	Timezone    string        // slurmdbd's time zone (its day and month rows), default DefaultWritebackTimezone
 	DefRange    hcl.Range
 }
 

@@ -32,10 +32,32 @@ const (
 	DefaultQueueSize = 10000
 	// DefaultSlurmSchedule is how often serve imports the Slurm tree.
 	DefaultSlurmSchedule = "*/10 * * * *"
-	DefaultClass         = "interactive"
-	DefaultStoreKind     = "sqlite"
-	DefaultStorePath     = "llmflow.db"
-	DefaultHealthPath    = "/health"
+	// DefaultSlurmTimeout bounds one Slurm import (slurm timeout).
+	DefaultSlurmTimeout = 2 * time.Minute
+	// DefaultSacctmgrPath is the command the sacctmgr source runs.
+	DefaultSacctmgrPath = "sacctmgr"
+	// DefaultSlurmBudgetPeriod is the period of the budgets made from
+	// Slurm's GrpTRESMins (slurm budget_period).
+	DefaultSlurmBudgetPeriod = "month"
+	// DefaultWritebackSchedule is when serve writes the GPU-hours into
+	// slurmdbd: hourly, after the hour ended. The cluster and the user of
+	// keys without an owner default to llmflow.DefaultSlurmCluster and
+	// llmflow.DefaultServiceUser.
+	DefaultWritebackSchedule = "5 * * * *"
+	// DefaultWritebackLookback is how many hours each write-back re-writes.
+	DefaultWritebackLookback = 24 * time.Hour
+	// DefaultWritebackTimezone is slurmdbd's time zone (its day and month
+	// rows).
+	DefaultWritebackTimezone = "UTC"
+	// DefaultRedisKeyPrefix starts every Redis key of a redis block.
+	DefaultRedisKeyPrefix = "llmflow:"
+	// DefaultRedisTimeout bounds each Redis call on a request's path
+	// (redis timeout); package redisstate defaults to it too.
+	DefaultRedisTimeout = 250 * time.Millisecond
+	DefaultClass        = "interactive"
+	DefaultStoreKind    = "sqlite"
+	DefaultStorePath    = "llmflow.db"
+	DefaultHealthPath   = "/health"
 
 	// DefaultMaxContextTokens is a model's max_context_tokens when the
 	// block does not set it: generous (1 Mi tokens), so that only nonsense
@@ -275,7 +297,7 @@ func (d *decoder) decodeRedis(b *hcl.Block) {
 	if b == nil {
 		return
 	}
-	r := &Redis{KeyPrefix: "llmflow:", Timeout: 250 * time.Millisecond, Replicas: 1, DefRange: b.DefRange}
+	r := &Redis{KeyPrefix: DefaultRedisKeyPrefix, Timeout: DefaultRedisTimeout, Replicas: 1, DefRange: b.DefRange}
 	c := d.content(b.Body, redisSchema)
 	if a := d.str(c.Attributes, "address", &r.Address); a != nil {
 		i := strings.LastIndexByte(r.Address, ':')
@@ -309,14 +331,15 @@ func (d *decoder) decodeWriteback(b *hcl.Block) {
 	if b == nil {
 		return
 	}
-	w := &Writeback{Cluster: "llm", ServiceUser: "llmflow", Schedule: "5 * * * *", Lookback: 24 * time.Hour, Timezone: "UTC", DefRange: b.DefRange}
+	w := &Writeback{Cluster: llmflow.DefaultSlurmCluster, ServiceUser: llmflow.DefaultServiceUser, Schedule: DefaultWritebackSchedule,
+		Lookback: DefaultWritebackLookback, Timezone: DefaultWritebackTimezone, DefRange: b.DefRange}
 	c := d.content(b.Body, writebackSchema)
 	d.secretPath(c.Attributes, "dsn_file", "writeback dsn_file", &w.DSNFile)
 	if a := d.str(c.Attributes, "cluster", &w.Cluster); a != nil && !llmflow.ValidClusterName(w.Cluster) {
 		d.errorf(a.Expr.Range(), "cluster %q is not a Slurm cluster name (lower-case letters, digits, '-' and '_')", w.Cluster)
 	}
-	if a := d.str(c.Attributes, "service_user", &w.ServiceUser); a != nil && !llmflow.ValidClusterName(w.ServiceUser) {
-		d.errorf(a.Expr.Range(), "service_user %q is not a Slurm user name (lower-case letters, digits, '-' and '_')", w.ServiceUser)
+	if a := d.str(c.Attributes, "service_user", &w.ServiceUser); a != nil && !llmflow.ValidUserName(w.ServiceUser) {
+		d.errorf(a.Expr.Range(), "service_user %q is not a user name (1 to 64 letters, digits, '.', '_' or '-', not starting with '-' or '.')", w.ServiceUser)
 	}
 	if a := d.str(c.Attributes, "schedule", &w.Schedule); a != nil {
 		if _, err := cron.ParseStandard(w.Schedule); err != nil {
@@ -353,7 +376,7 @@ func (d *decoder) decodeSlurm(b *hcl.Block) {
 	if b == nil {
 		return
 	}
-	s := &Slurm{SacctmgrPath: "sacctmgr", Schedule: DefaultSlurmSchedule, Timeout: 2 * time.Minute, BudgetPeriod: "month", DefRange: b.DefRange}
+	s := &Slurm{SacctmgrPath: DefaultSacctmgrPath, Schedule: DefaultSlurmSchedule, Timeout: DefaultSlurmTimeout, BudgetPeriod: DefaultSlurmBudgetPeriod, DefRange: b.DefRange}
 	c := d.content(b.Body, slurmSchema)
 	src := d.enum(c.Attributes, "source", &s.Source, "slurmdbd", "sacctmgr")
 	if a := d.str(c.Attributes, "cluster", &s.Cluster); a != nil && !llmflow.ValidClusterName(s.Cluster) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
 )
 
@@ -66,5 +67,40 @@ func TestWritebackBlock(t *testing.T) {
 	}
 	if _, err := config.Parse("g.hcl", []byte(`writeback {}`)); err == nil {
 		t.Error("a writeback block without dsn_file was accepted")
+	}
+}
+
+// The write-back's defaults are the root package's, and service_user is
+// checked as a user name (Slurm user names may hold upper case and '.'),
+// not as a cluster name.
+func TestWritebackDefaultsAndServiceUser(t *testing.T) {
+	cfg, err := config.Parse("g.hcl", []byte(`writeback { dsn_file = "rw.dsn" }`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := cfg.Writeback; w.Cluster != llmflow.DefaultSlurmCluster || w.ServiceUser != llmflow.DefaultServiceUser ||
+		w.Schedule != config.DefaultWritebackSchedule || w.Lookback != config.DefaultWritebackLookback || w.Timezone != config.DefaultWritebackTimezone {
+		t.Errorf("writeback defaults %+v", w)
+	}
+	for user, ok := range map[string]bool{"svc.llmflow": true, "LLMflow": true, "llm_flow-2": true, "x y": false, "-x": false, "master": false} {
+		_, err := config.Parse("g.hcl", []byte(`writeback {
+  dsn_file     = "rw.dsn"
+  service_user = "`+user+`"
+}`))
+		if (err == nil) != ok {
+			t.Errorf("service_user %q: err %v, want accepted %v", user, err, ok)
+		}
+	}
+}
+
+// A redis block's defaults are the named ones (redisstate uses the same
+// timeout).
+func TestRedisDefaults(t *testing.T) {
+	cfg, err := config.Parse("g.hcl", []byte(`redis { address = "127.0.0.1:6379" }`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cfg.Redis; r.Timeout != config.DefaultRedisTimeout || r.KeyPrefix != config.DefaultRedisKeyPrefix || r.Replicas != 1 {
+		t.Errorf("redis defaults %+v", r)
 	}
 }

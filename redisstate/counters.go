@@ -57,6 +57,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/fairshare"
 )
 
@@ -65,7 +66,7 @@ type Options struct {
 	// Prefix starts every key (default "llmflow:counters:").
 	Prefix string
 	// Timeout bounds each Redis call made on a request's path
-	// (default 250 ms).
+	// (default config.DefaultRedisTimeout).
 	Timeout time.Duration
 	// Replica names this process among the replicas (default: random).
 	Replica string
@@ -164,7 +165,7 @@ func New(rdb redis.UniversalClient, pool string, halfLife time.Duration, o Optio
 		o.Prefix = "llmflow:counters:"
 	}
 	if o.Timeout <= 0 {
-		o.Timeout = 250 * time.Millisecond
+		o.Timeout = config.DefaultRedisTimeout
 	}
 	if o.Beat <= 0 {
 		o.Beat = time.Second

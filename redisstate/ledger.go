@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-llmflow/llmflow/budgets"
+	"github.com/go-llmflow/llmflow/config"
 )
 
 // Ledger is the budget ledger shared by several gateway replicas through
@@ -72,7 +73,7 @@ type pendingSettle struct {
 type LedgerOptions struct {
 	// Prefix starts every key (default "llmflow:ledger:").
 	Prefix string
-	// Timeout bounds each Redis call on a request's path (default 250 ms).
+	// Timeout bounds each Redis call on a request's path (default config.DefaultRedisTimeout).
 	Timeout time.Duration
 	// InFlightTTL is at least the longest a request may run (default
 	// 1 h): holds and in-flight counts are kept in buckets of this width,
@@ -97,7 +98,7 @@ func NewLedger(rdb redis.UniversalClient, o LedgerOptions) *Ledger {
 		l.prefix = "llmflow:ledger:"
 	}
 	if l.timeout <= 0 {
-		l.timeout = 250 * time.Millisecond
+		l.timeout = config.DefaultRedisTimeout
 	}
 	if l.ifTTL <= 0 {
 		l.ifTTL = time.Hour

@@ -54,7 +54,7 @@ type SharedOptions struct {
 	// Prefix + "counters:", the ledger's under Prefix + "ledger:".
 	Prefix string
 	// Timeout bounds each Redis call on a request's path (default
-	// 250 ms).
+	// config.DefaultRedisTimeout).
 	Timeout time.Duration
 	// Replicas is the number of replicas taken as live until Redis has
 	// answered a beat (default 1); see Options.Replicas.

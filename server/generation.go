@@ -29,7 +29,7 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) 
 	db := s.db
 	var keys gateway.KeyStore = db
 	var admin gateway.AdminStore = db
-	if s.counters.rdb != nil {
+	if s.counters.shared != nil {
 		b := &revokeBroadcast{Store: db, s: s}
 		keys, admin = b, b
 		s.counters.shared.Register(reg)
@@ -79,7 +79,7 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) 
 	s.hook.gw.Store(g.gw)
 	g.gw.Start(ctx)
 	if g.imp != nil {
-		if s.counters.rdb != nil {
+		if s.counters.shared != nil {
 			g.imp.announce = s.counters.bus.TreeChanged
 		}
 		g.imp.start(ctx, g.gw)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/go-llmflow/llmflow/admission"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/redisstate"
@@ -17,9 +15,8 @@ import (
 // Redis, shared by every replica (redisstate.Shared), with the bus that
 // announces invalidations to them.
 type sharedCounters struct {
-	rdb    redis.UniversalClient // nil: in memory
-	shared *redisstate.Shared    // nil without a redis block
-	bus    *redisstate.Bus       // the invalidations; nil without Redis
+	shared *redisstate.Shared // nil without a redis block: in memory
+	bus    *redisstate.Bus    // the invalidations; nil without Redis
 	mem    *admission.MemSource
 }
 
@@ -35,7 +32,7 @@ func newSharedCounters(ctx context.Context, cfg *config.Config, log *slog.Logger
 		return nil, err
 	}
 	bus := redisstate.NewBus(sh.Client(), sh.KeyPrefix()+"invalidate", cfg.Redis.Timeout, log)
-	return &sharedCounters{rdb: sh.Client(), shared: sh, bus: bus}, nil
+	return &sharedCounters{shared: sh, bus: bus}, nil
 }
 
 // source is what the gateways' admissions share.

@@ -91,6 +91,10 @@ func (b *Bus) Listen(ctx context.Context, rcv Receiver) (done <-chan struct{}) {
 	sub := b.rdb.Subscribe(ctx, b.channel)
 	d := make(chan struct{})
 	go func() {
+		// Receive does not return when ctx ends while it waits on the
+		// connection: closing the subscription ends the wait.
+		stop := context.AfterFunc(ctx, func() { sub.Close() })
+		defer stop()
 		defer close(d)
 		defer sub.Close()
 		first := true

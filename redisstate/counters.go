@@ -1,8 +1,11 @@
 // Package redisstate keeps the state that gateway replicas share in
-// Redis: the fair-share counters of every pool (Counters) and the
-// invalidation of cached keys and admin state (Bus), so that several
-// replicas behind a load balancer admit against one set of counts and a
-// revocation on one takes effect on all.
+// Redis: the fair-share counters of every pool (Counters), the budget
+// holds, spend and key limits (Ledger), both taken by one admission of a
+// request (Admissions, an admission.Shared), and the invalidation of
+// cached keys and admin state (Bus), so that several replicas behind a
+// load balancer admit against one set of counts and a revocation on one
+// takes effect on all. Shared holds it for the life of a process: it is
+// the admission.Source of the gateways built on it.
 //
 // # Counters
 //
@@ -14,9 +17,9 @@
 // charges the usage, decayed in Redis). A request with a budget or key
 // limits takes its Ledger reservation in that same script, and settles it
 // in the release's: still one round trip each side. What a pool has lives
-// under the hash tag "{<pool>}" (one slot in a Redis Cluster): the totals in "<prefix>{<pool>}", and what each
-// replica counted in "<prefix>{<pool>}:r:<replica>", written by the same
-// scripts.
+// under the hash tag "{<pool>}" (one slot in a Redis Cluster): the totals
+// in "<prefix>{<pool>}", and what each replica counted in
+// "<prefix>{<pool>}:r:<replica>", written by the same scripts.
 //
 // Leases: every replica renews its lease in "<prefix>{<pool>}:live" (a
 // sorted set of replica → expiry, Redis's clock) every beat (1 s; the

@@ -32,7 +32,7 @@ type Backoff struct {
 	Jitter float64 // 0..1
 }
 
-// DefaultBackoff: 10s, 20s, 40s, … up to an hour, ±20 %.
+// DefaultBackoff waits 10s, 20s, 40s, … up to an hour, ±20 %.
 var DefaultBackoff = Backoff{Base: 10 * time.Second, Max: time.Hour, Jitter: 0.2}
 
 // Next returns the wait after the attempts-th failed attempt (1 for the

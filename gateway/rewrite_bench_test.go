@@ -1,9 +1,9 @@
 package gateway
 
 import (
-	"github.com/go-llmflow/llmflow/engine"
 	"testing"
 
+	"github.com/go-llmflow/llmflow/engine"
 	"github.com/go-llmflow/llmflow/sse"
 )
 

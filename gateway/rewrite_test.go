@@ -3,11 +3,12 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/go-llmflow/llmflow/engine"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/go-llmflow/llmflow/engine"
 )
 
 // topLevel decodes a JSON object with a token decoder that sees every key,

@@ -59,7 +59,7 @@ func NewObject(b []byte) (Object, bool) {
 	return Object{b: b, i: i + 1}, true
 }
 
-// next returns the next member's raw key (between the quotes, escapes left
+// Next returns the next member's raw key (between the quotes, escapes left
 // as they are) and raw value. It returns more=false at the closing brace or
 // on malformed input, which sets it.bad.
 func (it *Object) Next() (key, val []byte, more bool) {

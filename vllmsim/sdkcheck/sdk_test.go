@@ -1,16 +1,16 @@
 package sdkcheck_test
 
 import (
-	"net/http/httptest"
-	"time"
-
 	"errors"
-	"github.com/go-llmflow/llmflow/vllmsim"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+
+	"github.com/go-llmflow/llmflow/vllmsim"
 )
 
 // The official Go SDK parses every response shape the simulator produces.

@@ -74,9 +74,7 @@ func TestDurabilitySIGKILLBurst(t *testing.T) {
 	p := startServe(t, cfg)
 	key := createKey(t, p.base)
 	l := startLoad(p.base, key, 32)
-	for l.count() < 1500 {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, 2*time.Minute, "the load to have 1500 answers", func() bool { return l.count() >= 1500 })
 	p.signal(syscall.SIGKILL)
 	l.finish()
 	t.Logf("burst: %s; killed with SIGKILL", l)
@@ -238,9 +236,7 @@ func TestDurabilityPostgresCutOff(t *testing.T) {
 	p := startServe(t, cfg)
 	key := createKey(t, p.base)
 	l := startLoad(p.base, key, 8)
-	for l.count() < 200 {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, 2*time.Minute, "the load to have 200 answers", func() bool { return l.count() >= 200 })
 	proxy.setCut(true)
 	before := l.count()
 	waitHealth(t, p, "/healthz to say store writes fail", func(code int, h map[string]any) bool {
@@ -312,9 +308,7 @@ func TestDurabilitySQLiteLocked(t *testing.T) {
 	p := startServe(t, cfg)
 	key := createKey(t, p.base)
 	l := startLoad(p.base, key, 8)
-	for l.count() < 100 {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, 2*time.Minute, "the load to have 100 answers", func() bool { return l.count() >= 100 })
 	db, err := sql.Open("sqlite", filepath.Join(dir, "llmflow.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -378,9 +372,7 @@ func TestDurabilityFullDisk(t *testing.T) {
 	p := startServe(t, cfg)
 	key := createKey(t, p.base)
 	l := startLoad(p.base, key, 8)
-	for l.count() < 100 {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, 2*time.Minute, "the load to have 100 answers", func() bool { return l.count() >= 100 })
 	filler := filepath.Join(mnt, "filler")
 	f, err := os.Create(filler)
 	if err != nil {
@@ -397,9 +389,7 @@ func TestDurabilityFullDisk(t *testing.T) {
 	waitHealth(t, p, "/healthz to say the spool refuses", func(code int, h map[string]any) bool {
 		return code == 503 && h["status"] == "unavailable" && acctField(h, "spool") == "refusing"
 	})
-	for l.count() < before+300 {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, 2*time.Minute, "300 more answers on the full disk", func() bool { return l.count() >= before+300 })
 	_, h := healthDetails(p.base)
 	os.Remove(filler)
 	t.Logf("disk full: %d requests answered meanwhile; /healthz %v spool=%v in_memory=%v store_writes=%v",

@@ -202,7 +202,7 @@ type Redis struct {
 
 // FairShare tunes the fair-share usage.
 type FairShare struct {
-	HalfLife time.Duration // default 168h
+	HalfLife time.Duration // default fairshare.DefaultHalfLife (168h)
 }
 
 // Limits bound what a client can make the gateway do.

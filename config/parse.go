@@ -19,6 +19,7 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/engine"
+	"github.com/go-llmflow/llmflow/fairshare"
 )
 
 // Defaults of the values the configuration may leave out.
@@ -715,7 +716,7 @@ var fairShareSchema = &hcl.BodySchema{
 }
 
 func (d *decoder) decodeFairShare(b *hcl.Block) {
-	d.cfg.FairShare = FairShare{HalfLife: 168 * time.Hour}
+	d.cfg.FairShare = FairShare{HalfLife: fairshare.DefaultHalfLife}
 	if b == nil {
 		return
 	}

@@ -138,7 +138,8 @@ type Health struct {
 
 // Mem is Shared in this process: the pool's counters and the gateway's
 // ledger, the reservation first, then the count with its caps
-// (fairshare.AdmitCapped), whose refusal gives the reservation back. It
+// (fairshare.AdmitCapped), whose refusal cancels the reservation
+// (budgets.Mem.Cancel: not even the key's rate windows count it). It
 // does not allocate.
 type Mem struct {
 	Counters fairshare.Counters
@@ -158,7 +159,7 @@ func (m *Mem) Admit(_ context.Context, a *Admission) error {
 	p, capped := fairshare.AdmitCapped(m.Counters, a.Chain)
 	if capped >= 0 {
 		if a.Budget != nil {
-			m.Ledger.Settle(a.Budget.Start, a.Budget, 0, 0)
+			m.Ledger.Cancel(a.Budget)
 		}
 		a.Capped = capped
 		return ErrCapped

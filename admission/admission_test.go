@@ -107,6 +107,29 @@ func TestMemAllOrNothing(t *testing.T) {
 	if n := e2.inFlight(); n != 3 {
 		t.Fatalf("pool in flight %d, want 3", n)
 	}
+	// nor a count in its key's rate window: with an RPM of 4, three in
+	// flight, one capped, one released, the next one is the fourth
+	e3 := newMemEnv(t, 100)
+	rpm := func() *admission.Admission {
+		a := e3.request("r", 0.01)
+		a.Budget.Limits.RPM = 4
+		return a
+	}
+	var in []*admission.Admission
+	for range 3 {
+		a := rpm()
+		if err := e3.shared.Admit(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		in = append(in, a)
+	}
+	if err := e3.shared.Admit(ctx, rpm()); !errors.Is(err, admission.ErrCapped) {
+		t.Fatalf("over the cap: %v", err)
+	}
+	e3.shared.Release(ctx, in[0], admission.End{At: now})
+	if err := e3.shared.Admit(ctx, rpm()); err != nil {
+		t.Fatalf("the fourth request of the minute (the capped one counts nowhere): %v", err)
+	}
 	// releases
 	for _, a := range held {
 		e.shared.Release(ctx, a, admission.End{At: now, GPUHours: 0.01, Tokens: 10})

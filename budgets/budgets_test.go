@@ -316,3 +316,26 @@ func TestWindowModel(t *testing.T) {
 		}
 	}
 }
+
+// TestCancel: a cancelled reservation leaves nothing: no hold, no spend,
+// no in-flight slot and no count in the key's windows (RPM and TPM), so
+// the limits admit as if it had never been made.
+func TestCancel(t *testing.T) {
+	m := ledger(t, Budget{Scope: Scope{KindOrg, "org", ""}, Period: Day, MaxCost: 1})
+	k := m.Key("key_1")
+	lim := KeyLimits{RPM: 1, TPM: 10, MaxInFlight: 1}
+	r := req(m, "m", 0.9, 0, 0)
+	r.Key, r.Limits, r.Tokens = k, lim, 10
+	if err := m.Reserve(t0, r); err != nil {
+		t.Fatal(err)
+	}
+	m.Cancel(r)
+	if st := m.Table().Status()[0]; st.Held != 0 || st.Spent != 0 || k.InFlight() != 0 {
+		t.Fatalf("after cancel: %+v, key in flight %d", st, k.InFlight())
+	}
+	r2 := req(m, "m", 0.9, 0, 0)
+	r2.Key, r2.Limits, r2.Tokens = k, lim, 10
+	if err := m.Reserve(t0, r2); err != nil {
+		t.Fatalf("the same request again, within the minute: %v", err)
+	}
+}

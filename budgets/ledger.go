@@ -533,6 +533,21 @@ func (m *Mem) undo(r *Request) {
 	}
 }
 
+// Cancel gives back everything a successful Reserve of r took, charging
+// nothing: its holds, its key's in-flight slot and its rate-window counts,
+// as if it had never been made. It is for a request that a later check of
+// the same admission refuses (an account's cap): all or nothing. It
+// replaces Settle.
+func (m *Mem) Cancel(r *Request) {
+	m.undo(r)
+	if r.held != 0 {
+		for _, s := range r.Slots {
+			s.untake(r.held)
+		}
+		r.held = 0
+	}
+}
+
 // Settle gives back what Reserve took and charges the real cost
 // (GPU-hours) and tokens. It must be called exactly once after a
 // successful Reserve.

@@ -177,7 +177,7 @@ func (s *Admissions) admitApart(a *admission.Admission) error {
 	}
 	p, capped := s.c.admit(a.Chain, true)
 	if capped >= 0 {
-		s.l.Settle(r.Start, r, local, 0, 0)
+		s.l.Cancel(r, local)
 	}
 	a.BudgetLocal = local
 	return placed(a, p, capped)

@@ -423,6 +423,18 @@ func (l *Ledger) Settle(now time.Time, r *budgets.Request, local bool, cost floa
 	}
 }
 
+// Cancel gives back what Reserve took for a request a later check of the
+// same admission refuses (an account's cap), charging nothing: in the
+// local Mem everything (budgets.Mem.Cancel); in Redis as a settle of no
+// cost and no tokens (its rate-window request count stays).
+func (l *Ledger) Cancel(r *budgets.Request, local bool) {
+	if local {
+		l.local.Load().Cancel(r)
+		return
+	}
+	l.Settle(r.Start, r, false, 0, 0)
+}
+
 // settleCall returns settleScript's keys and arguments for r, reserved
 // in Redis, having charged this gateway's own figures; ok false when r
 // was settled already (its second of admission, r.Sec, is cleared).

@@ -339,3 +339,47 @@ func TestCancel(t *testing.T) {
 		t.Fatalf("the same request again, within the minute: %v", err)
 	}
 }
+
+// TestCheck: Check refuses as Reserve would (budget, max_inflight, rpm),
+// with the same message, and takes nothing.
+func TestCheck(t *testing.T) {
+	m := ledger(t, Budget{Scope: Scope{KindOrg, "org", ""}, Period: Day, MaxCost: 1})
+	k := m.Key("key_1")
+	lim := KeyLimits{RPM: 2, MaxInFlight: 1}
+	mk := func(cost float64) *Request {
+		r := req(m, "m", cost, 0, 0)
+		r.Key, r.Limits = k, lim
+		return r
+	}
+	if err := m.Check(t0, mk(0.5)); err != nil {
+		t.Fatal(err)
+	}
+	if st := m.Table().Status()[0]; st.Held != 0 || k.InFlight() != 0 {
+		t.Fatalf("Check took something: %+v, in flight %d", st, k.InFlight())
+	}
+	a := mk(0.5)
+	if err := m.Reserve(t0, a); err != nil {
+		t.Fatal(err)
+	}
+	var rf *Refusal
+	if err := m.Check(t0, mk(0.1)); !errors.As(err, &rf) || rf.Reason != "max_inflight" {
+		t.Fatalf("in flight: %v", err)
+	}
+	m.Settle(t0, a, 0.5, 0)
+	b := mk(0.5)
+	want := m.Reserve(t0, b) // the rpm's second, and the budget's last 0.5
+	if want != nil {
+		t.Fatal(want)
+	}
+	m.Settle(t0, b, 0.5, 0)
+	errC, errR := m.Check(t0, mk(0.1)), m.Reserve(t0, mk(0.1))
+	if errC == nil || errR == nil || errC.Error() != errR.Error() {
+		t.Fatalf("Check %v, Reserve %v: want the same refusal", errC, errR)
+	}
+	// the budget alone
+	m2 := ledger(t, Budget{Scope: Scope{KindOrg, "org", ""}, Period: Day, MaxCost: 0.1})
+	errC, errR = m2.Check(t0, req(m2, "m", 0.2, 0, 0)), m2.Reserve(t0, req(m2, "m", 0.2, 0, 0))
+	if !errors.Is(errC, ErrExhausted) || errC.Error() != errR.Error() {
+		t.Fatalf("Check %v, Reserve %v", errC, errR)
+	}
+}

@@ -408,8 +408,7 @@ func (m *Mem) Reserve(now time.Time, r *Request) error {
 		if lim := share(r.Limits.MaxInFlight, n); lim > 0 {
 			if k.inflight.Add(1) > lim {
 				k.inflight.Add(-1)
-				return &Refusal{Reason: "max_inflight", RetryAfter: time.Second,
-					Message: fmt.Sprintf("the key has %d requests in flight, its limit (max_inflight)", lim) + sliceNote(n, r.Limits.MaxInFlight)}
+				return inFlightRefusal(lim, n, r)
 			}
 		} else {
 			k.inflight.Add(1)
@@ -437,6 +436,29 @@ func (m *Mem) window(now time.Time, r *Request, n int64) error {
 	k, sec := r.Key, now.Unix()
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if rf := windowRefusal(k, sec, r, n); rf != nil {
+		return rf
+	}
+	k.reqs.advance(sec)
+	k.toks.advance(sec)
+	sec = k.reqs.last // a clock gone back counts in the latest second
+	k.reqs.add(sec, 1)
+	k.toks.add(sec, r.Tokens)
+	r.Sec, r.window = sec, true
+	return nil
+}
+
+// inFlightRefusal is the refusal of r by its key's in-flight limit lim
+// (its 1/n share).
+func inFlightRefusal(lim, n int64, r *Request) *Refusal {
+	return &Refusal{Reason: "max_inflight", RetryAfter: time.Second,
+		Message: fmt.Sprintf("the key has %d requests in flight, its limit (max_inflight)", lim) + sliceNote(n, r.Limits.MaxInFlight)}
+}
+
+// windowRefusal is the refusal of r by its key's rate windows at second
+// sec, under its limits or their 1/n share; nil when they admit it. k.mu
+// is held.
+func windowRefusal(k *KeyState, sec int64, r *Request, n int64) *Refusal {
 	if lim := share(r.Limits.RPM, n); lim > 0 {
 		if wait := k.reqs.wait(sec, 1, lim); wait > 0 {
 			return &Refusal{Reason: "rpm", RetryAfter: wait,
@@ -449,12 +471,41 @@ func (m *Mem) window(now time.Time, r *Request, n int64) error {
 				Message: fmt.Sprintf("the key's limit of %d tokens per minute is reached", lim) + sliceNote(n, r.Limits.TPM)}
 		}
 	}
-	k.reqs.advance(sec)
-	k.toks.advance(sec)
-	sec = k.reqs.last // a clock gone back counts in the latest second
-	k.reqs.add(sec, 1)
-	k.toks.add(sec, r.Tokens)
-	r.Sec, r.window = sec, true
+	return nil
+}
+
+// Check returns the refusal Reserve would give r at now, taking nothing:
+// what its key's limits and its budgets in this ledger leave cannot admit
+// it. nil does not admit r: only Reserve (or a shared admission) decides,
+// atomically. A gateway calls it to refuse at once a request that would
+// otherwise wait in a queue before being refused. It does not allocate
+// unless it refuses.
+func (m *Mem) Check(now time.Time, r *Request) error {
+	n := m.slice.Load()
+	if k := r.Key; k != nil {
+		if lim := share(r.Limits.MaxInFlight, n); lim > 0 && k.inflight.Load() >= lim {
+			return inFlightRefusal(lim, n, r)
+		}
+		if r.Limits.RPM > 0 || r.Limits.TPM > 0 {
+			k.mu.Lock()
+			rf := windowRefusal(k, now.Unix(), r, n)
+			k.mu.Unlock()
+			if rf != nil {
+				return rf
+			}
+		}
+	}
+	if len(r.Slots) > 0 {
+		avail, tight := int64(math.MaxInt64), r.Slots[0]
+		for _, s := range r.Slots {
+			if a := s.cap.Load() - s.used.Load(); a < avail {
+				avail, tight = a, s
+			}
+		}
+		if avail < units(r.PromptCost+r.OutputCost*float64(min(r.WantOutput, 1))) {
+			return &Refusal{Reason: "budget", Scope: tight.scope, Message: tight.exhausted()}
+		}
+	}
 	return nil
 }
 

@@ -409,6 +409,14 @@ func (g *Gateway) admitBudget(_ context.Context, x *exchange) error {
 	}
 	r.Tokens = int64(rq.promptBytes+3) / 4
 	x.adm.Budget = r
+	if x.rt.pool.queue != nil {
+		// Refused now, not after waiting its turn in the queue, when this
+		// gateway's figures already refuse it (in Redis, what is held and
+		// spent is at least that); the shared step decides the others.
+		if err := b.mem.Check(x.start, r); err != nil {
+			return g.budgetRefused(err)
+		}
+	}
 	return nil
 }
 

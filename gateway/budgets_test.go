@@ -22,6 +22,7 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/budgets"
+	"github.com/go-llmflow/llmflow/engine"
 	"github.com/go-llmflow/llmflow/redisstate"
 	"github.com/go-llmflow/llmflow/store"
 	"github.com/go-llmflow/llmflow/vllmsim"
@@ -903,5 +904,42 @@ func TestScopedBudgetListingKeys(t *testing.T) {
 	}
 	if n, l := keys.byID.Load()-byID, keys.lists.Load()-lists; n != 0 || l != 1 {
 		t.Fatalf("the listing read %d keys one by one and listed keys %d times; want 0 and 1", n, l)
+	}
+}
+
+// TestBudgetRefusedBeforeQueue: in a pool with a gateway-side queue that
+// is full, a request its budget refuses is refused at once (429, its
+// reason), not after waiting its turn or the queue timeout.
+func TestBudgetRefusedBeforeQueue(t *testing.T) {
+	up := newHeldUpstream(t)
+	e, _ := budgetEnv(t, []string{up.srv.URL}, "", func(o *Options) {
+		o.Config.Pools[0].Capacity = 1
+		o.Config.Pools[0].Engine, _ = engine.For("gateway", "")
+		o.Config.Pools[0].QueueTimeout = time.Minute
+	})
+	done := make(chan int, 1)
+	go func() {
+		resp := e.post(t, "/v1/chat/completions", `{"model":"m","messages":[]}`)
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	up.waitArrived(t, 1)
+	putBudget(t, e, `{"kind":"team","name":"lab-nlp","period":"day","max_cost":0}`)
+	start := time.Now()
+	resp := e.post(t, "/v1/chat/completions", `{"model":"m","messages":[]}`)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("over budget behind a full queue: %d, want 429", resp.StatusCode)
+	}
+	if el := time.Since(start); el > 30*time.Second {
+		t.Errorf("refused after %s: it waited in the queue", el)
+	}
+	if n := metricValue(e.metricsText(t), `llmflow_denied_total{reason="budget"}`); n != 1 {
+		t.Errorf("llmflow_denied_total{reason=\"budget\"} = %v, want 1", n)
+	}
+	close(up.release)
+	if code := <-done; code != 200 {
+		t.Errorf("first request: %d", code)
 	}
 }

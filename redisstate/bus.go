@@ -89,6 +89,9 @@ type Receiver interface {
 // connection to Redis broke) calls rcv.Resync.
 func (b *Bus) Listen(ctx context.Context, rcv Receiver) (done <-chan struct{}) {
 	sub := b.rdb.Subscribe(ctx, b.channel)
+	// Receive does not return when ctx ends (go-redis reads without a
+	// deadline): closing the subscription makes it return.
+	unwatch := context.AfterFunc(ctx, func() { sub.Close() })
 	d := make(chan struct{})
 	go func() {
 		// Receive does not return when ctx ends while it waits on the
@@ -96,6 +99,7 @@ func (b *Bus) Listen(ctx context.Context, rcv Receiver) (done <-chan struct{}) {
 		stop := context.AfterFunc(ctx, func() { sub.Close() })
 		defer stop()
 		defer close(d)
+		defer unwatch()
 		defer sub.Close()
 		first := true
 		for {

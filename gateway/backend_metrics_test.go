@@ -11,7 +11,7 @@ import (
 // /metrics shows each upstream, configured and runtime, once; a runtime
 // upstream removed disappears from it.
 func TestUpstreamGaugesOnce(t *testing.T) {
-	u0, u1, rt := newEngine(t), newEngine(t), newEngine(t)
+	u0, u1, rt := newRecordingUpstream(t, nil), newRecordingUpstream(t, nil), newRecordingUpstream(t, nil)
 	e := newEnv(t, []string{u0.srv.URL, u1.srv.URL}, "")
 	scrape := func() string {
 		t.Helper()
@@ -26,12 +26,7 @@ func TestUpstreamGaugesOnce(t *testing.T) {
 		}
 		return string(b)
 	}
-	apply := func(ups []llmflow.RuntimeUpstream) {
-		rs := e.gw.routing
-		rs.mu.Lock()
-		e.gw.applyLocked(ups, nil)
-		rs.mu.Unlock()
-	}
+	apply := func(ups []llmflow.RuntimeUpstream) { e.gw.ApplyRouting(ups, nil) }
 	check := func(text string, want map[string]int) {
 		t.Helper()
 		for _, m := range []string{"llmflow_upstream_healthy", "llmflow_upstream_inflight"} {

@@ -19,26 +19,15 @@ import (
 	"github.com/go-llmflow/llmflow/engine"
 )
 
-// BudgetStore is what the gateway needs of a store for budgets: the
-// budgets and increases admins set, and the spend of a scope from the
-// hourly rollups.
+// BudgetStore is what the gateway reads of a store for budgets: the
+// budgets and increases admins set (package admin writes them), and the
+// spend of a scope from the hourly rollups.
 type BudgetStore interface {
 	ListBudgets(ctx context.Context) ([]budgets.Budget, error)
-	PutBudget(ctx context.Context, b budgets.Budget) error
-	DeleteBudget(ctx context.Context, sc budgets.Scope) error
-	AddIncrease(ctx context.Context, in budgets.Increase) (budgets.Increase, error)
 	Increases(ctx context.Context, now time.Time) ([]budgets.Increase, error)
 	// BudgetSpend returns the stored GPU-hours of sc from from on: per
 	// hour from recent on, as one sum before.
 	BudgetSpend(ctx context.Context, sc budgets.Scope, from, recent time.Time) (budgets.StoredSpend, error)
-}
-
-// KeyAdminStore changes a key's limits and activation (PUT
-// /admin/keys/{id}/limits, PUT /admin/keys/{id}/active). Stores
-// implement it beside KeyStore.
-type KeyAdminStore interface {
-	SetKeyLimits(ctx context.Context, id string, rpm, tpm, maxInFlight int) error
-	SetKeyDisabled(ctx context.Context, id string, disabled bool) error
 }
 
 // AlertSink is told when a budget first reaches its soft limit in a

@@ -2,13 +2,13 @@ package gateway
 
 import (
 	"math"
-	"net/http"
 
 	"github.com/go-llmflow/llmflow/fairshare"
 )
 
-// FairshareReport is GET /admin/fairshare: the live fair-share state of
-// every pool, in the terms of sshare -l plus the reservation columns.
+// FairshareReport is the live fair-share state of every pool, in the
+// terms of sshare -l plus the reservation columns (GET /admin/fairshare
+// serves it, filtered to what the caller may read).
 type FairshareReport struct {
 	Pools []PoolShare `json:"pools"`
 }
@@ -44,10 +44,6 @@ type AccountShare struct {
 	InFlight     int             `json:"in_flight"`
 	Within       int             `json:"within"`    // in flight within its own reservation
 	Borrowing    int             `json:"borrowing"` // in flight beyond its organisation's reservation
-}
-
-func (g *Gateway) fairshareReport(w http.ResponseWriter, r *http.Request, p Principal) error {
-	return writeJSON(w, http.StatusOK, g.FairshareReport())
 }
 
 // FairshareReport returns the live fair-share state of every pool.

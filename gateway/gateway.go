@@ -75,12 +75,6 @@ type Options struct {
 	// ShareUsage keeps the decayed fair-share usage across restarts; nil
 	// keeps it in memory only.
 	ShareUsage ShareUsageStore
-	// SyncHistory lists the Slurm import runs for GET /admin/sync; nil
-	// lists none.
-	SyncHistory SyncHistory
-	// Spend reads accounting rollups for GET /admin/spend and
-	// /admin/usage.csv; nil answers 503 there.
-	Spend SpendReader
 	// Accounts is the organisation tree; nil = Config.Accounts().
 	// SetAccounts replaces it while serving (a Slurm sync).
 	Accounts llmflow.Accounts
@@ -109,10 +103,12 @@ type Options struct {
 	// (redisstate.Shared); nil = in this process, for this gateway alone
 	// (admission.NewMemSource).
 	Admissions admission.Source
-	// Admin keeps users, admin tokens, roles, team model lists, accounts
-	// changed through the admin API and the audit trail; nil = only the
-	// master key administers (admin_*.go).
-	Admin AdminStore
+	// AccountChanges are the changes made through the admin API (package
+	// admin) on top of Accounts, as the store keeps them: served from the
+	// first view of the tree, so fair-share usage restored at start finds
+	// the accounts created there. SetAccountChanges replaces them while
+	// serving.
+	AccountChanges []llmflow.AdminAccount
 	// Recorder, when set, is the accounting queue to use instead of one
 	// over Records: it outlives the gateway (serve keeps one across
 	// configuration reloads), so Close does not close it; its OnWrite
@@ -141,7 +137,7 @@ type ClampCounter interface {
 	ClampedRecords() int64
 }
 
-// Gateway serves the client and admin routes. Create it with New, start
+// Gateway serves the client routes (/v1/*, /healthz, /metrics). Create it with New, start
 // its health checks with Start, stop with Close.
 type Gateway struct {
 	cfg        *config.Config
@@ -152,8 +148,6 @@ type Gateway struct {
 	usage      ShareUsageStore
 	admissions admission.Source
 	accts      atomic.Pointer[accountView]
-	syncs      SyncHistory
-	spend      SpendReader
 	sync       *syncState
 	log        *slog.Logger
 	now        func() time.Time
@@ -162,14 +156,10 @@ type Gateway struct {
 	auth       *authenticator
 	secretAuth *operatorAuth // operator secrets: master key, metrics token
 
-	// delegated administration (admin*.go)
-	admins      AdminStore
-	principals  *principalCache
-	tree        adminTree
-	modelLists  atomic.Pointer[teamModels] // nil: no team has a model list
-	modelsMu    sync.Mutex                 // serialises model list changes
-	auditFailed prometheus.Counter
-	patterns    []string // "METHOD /path" of every registered route
+	// state set through the control surface (control.go)
+	tree       adminTree                  // base tree and admin changes
+	modelLists atomic.Pointer[teamModels] // nil: no team has a model list
+	patterns   []string                   // "METHOD /path" of every registered route
 
 	routes    map[string]*route // configured models; aliases and runtime upstreams: routing
 	routing   *routingState
@@ -211,8 +201,6 @@ func New(o Options) (*Gateway, error) {
 		keys:    o.Keys,
 		pinger:  o.Pinger,
 		usage:   o.ShareUsage,
-		syncs:   o.SyncHistory,
-		spend:   o.Spend,
 		log:     cmp.Or(o.Log, slog.New(slog.DiscardHandler)),
 		now:     o.Now,
 		reg:     o.Registry,
@@ -238,9 +226,7 @@ func New(o Options) (*Gateway, error) {
 	if err := g.loadSecrets(); err != nil {
 		return nil, err
 	}
-	if err := g.initAdmin(o); err != nil {
-		return nil, err
-	}
+	g.tree.changes = slices.Clone(o.AccountChanges)
 	accts := o.Accounts
 	if accts == nil {
 		accts = g.cfg.Accounts()
@@ -256,14 +242,7 @@ func New(o Options) (*Gateway, error) {
 	if err := g.newRoutes(); err != nil {
 		return nil, err
 	}
-	if err := g.initRouting(context.Background()); err != nil { // routing.go
-		return nil, err
-	}
-	if g.admins != nil {
-		if err := g.loadTeamModels(context.Background()); err != nil {
-			return nil, err
-		}
-	}
+	g.initRouting() // routing.go
 	g.registerGauges()
 	g.registerAccountingMetrics()
 	g.initSeries()
@@ -521,13 +500,6 @@ func (g *Gateway) Start(ctx context.Context) {
 		defer wg.Done()
 		g.runRuntimeProbes(ctx) // routing.go
 	}()
-	if g.admins != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			g.adminReloadLoop(ctx) // admin_reload.go
-		}()
-	}
 	go func() {
 		wg.Wait()
 		close(g.done)
@@ -580,7 +552,7 @@ func (g *Gateway) handleMethods(path string, hs map[string]handler) {
 		h, ok := hs[r.Method]
 		if !ok {
 			w.Header().Set("Allow", allow)
-			writeError(w, g.log, llmflow.Errorf(emethod, "method %s not allowed on %s", r.Method, path))
+			writeError(w, g.log, MethodNotAllowed(r.Method, path))
 			return
 		}
 		if err := h(w, r); err != nil {
@@ -598,9 +570,8 @@ func (g *Gateway) routesInit() {
 	g.handle(http.MethodGet, "/v1/models/{id...}", g.getModel)
 	g.handle(http.MethodGet, "/healthz", g.healthz)
 	g.handle(http.MethodGet, "/metrics", g.serveMetrics)
-	g.adminRoutes()
 	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, g.log, llmflow.Errorf(llmflow.ENOTFOUND, "no route %s %s", r.Method, r.URL.Path))
+		writeError(w, g.log, NotFound(r))
 	})
 }
 
@@ -734,7 +705,7 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 		status = http.StatusServiceUnavailable
 	}
 	if hdr := r.Header.Get("Authorization"); hdr != "" {
-		if _, err := g.secretAuth.check(hdr, r.RemoteAddr, now, secretMaster|secretMetrics, errAdminAuth); err != nil {
+		if _, err := g.secretAuth.check(hdr, r.RemoteAddr, now, secretMaster|secretMetrics, errOperatorAuth); err != nil {
 			g.operatorDenied(err)
 		} else {
 			for _, b := range g.allBackends() {

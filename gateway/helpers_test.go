@@ -2,7 +2,10 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/store"
 )
 
 // fakeKeys is a hand-written in-memory KeyStore that counts lookups.
@@ -135,6 +139,7 @@ type testEnv struct {
 	key    string // a valid client key of team lab-nlp
 	master string
 	cfg    *config.Config
+	db     *store.SQLite // budgetEnv's store
 }
 
 const (
@@ -223,6 +228,50 @@ func newEnv(t testing.TB, upstreams []string, extra string, mod ...func(*Options
 	})
 	e.key = e.newKey(t, "lab-nlp")
 	return e
+}
+
+// KeyRequest and Principal stand in for package admin's in the gateway's
+// own tests: CreateKey puts a key in the store as POST /admin/keys does.
+type KeyRequest struct {
+	Team, Project, Name, Owner string
+	RPM, TPM, MaxInFlight      int
+	Tags                       []string
+}
+
+type Principal struct {
+	Name string
+	Role string
+}
+
+const RoleProxyAdmin = "proxy_admin"
+
+// CreateKey creates a key of req's team (in the tree served now) in the
+// gateway's key store and returns it with its secret.
+func (g *Gateway) CreateKey(ctx context.Context, req KeyRequest, _ Principal) (llmflow.Key, string, error) {
+	team, ok := g.accts.Load().team(req.Team)
+	if !ok {
+		return llmflow.Key{}, "", llmflow.Errorf(llmflow.ENOTFOUND, "unknown team %q", req.Team)
+	}
+	secret, hash, hint := llmflow.NewKeySecret()
+	k := llmflow.Key{ID: llmflow.NewID("key_"), Hash: hash, Hint: hint, Name: req.Name, Org: team.Parent, Team: team.Name,
+		Project: req.Project, Owner: req.Owner, RPM: req.RPM, TPM: req.TPM, MaxInFlight: req.MaxInFlight, Tags: req.Tags,
+		CreatedAt: g.now().UTC()}
+	if err := g.keys.CreateKey(ctx, k); err != nil {
+		return llmflow.Key{}, "", err
+	}
+	g.ForgetKey(hash)
+	return k, secret, nil
+}
+
+var errStoreDown = errors.New("store down")
+
+func decodeJSON(t testing.TB, resp *http.Response, v any) {
+	t.Helper()
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("decode %s: %v", b, err)
+	}
 }
 
 func (e *testEnv) newKey(t testing.TB, team string) string {

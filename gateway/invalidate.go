@@ -1,7 +1,5 @@
 package gateway
 
-import "context"
-
 // ForgetKey drops the key whose secret hashes to hash from this gateway's
 // caches (valid keys and misses), so that the next request with it reads
 // the store again: a key revoked through another replica stops working
@@ -14,16 +12,4 @@ func (g *Gateway) ForgetKey(hash [32]byte) { g.auth.forget(hash) }
 func (g *Gateway) ForgetAllKeys() {
 	g.auth.hits.Clear()
 	g.auth.misses.Clear()
-}
-
-// AdminChanged reloads the admin account changes and team model lists
-// now, after another replica announced an admin write, rather than at the
-// next adminReloadLoop tick (5 s). Admin principals need nothing: every
-// admin request checks the store's admin generation (principalCache).
-func (g *Gateway) AdminChanged(ctx context.Context) error {
-	if g.admins == nil {
-		return nil
-	}
-	_, err := g.reloadAdmin(ctx, -1) // generations start at 0: -1 is never current
-	return err
 }

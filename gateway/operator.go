@@ -72,6 +72,10 @@ func (o *operatorAuth) check(header, remoteAddr string, now time.Time, accept se
 	return 0, refused
 }
 
+// errOperatorAuth refuses an operator secret on /healthz (counted, not
+// answered: /healthz then shows the summary).
+var errOperatorAuth = &llmflow.Error{Code: llmflow.EUNAUTHORIZED, Message: "admin routes need Authorization: Bearer <master key or admin token llma-…>"}
+
 // operatorDenied counts an operator authentication failure in
 // llmflow_denied_total.
 func (g *Gateway) operatorDenied(err error) {

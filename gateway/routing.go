@@ -2,8 +2,7 @@ package gateway
 
 import (
 	"context"
-	"errors"
-	"fmt"
+	"encoding/json"
 	"net/url"
 	"slices"
 	"strings"
@@ -17,20 +16,6 @@ import (
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/engine"
 )
-
-// RoutingStore keeps the upstreams and aliases registered through the
-// admin API (store.SQLite and store.Postgres implement it). The gateway
-// uses it when its admin store (Options.Admin) implements it; without
-// one, the routing admin routes answer 503 and only the configuration
-// routes.
-type RoutingStore interface {
-	PutUpstream(ctx context.Context, u llmflow.RuntimeUpstream) error
-	DeleteUpstream(ctx context.Context, model, name string) error
-	Upstreams(ctx context.Context) ([]llmflow.RuntimeUpstream, error)
-	PutAlias(ctx context.Context, a llmflow.ModelAlias) error
-	DeleteAlias(ctx context.Context, name string) error
-	Aliases(ctx context.Context) ([]llmflow.ModelAlias, error)
-}
 
 // routingState is the runtime part of routing: the upstreams and aliases
 // of the admin API on top of the configuration.
@@ -47,9 +32,8 @@ type RoutingStore interface {
 // of its model, an alias named like a configured model) or that names a
 // model the configuration no longer has is not served, and listed with
 // the reason; the admin API refuses to write such a row in the first
-// place.
+// place (CheckUpstream, CheckAlias: the same rules).
 type routingState struct {
-	store   RoutingStore // nil: no runtime routing
 	aliases atomic.Pointer[aliasTable]
 	all     atomic.Pointer[[]*backend] // every backend in use (healthz)
 
@@ -83,9 +67,10 @@ func (g *Gateway) routeOf(name string) *route {
 // allBackends returns every backend in use, configured and runtime.
 func (g *Gateway) allBackends() []*backend { return *g.routing.all.Load() }
 
-// initRouting sets up runtime routing (New, after newRoutes) and applies
-// what the store keeps.
-func (g *Gateway) initRouting(ctx context.Context) error {
+// initRouting sets up runtime routing (New, after newRoutes): the
+// configured routes only, until the control plane applies the stored rows
+// (ApplyRouting).
+func (g *Gateway) initRouting() {
 	rs := &routingState{
 		backends: make(map[string]*backend), configured: make(map[*backend]bool),
 		probes:  make(map[*backend]context.CancelFunc),
@@ -98,46 +83,7 @@ func (g *Gateway) initRouting(ctx context.Context) error {
 	all := slices.Clone(g.backends)
 	rs.all.Store(&all)
 	rs.aliases.Store(&aliasTable{cards: g.models})
-	if s, ok := g.admins.(RoutingStore); ok && g.admins != nil {
-		rs.store = s
-	}
 	g.routing = rs
-	if rs.store == nil {
-		return nil
-	}
-	ups, err := rs.store.Upstreams(ctx)
-	if err != nil {
-		return fmt.Errorf("read runtime upstreams: %w", err)
-	}
-	als, err := rs.store.Aliases(ctx)
-	if err != nil {
-		return fmt.Errorf("read model aliases: %w", err)
-	}
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	g.applyLocked(ups, als)
-	return nil
-}
-
-// reloadRouting reads the stored rows again and applies them (another
-// gateway sharing the store changed them; adminReloadLoop).
-func (g *Gateway) reloadRouting(ctx context.Context) error {
-	rs := g.routing
-	if rs.store == nil {
-		return nil
-	}
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	ups, err := rs.store.Upstreams(ctx)
-	if err != nil {
-		return err
-	}
-	als, err := rs.store.Aliases(ctx)
-	if err != nil {
-		return err
-	}
-	g.applyLocked(ups, als)
-	return nil
 }
 
 func upstreamKey(model, name string) string { return "upstream\x00" + model + "\x00" + name }
@@ -380,154 +326,6 @@ func (g *Gateway) runRuntimeProbes(ctx context.Context) {
 	rs.wg.Wait()
 }
 
-// errNoRouting answers the routing admin routes of a gateway whose store
-// keeps no runtime routing.
-var errNoRouting = llmflow.Errorf(llmflow.EUNAVAILABLE, "this gateway's store keeps no runtime upstreams or aliases: only the configuration routes")
-
-// putUpstream validates u against the configuration and the stored rows
-// read now, stores it and publishes the new routes. It returns the stored
-// row before (nil when new).
-func (g *Gateway) putUpstream(ctx context.Context, u llmflow.RuntimeUpstream, create bool) (before *llmflow.RuntimeUpstream, err error) {
-	rs := g.routing
-	if rs.store == nil {
-		return nil, errNoRouting
-	}
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	ups, err := rs.store.Upstreams(ctx)
-	if err != nil {
-		return nil, err
-	}
-	others := make([]llmflow.RuntimeUpstream, 0, len(ups)+1)
-	for i := range ups {
-		if ups[i].Model == u.Model && ups[i].Name == u.Name {
-			if create {
-				return nil, llmflow.Errorf(llmflow.ECONFLICT, "model %s already has an upstream %s (PUT replaces it)", quote(u.Model), quote(u.Name))
-			}
-			b := ups[i]
-			before = &b
-			u.CreatedAt = b.CreatedAt
-			continue
-		}
-		others = append(others, ups[i])
-	}
-	// check u after every other served row, as apply will
-	accepted := map[string][]acceptedUpstream{}
-	for _, o := range others {
-		if base, err := g.checkRuntimeUpstream(o, accepted); err == nil {
-			accepted[o.Model] = append(accepted[o.Model], acceptedUpstream{name: o.Name, base: base.String(), u: base})
-		}
-	}
-	base, err := g.checkRuntimeUpstream(u, accepted)
-	if err != nil {
-		return nil, err
-	}
-	u.BaseURL = base.String()
-	if err := rs.store.PutUpstream(ctx, u); err != nil {
-		return nil, err
-	}
-	return before, g.reapplyLocked(ctx)
-}
-
-// deleteUpstream removes a runtime upstream; a configured one answers 409.
-func (g *Gateway) deleteUpstream(ctx context.Context, model, name string) (llmflow.RuntimeUpstream, error) {
-	rs := g.routing
-	if rs.store == nil {
-		return llmflow.RuntimeUpstream{}, errNoRouting
-	}
-	rt := g.routes[model]
-	if rt == nil {
-		return llmflow.RuntimeUpstream{}, llmflow.Errorf(llmflow.ENOTFOUND, "no configured model %s", quote(model))
-	}
-	for _, c := range rt.configured {
-		if c.name == name {
-			return llmflow.RuntimeUpstream{}, llmflow.Errorf(llmflow.ECONFLICT, "upstream %s of model %s is declared in the configuration, which is authoritative: remove it there", quote(name), quote(model))
-		}
-	}
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	ups, err := rs.store.Upstreams(ctx)
-	if err != nil {
-		return llmflow.RuntimeUpstream{}, err
-	}
-	i := slices.IndexFunc(ups, func(u llmflow.RuntimeUpstream) bool { return u.Model == model && u.Name == name })
-	if i < 0 {
-		return llmflow.RuntimeUpstream{}, llmflow.Errorf(llmflow.ENOTFOUND, "model %s has no upstream %s", quote(model), quote(name))
-	}
-	if err := rs.store.DeleteUpstream(ctx, model, name); err != nil {
-		if errors.Is(err, llmflow.ErrNotFound) {
-			return llmflow.RuntimeUpstream{}, llmflow.Errorf(llmflow.ENOTFOUND, "model %s has no upstream %s", quote(model), quote(name))
-		}
-		return llmflow.RuntimeUpstream{}, err
-	}
-	return ups[i], g.reapplyLocked(ctx)
-}
-
-// putAlias creates or switches an alias; it returns the row before.
-func (g *Gateway) putAlias(ctx context.Context, a llmflow.ModelAlias) (*llmflow.ModelAlias, error) {
-	rs := g.routing
-	if rs.store == nil {
-		return nil, errNoRouting
-	}
-	if err := g.checkAlias(a); err != nil {
-		return nil, err
-	}
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	als, err := rs.store.Aliases(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var before *llmflow.ModelAlias
-	if i := slices.IndexFunc(als, func(x llmflow.ModelAlias) bool { return x.Name == a.Name }); i >= 0 {
-		before = &als[i]
-	}
-	if err := rs.store.PutAlias(ctx, a); err != nil {
-		return nil, err
-	}
-	return before, g.reapplyLocked(ctx)
-}
-
-func (g *Gateway) deleteAlias(ctx context.Context, name string) (llmflow.ModelAlias, error) {
-	rs := g.routing
-	if rs.store == nil {
-		return llmflow.ModelAlias{}, errNoRouting
-	}
-	if g.routes[name] != nil {
-		return llmflow.ModelAlias{}, llmflow.Errorf(llmflow.ECONFLICT, "%s is a configured model, not an alias: remove it in the configuration", quote(name))
-	}
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	als, err := rs.store.Aliases(ctx)
-	if err != nil {
-		return llmflow.ModelAlias{}, err
-	}
-	i := slices.IndexFunc(als, func(x llmflow.ModelAlias) bool { return x.Name == name })
-	if i < 0 {
-		return llmflow.ModelAlias{}, llmflow.Errorf(llmflow.ENOTFOUND, "no alias %s", quote(name))
-	}
-	if err := rs.store.DeleteAlias(ctx, name); err != nil && !errors.Is(err, llmflow.ErrNotFound) {
-		return llmflow.ModelAlias{}, err
-	}
-	return als[i], g.reapplyLocked(ctx)
-}
-
-// reapplyLocked reads the rows back and applies them (rs.mu held). The
-// write is stored by then: a failed read leaves this gateway on its old
-// routes until the next reload, and says so.
-func (g *Gateway) reapplyLocked(ctx context.Context) error {
-	rs := g.routing
-	ups, err := rs.store.Upstreams(ctx)
-	if err == nil {
-		var als []llmflow.ModelAlias
-		if als, err = rs.store.Aliases(ctx); err == nil {
-			g.applyLocked(ups, als)
-			return nil
-		}
-	}
-	return &llmflow.Error{Code: llmflow.EUNAVAILABLE, Message: "stored, but not applied yet: the store could not be read back (the next reload applies it)", Err: err}
-}
-
 // routingSnapshot returns the applied rows and why some are not served.
 func (g *Gateway) routingSnapshot() ([]llmflow.RuntimeUpstream, []llmflow.ModelAlias, map[string]string) {
 	rs := g.routing
@@ -535,3 +333,5 @@ func (g *Gateway) routingSnapshot() ([]llmflow.RuntimeUpstream, []llmflow.ModelA
 	defer rs.mu.Unlock()
 	return slices.Clone(rs.upstreams), slices.Clone(rs.aliasRows), rs.ignored
 }
+
+func quote(s string) string { b, _ := json.Marshal(s); return string(b) }

@@ -1,9 +1,6 @@
 package gateway
 
 import (
-	"context"
-	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -11,11 +8,6 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 )
-
-// SyncHistory lists the Slurm import runs (for GET /admin/sync).
-type SyncHistory interface {
-	SyncRuns(ctx context.Context, limit int) ([]llmflow.SyncRun, error)
-}
 
 // syncState is what the gateway knows of the Slurm imports run inside
 // serve: the last run and the last success, for /healthz and metrics.
@@ -93,47 +85,4 @@ func (s *syncState) health() *syncHealth {
 		return nil
 	}
 	return &syncHealth{Source: s.last.Source, LastRun: s.last.Finished, Outcome: s.last.Outcome, Error: s.last.Error, LastSuccess: s.lastSuccess}
-}
-
-// syncRunView is a run as GET /admin/sync shows it.
-type syncRunView struct {
-	ID            int64     `json:"id"`
-	Started       time.Time `json:"started"`
-	Finished      time.Time `json:"finished"`
-	Source        string    `json:"source"`
-	DryRun        bool      `json:"dry_run"`
-	Outcome       string    `json:"outcome"`
-	Error         string    `json:"error,omitempty"`
-	Created       int       `json:"created"`
-	SharesChanged int       `json:"shares_changed"`
-	Reparented    int       `json:"reparented"`
-	Disabled      int       `json:"disabled"`
-	Reenabled     int       `json:"reenabled"`
-	Members       int       `json:"members"`
-	Unchanged     int       `json:"unchanged"`
-}
-
-func (g *Gateway) listSyncs(w http.ResponseWriter, r *http.Request, p Principal) error {
-	if g.syncs == nil {
-		return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []syncRunView{}})
-	}
-	limit := 50
-	if s := r.URL.Query().Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 10000 {
-			return &llmflow.Error{Code: llmflow.EINVALID, Message: "limit must be a number from 1 to 10000", Param: "limit"}
-		}
-		limit = n
-	}
-	runs, err := g.syncs.SyncRuns(r.Context(), limit)
-	if err != nil {
-		return err
-	}
-	out := make([]syncRunView, 0, len(runs))
-	for _, x := range runs {
-		out = append(out, syncRunView{ID: x.ID, Started: x.Started, Finished: x.Finished, Source: x.Source, DryRun: x.DryRun,
-			Outcome: x.Outcome, Error: x.Error, Created: x.Created, SharesChanged: x.SharesChanged, Reparented: x.Reparented,
-			Disabled: x.Disabled, Reenabled: x.Reenabled, Members: x.Members, Unchanged: x.Unchanged})
-	}
-	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
 }

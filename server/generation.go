@@ -2,8 +2,11 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"time"
 
+	"github.com/go-llmflow/llmflow/admin"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/gateway"
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,10 +16,15 @@ import (
 // generation is a gateway built from one reading of the configuration,
 // with what depends on that configuration (Slurm import, write-back).
 type generation struct {
-	cfg    *config.Config
-	gw     *gateway.Gateway
-	imp    *slurmImport
-	stopWB func()
+	cfg *config.Config
+	gw  *gateway.Gateway
+	adm *admin.Handler
+	// handler serves /admin/* with adm, every other path with gw
+	handler http.Handler
+	// stopAdmin stops adm's reload loop (admin.Handler.Run)
+	stopAdmin func()
+	imp       *slurmImport
+	stopWB    func()
 	// stopAlerts stops the alert dispatcher started with this generation.
 	stopAlerts func()
 }
@@ -27,15 +35,17 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	db := s.db
-	var keys gateway.KeyStore = db
-	var admin gateway.AdminStore = db
+	var notify admin.Notifier // nil: one replica
 	if s.counters.shared != nil {
-		b := &revokeBroadcast{Store: db, s: s}
-		keys, admin = b, b
+		notify = busNotifier{s.counters.bus}
 		s.counters.shared.Register(reg)
 	}
-	opts := gateway.Options{Config: cfg, Version: s.version, Keys: keys, Records: db, Pinger: db, ClampCounter: db, Recorder: s.rec, ShareUsage: db,
-		Registry: reg, Log: s.log, SyncHistory: db, Spend: db, Admin: admin, Admissions: s.counters.source(), KeepUsage: keepUsage}
+	changes, err := db.AdminAccounts(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read admin account changes: %w", err)
+	}
+	opts := gateway.Options{Config: cfg, Version: s.version, Keys: db, Records: db, Pinger: db, ClampCounter: db, Recorder: s.rec, ShareUsage: db,
+		Registry: reg, Log: s.log, AccountChanges: changes, Admissions: s.counters.source(), KeepUsage: keepUsage}
 	opts.Budgets = db
 	g := &generation{cfg: cfg}
 	// Soft budget limits enqueue alerts into alertOutbox (nil without an
@@ -67,6 +77,18 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) 
 		}
 		return nil, err
 	}
+	// the admin API of this generation: every store capability, and the
+	// bus with Redis (admin.Notifier)
+	g.adm, err = admin.New(admin.Options{Gateway: g.gw, Keys: db, KeyLimits: db, Admin: db, Routing: db, Budgets: db,
+		Spend: db, SyncHistory: db, Notifier: notify, Log: s.log})
+	if err != nil {
+		g.gw.Close(context.Background())
+		if g.imp != nil {
+			g.imp.close()
+		}
+		return nil, err
+	}
+	g.handler = g.adm.With(g.gw)
 	if cfg.Writeback != nil {
 		if g.stopWB, err = startWriteback(ctx, cfg, db, s.log); err != nil {
 			g.gw.Close(context.Background())
@@ -78,6 +100,9 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) 
 	}
 	s.hook.gw.Store(g.gw)
 	g.gw.Start(ctx)
+	actx, stopAdmin := context.WithCancel(ctx)
+	g.stopAdmin = stopAdmin
+	go g.adm.Run(actx)
 	if g.imp != nil {
 		if s.counters.shared != nil {
 			g.imp.announce = s.counters.bus.TreeChanged
@@ -85,7 +110,7 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) 
 		g.imp.start(ctx, g.gw)
 	}
 	s.imp.Store(g.imp)
-	s.cur.Store(g.gw)
+	s.cur.Store(g)
 	ok = true
 	return g, nil
 }
@@ -94,6 +119,9 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) 
 // usage. Its requests still in flight finish on their own; the accounting
 // queue is the server's and stays open.
 func (g *generation) stop(ctx context.Context) error {
+	if g.stopAdmin != nil {
+		g.stopAdmin()
+	}
 	if g.stopWB != nil {
 		g.stopWB()
 	}
@@ -142,7 +170,7 @@ func (s *server) reload(ctx context.Context, old *generation) *generation {
 	g, err := s.start(ctx, cfg, true)
 	if err != nil {
 		s.log.Error("reload refused, the running configuration stays", "err", err)
-		s.cur.Store(old.gw)
+		s.cur.Store(old)
 		s.hook.gw.Store(old.gw)
 		return old
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow/accounting"
+	"github.com/go-llmflow/llmflow/admin"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/gateway"
 	"github.com/go-llmflow/llmflow/spool"
@@ -37,6 +38,9 @@ type Options struct {
 type Started struct {
 	Addr    string
 	Gateway *gateway.Gateway
+	// Admin is the generation's admin API (quickstart creates its key
+	// through it).
+	Admin *admin.Handler
 }
 
 // Run serves the gateway for cfg on o.Listen until ctx ends, then shuts
@@ -113,7 +117,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	log.Info("llmflow gateway listening", "addr", ln.Addr().String(), "tls", tlsCerts != nil, "version", o.Version,
 		"models", len(cfg.Models), "store", cfg.Store.Kind, "spool", cfg.Store.SpoolDir, "pid", os.Getpid())
 	if o.Ready != nil {
-		o.Ready(Started{Addr: ln.Addr().String(), Gateway: cur.gw})
+		o.Ready(Started{Addr: ln.Addr().String(), Gateway: cur.gw, Admin: cur.adm})
 	}
 	errc := make(chan error, 1)
 	go func() {
@@ -222,7 +226,7 @@ type server struct {
 	hook     *writeHook
 	log      *slog.Logger
 	counters *sharedCounters
-	cur      atomic.Pointer[gateway.Gateway]
+	cur      atomic.Pointer[generation] // serving
 	imp      atomic.Pointer[slurmImport] // the current generation's; nil without a slurm block
 	draining atomic.Bool
 	open     atomic.Int64 // client connections
@@ -234,7 +238,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.draining.Load() {
 		w.Header().Set("Connection", "close")
 	}
-	s.cur.Load().ServeHTTP(w, r)
+	s.cur.Load().handler.ServeHTTP(w, r)
 }
 
 // connState counts the open client connections.

@@ -11,6 +11,7 @@ import (
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/alerts"
 	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/admin"
 	"github.com/go-llmflow/llmflow/gateway"
 	"github.com/go-llmflow/llmflow/slurmsync"
 	"github.com/go-llmflow/llmflow/store"
@@ -24,10 +25,11 @@ type Store interface {
 	gateway.Pinger
 	gateway.ClampCounter
 	gateway.ShareUsageStore
-	gateway.SpendReader
-	gateway.AdminStore
-	gateway.KeyAdminStore
-	gateway.RoutingStore
+	admin.SpendReader
+	admin.AdminStore
+	admin.KeyLimitStore
+	admin.RoutingStore
+	admin.BudgetWriter
 	gateway.BudgetStore
 	AccountStore
 	alerts.Store
@@ -40,7 +42,7 @@ type Store interface {
 // AccountStore is what the Slurm import needs of a store.
 type AccountStore interface {
 	slurmsync.Sink
-	gateway.SyncHistory
+	admin.SyncHistory
 	slurmsync.RoleSink // who administers, from Slurm
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-llmflow/llmflow/adminapi"
 	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/admin"
 	"github.com/go-llmflow/llmflow/gateway"
 	"github.com/go-llmflow/llmflow/store"
 )
@@ -22,8 +23,8 @@ import (
 var (
 	_ gateway.BudgetStore   = (*store.SQLite)(nil)
 	_ gateway.BudgetStore   = (*store.Postgres)(nil)
-	_ gateway.KeyAdminStore = (*store.SQLite)(nil)
-	_ gateway.KeyAdminStore = (*store.Postgres)(nil)
+	_ admin.KeyLimitStore   = (*store.SQLite)(nil)
+	_ admin.KeyLimitStore   = (*store.Postgres)(nil)
 )
 
 // budgetsCmd is `llmflow budgets`: the admin API's budgets from the

@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/go-llmflow/llmflow/admin"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/fairshare"
 	"github.com/go-llmflow/llmflow/gateway"
@@ -155,8 +156,8 @@ limits { auth_failures_per_minute = 0 }
 		gw.Close(context.Background())
 	}()
 	key := func(team string) (string, error) {
-		_, k, err := gw.CreateKey(ctx, gateway.KeyRequest{Team: team, Name: "demo"},
-			gateway.Principal{Name: "demo", Role: gateway.RoleProxyAdmin})
+		_, k, err := admin.CreateKey(ctx, gw, db, admin.KeyRequest{Team: team, Name: "demo"},
+			admin.Principal{Name: "demo", Role: admin.RoleProxyAdmin})
 		return k, err
 	}
 	keyA, err := key("lab-a")

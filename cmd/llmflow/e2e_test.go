@@ -21,6 +21,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/admin"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/gateway"
 	"github.com/go-llmflow/llmflow/store"
@@ -92,9 +93,9 @@ store {
 	readyc := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- serve(ctx, cfg, "127.0.0.1:0", slog.New(slog.DiscardHandler), func(addr string, gw *gateway.Gateway) {
-			_, e.key, err = gw.CreateKey(ctx,
-				gateway.KeyRequest{Team: "lab-nlp", Name: "e2e"}, gateway.Principal{Name: "t", Role: gateway.RoleProxyAdmin})
+		done <- serve(ctx, cfg, "127.0.0.1:0", slog.New(slog.DiscardHandler), func(addr string, gw *gateway.Gateway, adm *admin.Handler) {
+			_, e.key, err = adm.CreateKey(ctx,
+				admin.KeyRequest{Team: "lab-nlp", Name: "e2e"}, admin.Principal{Name: "t", Role: admin.RoleProxyAdmin})
 			e.base = "http://" + addr
 			e.gw = gw
 			close(readyc)

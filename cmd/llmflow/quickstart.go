@@ -13,9 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/go-llmflow/llmflow/admin"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/examples"
-	"github.com/go-llmflow/llmflow/gateway"
 	"github.com/go-llmflow/llmflow/server"
 	"github.com/go-llmflow/llmflow/vllmsim"
 )
@@ -62,9 +62,9 @@ func quickstartCmd(e *env) *cobra.Command {
 			go func() { simErr <- sim.Serve(ctx, ln) }()
 
 			ready := func(st server.Started) {
-				_, secret, err := st.Gateway.CreateKey(ctx,
-					gateway.KeyRequest{Team: cfg.Orgs[0].Teams[0].Name, Name: "quickstart"},
-					gateway.Principal{Name: "quickstart", Role: gateway.RoleProxyAdmin})
+				_, secret, err := st.Admin.CreateKey(ctx,
+					admin.KeyRequest{Team: cfg.Orgs[0].Teams[0].Name, Name: "quickstart"},
+					admin.Principal{Name: "quickstart", Role: admin.RoleProxyAdmin})
 				if err != nil {
 					log.Error("create quickstart key", "err", err)
 					cancel()

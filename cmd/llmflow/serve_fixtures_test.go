@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-llmflow/llmflow/admin"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/gateway"
 	"github.com/go-llmflow/llmflow/server"
@@ -54,7 +55,7 @@ func TestServeEveryAcceptedConfig(t *testing.T) {
 			status := make(chan int, 1)
 			// ready runs before serve accepts connections: ask from
 			// another goroutine, then stop serve.
-			err = serve(ctx, cfg, "127.0.0.1:0", log, func(addr string, gw *gateway.Gateway) {
+			err = serve(ctx, cfg, "127.0.0.1:0", log, func(addr string, gw *gateway.Gateway, adm *admin.Handler) {
 				go func() {
 					defer cancel()
 					c := &http.Client{Timeout: 10 * time.Second}
@@ -136,11 +137,12 @@ func provideSecrets(t *testing.T, cfg *config.Config) {
 }
 
 // serve runs server.Run as `llmflow serve` does, calling ready with the
-// address and the first generation's gateway once the listener is open.
-func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logger, ready func(addr string, gw *gateway.Gateway)) error {
+// address, the first generation's gateway and its admin API once the
+// listener is open.
+func serve(ctx context.Context, cfg *config.Config, addr string, log *slog.Logger, ready func(addr string, gw *gateway.Gateway, adm *admin.Handler)) error {
 	o := server.Options{Listen: addr, Log: log, Version: buildVersion()}
 	if ready != nil {
-		o.Ready = func(st server.Started) { ready(st.Addr, st.Gateway) }
+		o.Ready = func(st server.Started) { ready(st.Addr, st.Gateway, st.Admin) }
 	}
 	return server.Run(ctx, cfg, o)
 }

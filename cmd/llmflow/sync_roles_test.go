@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-llmflow/llmflow/admin"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/gateway"
 )
@@ -94,7 +95,7 @@ func TestSyncCoordinatorsEndToEnd(t *testing.T) {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- serve(ctx, cfg, "127.0.0.1:0", slog.New(slog.DiscardHandler), func(addr string, _ *gateway.Gateway) { ready <- "http://" + addr })
+		done <- serve(ctx, cfg, "127.0.0.1:0", slog.New(slog.DiscardHandler), func(addr string, _ *gateway.Gateway, _ *admin.Handler) { ready <- "http://" + addr })
 	}()
 	var base string
 	select {

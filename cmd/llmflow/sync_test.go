@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-llmflow/llmflow/admin"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/gateway"
 	"github.com/go-llmflow/llmflow/vllmsim"
@@ -147,10 +148,12 @@ func TestServeFollowsSlurm(t *testing.T) {
 	defer cancel()
 	ready := make(chan *gateway.Gateway, 1)
 	var base string
+	var readyAdm *admin.Handler // set before ready is sent
 	done := make(chan error, 1)
 	go func() {
-		done <- serve(ctx, cfg, "127.0.0.1:0", slog.New(slog.DiscardHandler), func(addr string, gw *gateway.Gateway) {
+		done <- serve(ctx, cfg, "127.0.0.1:0", slog.New(slog.DiscardHandler), func(addr string, gw *gateway.Gateway, adm *admin.Handler) {
 			base = "http://" + addr
+			readyAdm = adm
 			ready <- gw
 		})
 	}()
@@ -175,8 +178,8 @@ func TestServeFollowsSlurm(t *testing.T) {
 	if r := reserved(orgA); r != 12 {
 		t.Fatalf("%s reserved %d, want 12 (3/4 of 16)", orgA, r)
 	}
-	_, keyB, err := gw.CreateKey(ctx, gateway.KeyRequest{Team: teamB, Name: "t"},
-		gateway.Principal{Name: "t", Role: gateway.RoleProxyAdmin})
+	_, keyB, err := readyAdm.CreateKey(ctx, admin.KeyRequest{Team: teamB, Name: "t"},
+		admin.Principal{Name: "t", Role: admin.RoleProxyAdmin})
 	if err != nil {
 		t.Fatal(err)
 	}

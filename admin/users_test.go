@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"context"
@@ -62,7 +62,7 @@ func (f *flakyAdmin) Roles(ctx context.Context, user string) ([]llmflow.RoleGran
 func TestAdminPrincipalCache(t *testing.T) {
 	clock := newTestClock()
 	var fl *flakyAdmin
-	e := newAdminEnv(t, "", func(o *Options) {
+	e := newAdminEnv(t, "", func(o *envOptions) {
 		fl = &flakyAdmin{AdminStore: o.Admin}
 		o.Admin, o.Now = fl, clock.now
 	})
@@ -120,7 +120,7 @@ func TestAdminPrincipalCache(t *testing.T) {
 // request (the store's generation moved), though the other had it cached.
 func TestAdminRevocationSeenByAnotherGateway(t *testing.T) {
 	e := newAdminEnv(t, "")
-	other := newEnv(t, []string{"http://127.0.0.1:1"}, "", func(o *Options) { o.Keys, o.Admin = e.db, e.db })
+	other := newEnv(t, []string{"http://127.0.0.1:1"}, "", func(o *envOptions) { o.Keys, o.Admin = e.db, e.db })
 	if code, b := other.do(t, "GET", "/admin/whoami", e.tokens["pview"], ""); code != 200 {
 		t.Fatalf("other gateway: %d %s", code, b)
 	}
@@ -137,7 +137,7 @@ func TestAdminRevocationSeenByAnotherGateway(t *testing.T) {
 // master key and a valid token from that network get 429.
 func TestAdminTokenFailuresThrottled(t *testing.T) {
 	clock := newTestClock()
-	e := newAdminEnv(t, "limits { auth_failures_per_minute = 5 }", func(o *Options) { o.Now = clock.now })
+	e := newAdminEnv(t, "limits { auth_failures_per_minute = 5 }", func(o *envOptions) { o.Now = clock.now })
 	for i := range 5 {
 		if code, _ := e.do(t, "GET", "/admin/whoami", "llma-"+strings.Repeat("1", 63)+string(rune('a'+i)), ""); code != http.StatusUnauthorized {
 			t.Fatalf("bad token %d: %d", i, code)
@@ -356,7 +356,7 @@ func TestTeamModelLists(t *testing.T) {
 		t.Errorf("unknown model in a list: %d", code)
 	}
 	// kept across a restart (a new gateway on the same store)
-	again := newEnv(t, []string{"http://127.0.0.1:1"}, "", func(o *Options) { o.Keys, o.Admin = e.db, e.db })
+	again := newEnv(t, []string{"http://127.0.0.1:1"}, "", func(o *envOptions) { o.Keys, o.Admin = e.db, e.db })
 	if _, b := again.do(t, "GET", "/v1/models", e.key, ""); strings.Contains(b, "batchm") {
 		t.Errorf("list lost at restart: %s", b)
 	}
@@ -390,7 +390,7 @@ func TestAdminAccounts(t *testing.T) {
 		t.Fatalf("after a new base tree: %d %s", code, b)
 	}
 	// and so does a restart
-	again := newEnv(t, []string{"http://127.0.0.1:1"}, "", func(o *Options) { o.Keys, o.Admin = e.db, e.db })
+	again := newEnv(t, []string{"http://127.0.0.1:1"}, "", func(o *envOptions) { o.Keys, o.Admin = e.db, e.db })
 	if _, b := again.do(t, "GET", "/admin/teams?org=etabC", again.master, ""); !strings.Contains(b, "lab-c") {
 		t.Errorf("created team lost at restart: %s", b)
 	}

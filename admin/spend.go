@@ -1,10 +1,12 @@
-package gateway
+package admin
 
 import (
 	"bytes"
 	"cmp"
+	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-llmflow/llmflow"
@@ -12,46 +14,75 @@ import (
 	"github.com/go-llmflow/llmflow/reports"
 )
 
-// spendFiltered is GET /admin/spend, filtered to what the caller may see:
-// everything for proxy readers, their organisations for org admins and
-// viewers, their teams for team admins and viewers, their own keys for a
-// member (spec: "an org admin sees their organisation, a member their own
-// keys").
-func (g *Gateway) spendFiltered(w http.ResponseWriter, r *http.Request, p Principal) error {
+// spendQuery reads from, to, group_by and format of a spend request, and
+// checks them all before any store is read.
+func spendQuery(r *http.Request, defGroup, defFormat string) (from, to time.Time, groupBy []string, format string, err error) {
+	q := r.URL.Query()
+	bad := func(param, msg string) error {
+		return &llmflow.Error{Code: llmflow.EINVALID, Message: msg, Param: param}
+	}
+	if from, err = reports.ParseSpendTime(q.Get("from")); err != nil {
+		return from, to, nil, "", bad("from", "from: "+err.Error())
+	}
+	if to, err = reports.ParseSpendTime(q.Get("to")); err != nil {
+		return from, to, nil, "", bad("to", "to: "+err.Error())
+	}
+	if !from.Before(to) {
+		return from, to, nil, "", bad("to", "to must be after from")
+	}
+	g := q.Get("group_by")
+	if g == "" {
+		g = defGroup
+	}
+	if groupBy, err = reports.ParseGroupBy(g); err != nil {
+		return from, to, nil, "", bad("group_by", err.Error())
+	}
+	if format = q.Get("format"); format == "" {
+		format = defFormat
+	}
+	if !slices.Contains(reports.SpendFormats, format) {
+		return from, to, nil, "", bad("format", fmt.Sprintf("unknown format %q (one of %s)", format, strings.Join(reports.SpendFormats, ", ")))
+	}
+	return from, to, groupBy, format, nil
+}
+
+// spendReport is GET /admin/spend: requests, tokens, GPU-hours and
+// estimated requests per group, as json, csv or parsable2, of what the
+// caller may see (spendScopes: "an org admin sees their organisation, a
+// member their own keys").
+func (h *Handler) spendReport(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err := knownParams(r, "from", "to", "group_by", "format"); err != nil {
 		return err
-	}
-	if p.everywhere(authz.Read) {
-		return g.spendReport(w, r, p)
 	}
 	from, to, groupBy, format, err := spendQuery(r, "org,team", "json")
 	if err != nil {
 		return err
 	}
-	return g.writeSpendFor(w, r, p, from, to, groupBy, format)
+	return h.writeSpend(w, r, p, from, to, groupBy, format)
 }
 
-// usageCSVFiltered is GET /admin/usage.csv, the v0.1 export, filtered the
-// same way.
-func (g *Gateway) usageCSVFiltered(w http.ResponseWriter, r *http.Request, p Principal) error {
+// usageCSV is GET /admin/usage.csv: the v0.1 export, grouped by team and
+// pool, filtered the same way.
+func (h *Handler) usageCSV(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err := knownParams(r, "from", "to"); err != nil {
 		return err
-	}
-	if p.everywhere(authz.Read) {
-		return g.usageCSV(w, r, p)
 	}
 	from, to, _, _, err := spendQuery(r, "team,pool", "csv")
 	if err != nil {
 		return err
 	}
-	return g.writeSpendFor(w, r, p, from, to, []string{"team", "pool"}, "csv")
+	return h.writeSpend(w, r, p, from, to, []string{"team", "pool"}, "csv")
 }
 
 // spendScopes are the disjoint rollup filters that make up what p may
-// see of the spend: one per organisation p reads, per team p reads
-// outside those, and per team where p owns keys as a member (their own
-// keys: Owner is p).
-func (g *Gateway) spendScopes(p Principal) []llmflow.RollupFilter {
+// see of the spend: everything (one filter selecting all) for a proxy
+// reader; else one per organisation p reads, per team p reads outside
+// those, and per team where p owns keys as a member (their own keys:
+// Owner is p).
+func spendScopes(p Principal) []llmflow.RollupFilter {
+	if p.everywhere(authz.Read) {
+		return []llmflow.RollupFilter{{}}
+	}
 	az := p.authz()
 	var out []llmflow.RollupFilter
 	orgs := map[string]bool{}
@@ -77,20 +108,25 @@ func (g *Gateway) spendScopes(p Principal) []llmflow.RollupFilter {
 	return out
 }
 
-func (g *Gateway) writeSpendFor(w http.ResponseWriter, r *http.Request, p Principal, from, to time.Time, groupBy []string, format string) error {
-	if g.spend == nil {
+// writeSpend answers the spend of p's scopes (spendScopes) in format,
+// checked already (spendQuery).
+func (h *Handler) writeSpend(w http.ResponseWriter, r *http.Request, p Principal, from, to time.Time, groupBy []string, format string) error {
+	if h.spend == nil {
 		return llmflow.Errorf(llmflow.EUNAVAILABLE, "this gateway keeps no accounting store")
 	}
+	scopes := spendScopes(p)
 	var rows []llmflow.Rollup
-	for _, f := range g.spendScopes(p) {
+	for _, f := range scopes {
 		f.GroupBy, f.Total = groupBy, true
-		rs, err := g.spend.Spend(r.Context(), from, to, f)
+		rs, err := h.spend.Spend(r.Context(), from, to, f)
 		if err != nil {
 			return err
 		}
 		rows = append(rows, rs...)
 	}
-	rows = mergeRollups(rows, groupBy)
+	if !p.everywhere(authz.Read) { // several disjoint scopes: one row per group
+		rows = mergeRollups(rows, groupBy)
+	}
 	var buf bytes.Buffer
 	if err := reports.WriteSpend(&buf, rows, groupBy, format, from, to); err != nil {
 		return &llmflow.Error{Code: llmflow.EINVALID, Message: err.Error(), Param: "format"}
@@ -138,56 +174,4 @@ func mergeRollups(rows []llmflow.Rollup, groupBy []string) []llmflow.Rollup {
 		return 0
 	})
 	return out
-}
-
-// fairshareFiltered is GET /admin/fairshare: every pool's state for proxy
-// readers; for others, only the subtrees of the organisations they read,
-// and no pool-wide totals (from which another organisation's load could
-// be worked out).
-func (g *Gateway) fairshareFiltered(w http.ResponseWriter, r *http.Request, p Principal) error {
-	if err := knownParams(r); err != nil {
-		return err
-	}
-	if p.everywhere(authz.Read) {
-		return g.fairshareReport(w, r, p)
-	}
-	rep := g.FairshareReport()
-	for i := range rep.Pools {
-		ps := &rep.Pools[i]
-		ps.InFlight, ps.Borrowing, ps.Queued = 0, 0, 0
-		var keep []AccountShare
-		visible := false // inside a visible organisation's subtree
-		for _, a := range ps.Accounts {
-			if a.Depth == 0 {
-				continue // the pool's root: totals of everyone
-			}
-			if a.Depth == 1 {
-				visible = p.may(authz.Read, authz.OrgScope(a.Account))
-			}
-			if !visible && a.Depth == 2 {
-				// a team the caller reads, in an organisation it does not
-				if s, ok := g.teamScope(a.Account); ok && p.may(authz.Read, s) {
-					keep = append(keep, a)
-					continue
-				}
-			}
-			if visible {
-				keep = append(keep, a)
-			}
-		}
-		ps.Accounts = keep
-		if ps.Accounts == nil {
-			ps.Accounts = []AccountShare{}
-		}
-	}
-	return writeJSON(w, http.StatusOK, rep)
-}
-
-// listSyncsProxyWide is GET /admin/sync: the Slurm import runs concern
-// the whole tree, so proxy readers only.
-func (g *Gateway) listSyncsProxyWide(w http.ResponseWriter, r *http.Request, p Principal) error {
-	if !p.everywhere(authz.Read) {
-		return forbidden("the Slurm import history is proxy-wide: it needs proxy_admin or proxy_viewer")
-	}
-	return g.listSyncs(w, r, p)
 }

@@ -1,13 +1,16 @@
-package gateway
+package admin
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/authz"
+	"github.com/go-llmflow/llmflow/gateway"
 )
 
 // audit records an admin write: who (p), what (action on target), where
@@ -20,19 +23,37 @@ import (
 // Auditing never fails the write it records (that is done already): a
 // store error is logged with the entry and counted in
 // llmflow_audit_failed_total.
-func (g *Gateway) audit(r *http.Request, p Principal, action, target string, s authz.Scope, before, after any) {
+//
+// Every write is audited once its change is stored, so this is where the
+// other replicas are told (Notifier): TreeChanged for an account of the
+// tree, AdminChanged for anything else.
+func (h *Handler) audit(r *http.Request, p Principal, action, target string, s authz.Scope, before, after any) {
+	defer h.announce(r.Context(), action)
 	e := llmflow.AuditEntry{
-		Time: g.now().UTC(), Actor: p.Name, Action: action, Target: target, Org: s.Org, Team: s.Team,
-		Before: auditJSON(before), After: auditJSON(after), Remote: clientNetwork(r.RemoteAddr).String(),
+		Time: h.now().UTC(), Actor: p.Name, Action: action, Target: target, Org: s.Org, Team: s.Team,
+		Before: auditJSON(before), After: auditJSON(after), Remote: gateway.ClientNetwork(r.RemoteAddr),
 	}
-	if g.admins == nil {
-		g.log.Info("admin write", "actor", e.Actor, "action", e.Action, "target", e.Target, "remote", e.Remote)
+	if h.store == nil {
+		h.log.Info("admin write", "actor", e.Actor, "action", e.Action, "target", e.Target, "remote", e.Remote)
 		return
 	}
-	if err := g.admins.AppendAudit(r.Context(), e); err != nil {
-		g.auditFailed.Inc()
-		g.log.Error("audit entry not stored", "actor", e.Actor, "action", e.Action, "target", e.Target,
+	if err := h.store.AppendAudit(r.Context(), e); err != nil {
+		h.auditFailed.Inc()
+		h.log.Error("audit entry not stored", "actor", e.Actor, "action", e.Action, "target", e.Target,
 			"before", e.Before, "after", e.After, "remote", e.Remote, "err", err)
+	}
+}
+
+// announce tells the other replicas about a stored write (audit).
+func (h *Handler) announce(ctx context.Context, action string) {
+	if h.notify == nil {
+		return
+	}
+	switch kind, _, _ := strings.Cut(action, "."); kind {
+	case "org", "team", "project":
+		h.notify.TreeChanged(ctx)
+	default:
+		h.notify.AdminChanged(ctx)
 	}
 }
 
@@ -65,7 +86,7 @@ type auditView struct {
 // newest first, filtered to the scopes the caller may read (proxy-wide
 // entries, such as users and organisations, to proxy readers only) and the
 // caller's own writes (a member's keys).
-func (g *Gateway) listAudit(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (h *Handler) listAudit(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err := knownParams(r, "from", "to", "actor", "limit"); err != nil {
 		return err
 	}
@@ -95,7 +116,7 @@ func (g *Gateway) listAudit(w http.ResponseWriter, r *http.Request, p Principal)
 	// Filtering after the store's limit could return fewer entries than
 	// there are; read in pages until the page is full or the trail ends.
 	for want := f.Limit; ; {
-		es, err := g.admins.Audit(r.Context(), f)
+		es, err := h.store.Audit(r.Context(), f)
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"encoding/json"
@@ -44,7 +44,7 @@ var principalGrants = map[string]RoleRequest{
 // proxyWide are the principals that see everything.
 var proxyWide = map[string]bool{"master": true, "padmin": true, "pview": true}
 
-func newAdminEnv(t testing.TB, extra string, mod ...func(*Options)) *adminEnv {
+func newAdminEnv(t testing.TB, extra string, mod ...func(*envOptions)) *adminEnv {
 	t.Helper()
 	up := newRecordingUpstream(t, nil)
 	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "admin.db"))
@@ -53,7 +53,7 @@ func newAdminEnv(t testing.TB, extra string, mod ...func(*Options)) *adminEnv {
 	}
 	t.Cleanup(func() { db.Close() })
 	e := &adminEnv{db: db, tokens: map[string]string{"master": testMasterKey}}
-	e.testEnv = newEnv(t, []string{up.srv.URL}, extra, append([]func(*Options){func(o *Options) {
+	e.testEnv = newEnv(t, []string{up.srv.URL}, extra, append([]func(*envOptions){func(o *envOptions) {
 		o.Keys, o.Admin, o.Spend, o.Records, o.Budgets = db, db, db, db, db
 	}}, mod...)...)
 	e.must(t, "POST", "/admin/teams/lab-nlp/projects", "master", `{"name":"nlp-p1"}`, 201)

@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func TestSpendReport(t *testing.T) {
 		return []llmflow.Rollup{{Org: "etabA", Tag: "teaching", Requests: 3, GPUHours: 0.5}}, nil
 	}}
 	up := newRecordingUpstream(t, nil)
-	e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) { o.Spend = sp })
+	e := newEnv(t, []string{up.srv.URL}, "", func(o *envOptions) { o.Spend = sp })
 
 	resp := adminDo(t, e, http.MethodGet, "/admin/spend?from=2026-10-01&to=2026-11-01&group_by=org,tag&format=csv", "")
 	b, _ := io.ReadAll(resp.Body)

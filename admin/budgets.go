@@ -1,9 +1,8 @@
-package gateway
+package admin
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -20,50 +19,50 @@ import (
 // (tags cross organisations). ok is false when the scope names nothing in
 // the tree (a deleted team, an unknown key): only proxy-wide callers see
 // or change those.
-func (g *Gateway) budgetScope(ctx context.Context, sc budgets.Scope) (s authz.Scope, ok bool) {
-	return g.budgetScopeWith(sc, func(id string) (string, bool) {
-		k, err := g.keys.KeyByID(ctx, id)
+func (h *Handler) budgetScope(ctx context.Context, sc budgets.Scope) (s authz.Scope, ok bool) {
+	return h.budgetScopeWith(sc, func(id string) (string, bool) {
+		k, err := h.keys.KeyByID(ctx, id)
 		return k.Team, err == nil
 	})
 }
 
 // budgetScopeWith is budgetScope with keyTeam telling a key's team.
-func (g *Gateway) budgetScopeWith(sc budgets.Scope, keyTeam func(id string) (string, bool)) (s authz.Scope, ok bool) {
-	v := g.accts.Load()
+func (h *Handler) budgetScopeWith(sc budgets.Scope, keyTeam func(id string) (string, bool)) (s authz.Scope, ok bool) {
+	v := h.gw.Accounts()
 	switch sc.Kind {
 	case budgets.KindOrg:
-		a := v.byName[sc.Name]
+		a, _ := v.Account(sc.Name)
 		return authz.OrgScope(sc.Name), a != nil && a.Kind == llmflow.KindOrg
 	case budgets.KindTeam:
-		return g.teamScope(sc.Name)
+		return h.teamScope(sc.Name)
 	case budgets.KindProject:
 		// The project's team: its nearest team ancestor (projects nest).
-		a := v.byName[sc.Name]
+		a, _ := v.Account(sc.Name)
 		for i := 0; a != nil && a.Kind == llmflow.KindProject && i < 64; i++ {
-			a = v.byName[a.Parent]
+			a, _ = v.Account(a.Parent)
 		}
 		if a == nil || a.Kind != llmflow.KindTeam {
 			return authz.Proxy, false
 		}
-		return g.teamScope(a.Name)
+		return h.teamScope(a.Name)
 	case budgets.KindKey:
 		team, ok := keyTeam(sc.Name)
 		if !ok {
 			return authz.Proxy, false
 		}
-		return g.teamScope(team)
+		return h.teamScope(team)
 	}
 	return authz.Proxy, true // tag
 }
 
 // mayBudget refuses with 403 a change of the budget on sc that p may not
 // make: the spec's "set by" column (authz.BudgetAction).
-func (g *Gateway) mayBudget(ctx context.Context, p Principal, sc budgets.Scope) (authz.Scope, error) {
+func (h *Handler) mayBudget(ctx context.Context, p Principal, sc budgets.Scope) (authz.Scope, error) {
 	a, ok := authz.BudgetAction(string(sc.Kind))
 	if !ok {
 		return authz.Proxy, nil // Validate names the bad kind
 	}
-	s, known := g.budgetScope(ctx, sc)
+	s, known := h.budgetScope(ctx, sc)
 	if p.everywhere(a) {
 		return s, nil
 	}
@@ -71,17 +70,6 @@ func (g *Gateway) mayBudget(ctx context.Context, p Principal, sc budgets.Scope) 
 		return s, forbidden("%s may not change the budget on %s", p.Name, sc)
 	}
 	return s, nil
-}
-
-func (g *Gateway) adminBudgetRoutes() {
-	g.handleMethods("/admin/budgets", map[string]handler{
-		http.MethodGet:    g.admin(g.listBudgets),
-		http.MethodPut:    g.admin(g.putBudget),
-		http.MethodDelete: g.admin(g.deleteBudget),
-	})
-	g.handle(http.MethodPost, "/admin/budgets/increase", g.admin(g.increaseBudget))
-	g.handle(http.MethodPut, "/admin/keys/{id}/limits", g.admin(g.setKeyLimits))
-	g.handle(http.MethodPut, "/admin/keys/{id}/active", g.admin(g.setKeyActive))
 }
 
 // BudgetRequest sets a budget: PUT /admin/budgets.
@@ -134,8 +122,8 @@ func viewOfBudget(s budgets.Status) budgetView {
 
 var errNoBudgets = &llmflow.Error{Code: llmflow.EUNAVAILABLE, Message: "budgets need a store; this gateway has none"}
 
-func (g *Gateway) listBudgets(w http.ResponseWriter, r *http.Request, p Principal) error {
-	if !g.bud.enabled() {
+func (h *Handler) listBudgets(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if h.budgets == nil {
 		return errNoBudgets
 	}
 	if err := knownParams(r, "kind", "name", "model"); err != nil {
@@ -150,9 +138,9 @@ func (g *Gateway) listBudgets(w http.ResponseWriter, r *http.Request, p Principa
 	keyTeam := func(id string) (string, bool) {
 		if teams == nil {
 			teams = map[string]string{}
-			ks, err := g.keys.ListKeys(r.Context(), llmflow.KeyFilter{IncludeRevoked: true})
+			ks, err := h.keys.ListKeys(r.Context(), llmflow.KeyFilter{IncludeRevoked: true})
 			if err != nil {
-				g.log.Warn("budget listing: keys not read; key budgets left out", "err", err)
+				h.log.Warn("budget listing: keys not read; key budgets left out", "err", err)
 			}
 			for _, k := range ks {
 				teams[k.ID] = k.Team
@@ -161,13 +149,13 @@ func (g *Gateway) listBudgets(w http.ResponseWriter, r *http.Request, p Principa
 		t, ok := teams[id]
 		return t, ok
 	}
-	for _, s := range g.bud.mem.Table().Status() {
+	for _, s := range h.gw.BudgetTable().Status() {
 		if (q.Has("kind") && string(s.Kind) != q.Get("kind")) || (q.Has("name") && s.Name != q.Get("name")) ||
 			(q.Has("model") && s.Model != q.Get("model")) {
 			continue
 		}
 		if !all {
-			if sc, known := g.budgetScopeWith(s.Scope, keyTeam); !known || sc == authz.Proxy || !p.may(authz.Read, sc) {
+			if sc, known := h.budgetScopeWith(s.Scope, keyTeam); !known || sc == authz.Proxy || !p.may(authz.Read, sc) {
 				continue
 			}
 		}
@@ -183,7 +171,7 @@ func (g *Gateway) listBudgets(w http.ResponseWriter, r *http.Request, p Principa
 // team or project not in the tree served now, a key that does not exist,
 // a model that is not configured. A typo must not set a budget that
 // never applies.
-func (g *Gateway) checkScope(ctx context.Context, sc budgets.Scope) error {
+func (h *Handler) checkScope(ctx context.Context, sc budgets.Scope) error {
 	if err := sc.Validate(); err != nil {
 		return fieldError(err)
 	}
@@ -192,18 +180,18 @@ func (g *Gateway) checkScope(ctx context.Context, sc budgets.Scope) error {
 		e.Param = param
 		return e
 	}
-	if sc.Model != "" && g.routes[sc.Model] == nil {
+	if sc.Model != "" && !h.gw.IsModel(sc.Model) {
 		return notFound("model", "no model %s is configured", quote(sc.Model))
 	}
-	v := g.accts.Load()
+	v := h.gw.Accounts()
 	want := map[budgets.Kind]llmflow.Kind{budgets.KindOrg: llmflow.KindOrg, budgets.KindTeam: llmflow.KindTeam, budgets.KindProject: llmflow.KindProject}
 	switch sc.Kind {
 	case budgets.KindOrg, budgets.KindTeam, budgets.KindProject:
-		if a := v.byName[sc.Name]; a == nil || a.Kind != want[sc.Kind] {
+		if a, _ := v.Account(sc.Name); a == nil || a.Kind != want[sc.Kind] {
 			return notFound("name", "no %s %s in the account tree", sc.Kind, quote(sc.Name))
 		}
 	case budgets.KindKey:
-		if _, err := g.keys.KeyByID(ctx, sc.Name); err != nil {
+		if _, err := h.keys.KeyByID(ctx, sc.Name); err != nil {
 			if llmflow.ErrorCode(err) == llmflow.ENOTFOUND {
 				return notFound("name", "no key %s", quote(sc.Name))
 			}
@@ -221,8 +209,8 @@ func fieldError(err error) error {
 	return llmflow.Errorf(llmflow.EINVALID, "%s", err.Error())
 }
 
-func (g *Gateway) putBudget(w http.ResponseWriter, r *http.Request, p Principal) error {
-	if !g.bud.enabled() {
+func (h *Handler) putBudget(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if h.budgets == nil {
 		return errNoBudgets
 	}
 	var req BudgetRequest
@@ -233,33 +221,33 @@ func (g *Gateway) putBudget(w http.ResponseWriter, r *http.Request, p Principal)
 		return &llmflow.Error{Code: llmflow.EINVALID, Message: "max_cost is required (GPU-hours per period; 0 refuses every request)", Param: "max_cost"}
 	}
 	b := budgets.Budget{Scope: budgets.Scope{Kind: req.Kind, Name: req.Name, Model: req.Model}, Period: req.Period,
-		MaxCost: *req.MaxCost, SoftLimit: req.SoftLimit, Source: budgets.SourceAdmin, UpdatedAt: g.now().UTC()}
+		MaxCost: *req.MaxCost, SoftLimit: req.SoftLimit, Source: budgets.SourceAdmin, UpdatedAt: h.now().UTC()}
 	if err := b.Validate(); err != nil {
 		return fieldError(err)
 	}
-	if err := g.checkScope(r.Context(), b.Scope); err != nil {
+	if err := h.checkScope(r.Context(), b.Scope); err != nil {
 		return err
 	}
-	as, err := g.mayBudget(r.Context(), p, b.Scope)
+	as, err := h.mayBudget(r.Context(), p, b.Scope)
 	if err != nil {
 		return err
 	}
-	before := g.budgetOn(b.Scope)
-	if err := g.bud.store.PutBudget(r.Context(), b); err != nil {
+	before := h.budgetOn(b.Scope)
+	if err := h.budgets.PutBudget(r.Context(), b); err != nil {
 		return err
 	}
-	g.audit(r, p, "budget.set", "budget "+budgets.ID(b.Scope), as, before, b)
-	g.log.Info("budget set", "budget", b.ID(), "period", b.Period, "max_cost", b.MaxCost, "soft_limit", b.SoftLimit, "by", p.Name)
-	return g.answerBudget(w, r, b.Scope, http.StatusOK)
+	h.audit(r, p, "budget.set", "budget "+budgets.ID(b.Scope), as, before, b)
+	h.log.Info("budget set", "budget", b.ID(), "period", b.Period, "max_cost", b.MaxCost, "soft_limit", b.SoftLimit, "by", p.Name)
+	return h.answerBudget(w, r, b.Scope, http.StatusOK)
 }
 
 // answerBudget puts the budgets in force again and answers with the one
 // on sc.
-func (g *Gateway) answerBudget(w http.ResponseWriter, r *http.Request, sc budgets.Scope, status int) error {
-	if err := g.refreshNow(r); err != nil {
+func (h *Handler) answerBudget(w http.ResponseWriter, r *http.Request, sc budgets.Scope, status int) error {
+	if err := h.gw.RefreshBudgets(r.Context()); err != nil {
 		return &llmflow.Error{Code: llmflow.EUNAVAILABLE, Message: "saved, but the budgets could not be read back; they apply at the next refresh", Err: err}
 	}
-	for _, s := range g.bud.mem.Table().Status() {
+	for _, s := range h.gw.BudgetTable().Status() {
 		if s.Scope == sc {
 			return writeJSON(w, status, viewOfBudget(s))
 		}
@@ -267,8 +255,8 @@ func (g *Gateway) answerBudget(w http.ResponseWriter, r *http.Request, sc budget
 	return llmflow.Errorf(llmflow.EINTERNAL, "budget %s not in force after setting it", sc)
 }
 
-func (g *Gateway) deleteBudget(w http.ResponseWriter, r *http.Request, p Principal) error {
-	if !g.bud.enabled() {
+func (h *Handler) deleteBudget(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if h.budgets == nil {
 		return errNoBudgets
 	}
 	if err := knownParams(r, "kind", "name", "model"); err != nil {
@@ -279,27 +267,27 @@ func (g *Gateway) deleteBudget(w http.ResponseWriter, r *http.Request, p Princip
 	if err := sc.Validate(); err != nil {
 		return fieldError(err)
 	}
-	as, err := g.mayBudget(r.Context(), p, sc)
+	as, err := h.mayBudget(r.Context(), p, sc)
 	if err != nil {
 		return err
 	}
-	before := g.budgetOn(sc)
-	if err := g.bud.store.DeleteBudget(r.Context(), sc); err != nil {
+	before := h.budgetOn(sc)
+	if err := h.budgets.DeleteBudget(r.Context(), sc); err != nil {
 		if llmflow.ErrorCode(err) == llmflow.ENOTFOUND {
 			return llmflow.Errorf(llmflow.ENOTFOUND, "no budget set on %s (a budget from Slurm is changed in Slurm)", sc)
 		}
 		return err
 	}
-	g.log.Info("budget deleted", "budget", budgets.ID(sc), "by", p.Name)
-	g.audit(r, p, "budget.delete", "budget "+budgets.ID(sc), as, before, nil)
-	if err := g.refreshNow(r); err != nil {
+	h.log.Info("budget deleted", "budget", budgets.ID(sc), "by", p.Name)
+	h.audit(r, p, "budget.delete", "budget "+budgets.ID(sc), as, before, nil)
+	if err := h.gw.RefreshBudgets(r.Context()); err != nil {
 		return &llmflow.Error{Code: llmflow.EUNAVAILABLE, Message: "deleted, but the budgets could not be read back; the change applies at the next refresh", Err: err}
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"deleted": true, "kind": sc.Kind, "name": sc.Name, "model": sc.Model})
 }
 
-func (g *Gateway) increaseBudget(w http.ResponseWriter, r *http.Request, p Principal) error {
-	if !g.bud.enabled() {
+func (h *Handler) increaseBudget(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if h.budgets == nil {
 		return errNoBudgets
 	}
 	var req IncreaseRequest
@@ -307,19 +295,19 @@ func (g *Gateway) increaseBudget(w http.ResponseWriter, r *http.Request, p Princ
 		return err
 	}
 	sc := budgets.Scope{Kind: req.Kind, Name: req.Name, Model: req.Model}
-	in := budgets.Increase{Scope: sc, Amount: req.Amount, ExpiresAt: req.ExpiresAt.UTC(), CreatedAt: g.now().UTC()}
+	in := budgets.Increase{Scope: sc, Amount: req.Amount, ExpiresAt: req.ExpiresAt.UTC(), CreatedAt: h.now().UTC()}
 	if req.ExpiresAt.IsZero() {
 		return &llmflow.Error{Code: llmflow.EINVALID, Message: "expires_at is required (RFC 3339, within a year)", Param: "expires_at"}
 	}
 	if err := in.Validate(in.CreatedAt); err != nil {
 		return fieldError(err)
 	}
-	as, err := g.mayBudget(r.Context(), p, sc)
+	as, err := h.mayBudget(r.Context(), p, sc)
 	if err != nil {
 		return err
 	}
 	found := false
-	for _, b := range g.bud.mem.Table().Budgets() {
+	for _, b := range h.gw.BudgetTable().Budgets() {
 		found = found || b.Scope == sc
 	}
 	if !found {
@@ -327,123 +315,22 @@ func (g *Gateway) increaseBudget(w http.ResponseWriter, r *http.Request, p Princ
 		e.Param = "name"
 		return e
 	}
-	in, err = g.bud.store.AddIncrease(r.Context(), in)
+	in, err = h.budgets.AddIncrease(r.Context(), in)
 	if err != nil {
 		return err
 	}
-	g.audit(r, p, "budget.increase", "budget "+budgets.ID(sc), as, nil, in)
-	g.log.Info("budget increased", "budget", budgets.ID(sc), "amount", in.Amount, "expires_at", in.ExpiresAt, "by", p.Name)
-	return g.answerBudget(w, r, sc, http.StatusCreated)
-}
-
-// LimitsRequest sets a key's limits: PUT /admin/keys/{id}/limits. Every
-// field is set (an absent one is 0, unlimited).
-type LimitsRequest struct {
-	RPM         int `json:"rpm"`
-	TPM         int `json:"tpm"`
-	MaxInFlight int `json:"max_inflight"`
-}
-
-// keyAdmin returns the key store's admin side, and the key {id} when the
-// caller may manage it.
-func (g *Gateway) keyAdmin(r *http.Request, p Principal) (KeyAdminStore, llmflow.Key, authz.Scope, error) {
-	ka, ok := g.keys.(KeyAdminStore)
-	if !ok {
-		return nil, llmflow.Key{}, authz.Proxy, llmflow.Errorf(llmflow.EUNAVAILABLE, "this key store cannot change keys")
-	}
-	id := r.PathValue("id")
-	k, err := g.keys.KeyByID(r.Context(), id)
-	if err != nil {
-		if llmflow.ErrorCode(err) == llmflow.ENOTFOUND {
-			return nil, k, authz.Proxy, llmflow.Errorf(llmflow.ENOTFOUND, "no key %q", id)
-		}
-		return nil, k, authz.Proxy, err
-	}
-	// as for revoking (admin.go): a key's limits and activation are the
-	// team's key managers' (team admin and above), not its owner's, so a
-	// member cannot lift a limit set on their key
-	scope := authz.TeamScope(g.accts.Load().orgOf(&k), k.Team)
-	if !p.may(authz.ManageKeys, scope) {
-		return nil, k, scope, forbidden("you may not change key %q", id)
-	}
-	return ka, k, scope, nil
-}
-
-func (g *Gateway) setKeyLimits(w http.ResponseWriter, r *http.Request, p Principal) error {
-	ka, k, ks, err := g.keyAdmin(r, p)
-	if err != nil {
-		return err
-	}
-	var req LimitsRequest
-	if err := decodeAdmin(w, r, &req); err != nil {
-		return err
-	}
-	if err := (llmflow.Key{RPM: req.RPM, TPM: req.TPM, MaxInFlight: req.MaxInFlight}).Validate(); err != nil {
-		return err
-	}
-	if err := ka.SetKeyLimits(r.Context(), k.ID, req.RPM, req.TPM, req.MaxInFlight); err != nil {
-		return err
-	}
-	g.auth.forget(k.Hash) // the next request reads the new limits
-	g.audit(r, p, "key.limits", "key "+k.ID, ks, LimitsRequest{RPM: k.RPM, TPM: k.TPM, MaxInFlight: k.MaxInFlight}, req)
-	g.log.Info("key limits set", "id", k.ID, "rpm", req.RPM, "tpm", req.TPM, "max_inflight", req.MaxInFlight, "by", p.Name)
-	return g.answerKey(w, r, k.ID)
-}
-
-// ActiveRequest deactivates or reactivates a key: PUT
-// /admin/keys/{id}/active.
-type ActiveRequest struct {
-	Active *bool `json:"active"`
-}
-
-func (g *Gateway) setKeyActive(w http.ResponseWriter, r *http.Request, p Principal) error {
-	ka, k, ks, err := g.keyAdmin(r, p)
-	if err != nil {
-		return err
-	}
-	var req ActiveRequest
-	if err := decodeAdmin(w, r, &req); err != nil {
-		return err
-	}
-	if req.Active == nil {
-		return &llmflow.Error{Code: llmflow.EINVALID, Message: "active is required (true or false)", Param: "active"}
-	}
-	if !k.RevokedAt.IsZero() {
-		return llmflow.Errorf(llmflow.ECONFLICT, "key %q is revoked; a revoked key cannot be reactivated", k.ID)
-	}
-	if err := ka.SetKeyDisabled(r.Context(), k.ID, !*req.Active); err != nil {
-		return err
-	}
-	g.auth.forget(k.Hash) // at once, both ways
-	g.audit(r, p, "key.active", "key "+k.ID, ks, map[string]bool{"active": !k.Disabled}, map[string]bool{"active": *req.Active})
-	g.log.Info("key activation set", "id", k.ID, "active", *req.Active, "by", p.Name)
-	return g.answerKey(w, r, k.ID)
+	h.audit(r, p, "budget.increase", "budget "+budgets.ID(sc), as, nil, in)
+	h.log.Info("budget increased", "budget", budgets.ID(sc), "amount", in.Amount, "expires_at", in.ExpiresAt, "by", p.Name)
+	return h.answerBudget(w, r, sc, http.StatusCreated)
 }
 
 // budgetOn is the budget set on sc now, for the audit trail (nil when
 // none).
-func (g *Gateway) budgetOn(sc budgets.Scope) any {
-	for _, b := range g.bud.mem.Table().Budgets() {
+func (h *Handler) budgetOn(sc budgets.Scope) any {
+	for _, b := range h.gw.BudgetTable().Budgets() {
 		if b.Scope == sc {
 			return b
 		}
 	}
 	return nil
-}
-
-func (g *Gateway) answerKey(w http.ResponseWriter, r *http.Request, id string) error {
-	k, err := g.keys.KeyByID(r.Context(), id)
-	if err != nil {
-		return fmt.Errorf("read key back: %w", err)
-	}
-	return writeJSON(w, http.StatusOK, viewOf(k))
-}
-
-// refreshNow puts the budgets in force again after an admin change. The
-// admin client leaving must not cut the read short: a cancelled read would
-// count as a failed refresh toward the fail-closed state.
-func (g *Gateway) refreshNow(r *http.Request) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), max(g.bud.every, 5*time.Second))
-	defer cancel()
-	return g.refreshBudgets(ctx)
 }

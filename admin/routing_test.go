@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/gateway"
 	"github.com/go-llmflow/llmflow/store"
 )
 
@@ -79,12 +80,20 @@ func startGateway(t *testing.T, dbPath string, configured []string, extra string
 		t.Fatal(err)
 	}
 	rg := &runningGateway{testEnv: &testEnv{master: testMasterKey, cfg: cfg}, db: db}
-	rg.gw, err = New(Options{Config: cfg, Keys: db, Records: db, Admin: db, Spend: db})
+	changes, err := db.AdminAccounts(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rg.gw, err = gateway.New(gateway.Options{Config: cfg, Keys: db, Records: db, AccountChanges: changes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rg.adm, err = New(Options{Gateway: rg.gw, Keys: db, KeyLimits: db, Admin: db, Routing: db, Spend: db})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rg.gw.Start(context.Background())
-	rg.srv = httptest.NewServer(rg.gw)
+	rg.srv = httptest.NewServer(rg.adm.With(rg.gw))
 	rg.key = rg.newKey(t, "lab-nlp")
 	t.Cleanup(rg.stop)
 	return rg
@@ -442,7 +451,7 @@ func TestAliasSwitchUnderLoad(t *testing.T) {
 func TestRoutingAcrossGatewaysPostgres(t *testing.T) {
 	db := pgAdminStore(t)
 	eng := newEngine(t)
-	withDB := func(o *Options) { o.Keys, o.Admin = db, db }
+	withDB := func(o *envOptions) { o.Keys, o.Admin = db, db }
 	a := newEnv(t, []string{"http://127.0.0.1:1"}, "", withDB)
 	b := newEnv(t, []string{"http://127.0.0.1:1"}, "", withDB)
 	if code, out := a.do(t, "PUT", "/admin/models/m/upstreams/live", a.master, fmt.Sprintf(`{"base_url":%q}`, eng.srv.URL)); code != 201 {
@@ -454,7 +463,7 @@ func TestRoutingAcrossGatewaysPostgres(t *testing.T) {
 	if code, _ := b.do(t, "POST", "/v1/chat/completions", b.key, `{"model":"fast","messages":[]}`); code != http.StatusNotFound {
 		t.Fatalf("b serves the alias before its reload: %d", code)
 	}
-	if _, err := b.gw.reloadAdmin(t.Context(), 0); err != nil {
+	if _, err := b.adm.reloadAdmin(t.Context(), 0); err != nil {
 		t.Fatal(err)
 	}
 	// the configured upstream is unreachable: every answer comes from the
@@ -467,7 +476,7 @@ func TestRoutingAcrossGatewaysPostgres(t *testing.T) {
 	if code, out := a.do(t, "DELETE", "/admin/models/m/upstreams/live", a.master, ""); code != 200 {
 		t.Fatalf("delete: %d %s", code, out)
 	}
-	if _, err := b.gw.reloadAdmin(t.Context(), 0); err != nil {
+	if _, err := b.adm.reloadAdmin(t.Context(), 0); err != nil {
 		t.Fatal(err)
 	}
 	n := eng.n.Load()

@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"encoding/json"
@@ -49,9 +49,7 @@ func TestEnableAccount(t *testing.T) {
 		t.Fatalf("enable an unknown team: %d", code)
 	}
 	// disabled by its source: enabled there, not here
-	e.gw.tree.mu.Lock()
-	base := slices.Clone(e.gw.tree.base)
-	e.gw.tree.mu.Unlock()
+	base := slices.Clone(e.gw.BaseAccounts())
 	for i := range base {
 		if base[i].Name == "lab-chem" {
 			base[i].Disabled = true

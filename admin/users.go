@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/authz"
+	"github.com/go-llmflow/llmflow/gateway"
 )
 
 // grantView is a role as the API shows it: org is the team's organisation
@@ -23,14 +24,14 @@ type grantView struct {
 
 func grantViews(gs []authz.Grant) []grantView {
 	out := make([]grantView, 0, len(gs))
-	for _, g := range gs {
-		out = append(out, grantView{Role: string(g.Role), Org: g.Org, Team: g.Team})
+	for _, gr := range gs {
+		out = append(out, grantView{Role: string(gr.Role), Org: gr.Org, Team: gr.Team})
 	}
 	return out
 }
 
 // whoami is GET /admin/whoami: the caller and their roles.
-func (g *Gateway) whoami(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (h *Handler) whoami(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err := knownParams(r); err != nil {
 		return err
 	}
@@ -53,9 +54,9 @@ type userView struct {
 
 // grantScope is the scope a stored grant sits in, in the tree served now
 // (the team's organisation for a team grant).
-func (v *accountView) grantScope(r llmflow.RoleGrant) authz.Scope {
+func grantScope(v gateway.AccountView, r llmflow.RoleGrant) authz.Scope {
 	if r.Team != "" {
-		return authz.TeamScope(v.orgOfTeam(r.Team), r.Team)
+		return authz.TeamScope(v.OrgOfTeam(r.Team), r.Team)
 	}
 	return authz.Scope{Org: r.Org}
 }
@@ -63,14 +64,14 @@ func (v *accountView) grantScope(r llmflow.RoleGrant) authz.Scope {
 // grantVisible reports whether p may see that a user holds r: proxy
 // roles to proxy readers, the others to readers of their scope; the user
 // always sees their own.
-func grantVisible(p Principal, v *accountView, r llmflow.RoleGrant) bool {
-	return (p.User && r.User == p.Name) || p.may(authz.Read, v.grantScope(r))
+func grantVisible(p Principal, v gateway.AccountView, r llmflow.RoleGrant) bool {
+	return (p.User && r.User == p.Name) || p.may(authz.Read, grantScope(v, r))
 }
 
 // userVisible reports whether p may see user u: proxy readers see every
 // user; others see themselves, the users created under an organisation
 // they read, and the users holding a role they may see.
-func userVisible(p Principal, v *accountView, u llmflow.User, roles []llmflow.RoleGrant) bool {
+func userVisible(p Principal, v gateway.AccountView, u llmflow.User, roles []llmflow.RoleGrant) bool {
 	if p.everywhere(authz.Read) || (p.User && u.Name == p.Name) || (u.Org != "" && p.may(authz.Read, authz.OrgScope(u.Org))) {
 		return true
 	}
@@ -82,7 +83,7 @@ func userVisible(p Principal, v *accountView, u llmflow.User, roles []llmflow.Ro
 	return false
 }
 
-func (g *Gateway) userView(p Principal, v *accountView, u llmflow.User, roles []llmflow.RoleGrant) userView {
+func (h *Handler) userView(p Principal, v gateway.AccountView, u llmflow.User, roles []llmflow.RoleGrant) userView {
 	uv := userView{Name: u.Name, Org: u.Org, CreatedAt: u.CreatedAt, Roles: []grantView{}}
 	if !u.Active() {
 		t := u.DisabledAt
@@ -90,7 +91,7 @@ func (g *Gateway) userView(p Principal, v *accountView, u llmflow.User, roles []
 	}
 	for _, r := range roles {
 		if r.User == u.Name && grantVisible(p, v, r) {
-			s := v.grantScope(r)
+			s := grantScope(v, r)
 			gv := grantView{Role: r.Role, Org: s.Org, Team: r.Team}
 			if r.Source == llmflow.SourceSlurm {
 				gv.Source = r.Source
@@ -102,23 +103,23 @@ func (g *Gateway) userView(p Principal, v *accountView, u llmflow.User, roles []
 }
 
 // listUsers is GET /admin/users: the users the caller may see.
-func (g *Gateway) listUsers(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (h *Handler) listUsers(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err := knownParams(r); err != nil {
 		return err
 	}
-	users, err := g.admins.Users(r.Context())
+	users, err := h.store.Users(r.Context())
 	if err != nil {
 		return err
 	}
-	roles, err := g.admins.Roles(r.Context(), "")
+	roles, err := h.store.Roles(r.Context(), "")
 	if err != nil {
 		return err
 	}
-	v := g.accts.Load()
+	v := h.gw.Accounts()
 	out := []userView{}
 	for _, u := range users {
 		if userVisible(p, v, u, roles) {
-			out = append(out, g.userView(p, v, u, roles))
+			out = append(out, h.userView(p, v, u, roles))
 		}
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
@@ -133,7 +134,7 @@ type UserRequest struct {
 
 // createUser is POST /admin/users: proxy admins create users anywhere,
 // org admins under their organisation.
-func (g *Gateway) createUser(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (h *Handler) createUser(w http.ResponseWriter, r *http.Request, p Principal) error {
 	var req UserRequest
 	if err := decodeAdmin(w, r, &req); err != nil {
 		return err
@@ -154,42 +155,42 @@ func (g *Gateway) createUser(w http.ResponseWriter, r *http.Request, p Principal
 		return forbidden("you may not create users in organisation %q", req.Org)
 	}
 	if req.Org != "" {
-		if a, ok := g.accts.Load().byName[req.Org]; !ok || a.Kind != llmflow.KindOrg {
+		if a, ok := h.gw.Accounts().Account(req.Org); !ok || a.Kind != llmflow.KindOrg {
 			return &llmflow.Error{Code: llmflow.ENOTFOUND, Param: "org", Message: "unknown organisation " + quote(req.Org)}
 		}
 	}
-	u := llmflow.User{Name: req.Name, Org: req.Org, CreatedAt: g.now().UTC()}
-	if err := g.admins.CreateUser(r.Context(), u); err != nil {
+	u := llmflow.User{Name: req.Name, Org: req.Org, CreatedAt: h.now().UTC()}
+	if err := h.store.CreateUser(r.Context(), u); err != nil {
 		return err
 	}
-	uv := g.userView(p, g.accts.Load(), u, nil)
-	g.audit(r, p, "user.create", "user "+u.Name, authz.OrgScope(u.Org), nil, uv)
+	uv := h.userView(p, h.gw.Accounts(), u, nil)
+	h.audit(r, p, "user.create", "user "+u.Name, authz.OrgScope(u.Org), nil, uv)
 	return writeJSON(w, http.StatusCreated, uv)
 }
 
 // disableUser is DELETE /admin/users/{name}: proxy admins only; the
 // user's tokens are revoked with it and stop working at once.
-func (g *Gateway) disableUser(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (h *Handler) disableUser(w http.ResponseWriter, r *http.Request, p Principal) error {
 	name := r.PathValue("name")
 	if !p.may(authz.DisableUsers, authz.Proxy) {
 		return forbidden("only a proxy admin disables users")
 	}
-	u, err := g.admins.User(r.Context(), name)
+	u, err := h.store.User(r.Context(), name)
 	if err != nil {
 		return notFound(err, "no user %q", name)
 	}
-	if err := g.admins.DisableUser(r.Context(), name, g.now().UTC()); err != nil {
+	if err := h.store.DisableUser(r.Context(), name, h.now().UTC()); err != nil {
 		return err
 	}
-	g.forgetUser(name)
-	after, err := g.admins.User(r.Context(), name)
+	h.forgetUser(name)
+	after, err := h.store.User(r.Context(), name)
 	if err != nil {
 		return err
 	}
-	v := g.accts.Load()
-	g.audit(r, p, "user.disable", "user "+name, authz.OrgScope(u.Org), g.userView(p, v, u, nil), g.userView(p, v, after, nil))
-	g.log.Info("user disabled", "user", name, "by", p.Name)
-	return writeJSON(w, http.StatusOK, g.userView(p, v, after, nil))
+	v := h.gw.Accounts()
+	h.audit(r, p, "user.disable", "user "+name, authz.OrgScope(u.Org), h.userView(p, v, u, nil), h.userView(p, v, after, nil))
+	h.log.Info("user disabled", "user", name, "by", p.Name)
+	return writeJSON(w, http.StatusOK, h.userView(p, v, after, nil))
 }
 
 // notFound turns a store's not-found into a message naming the object;
@@ -228,7 +229,7 @@ func tokenViewOf(t llmflow.AdminToken) tokenView {
 	return v
 }
 
-func (g *Gateway) listTokens(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (h *Handler) listTokens(w http.ResponseWriter, r *http.Request, p Principal) error {
 	name := r.PathValue("name")
 	if err := knownParams(r); err != nil {
 		return err
@@ -236,10 +237,10 @@ func (g *Gateway) listTokens(w http.ResponseWriter, r *http.Request, p Principal
 	if !mayTokens(p, name) {
 		return forbidden("only the user themselves or a proxy admin sees a user's tokens")
 	}
-	if _, err := g.admins.User(r.Context(), name); err != nil {
+	if _, err := h.store.User(r.Context(), name); err != nil {
 		return notFound(err, "no user %q", name)
 	}
-	ts, err := g.admins.AdminTokens(r.Context(), name)
+	ts, err := h.store.AdminTokens(r.Context(), name)
 	if err != nil {
 		return err
 	}
@@ -257,7 +258,7 @@ type TokenRequest struct {
 
 // createToken is POST /admin/users/{name}/tokens: a new llma- token,
 // whose secret is in this answer only.
-func (g *Gateway) createToken(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (h *Handler) createToken(w http.ResponseWriter, r *http.Request, p Principal) error {
 	name := r.PathValue("name")
 	var req TokenRequest
 	if err := decodeAdmin(w, r, &req); err != nil {
@@ -269,7 +270,7 @@ func (g *Gateway) createToken(w http.ResponseWriter, r *http.Request, p Principa
 	if len(req.Name) > llmflow.MaxKeyFieldBytes || hasControlChar(req.Name) {
 		return &llmflow.Error{Code: llmflow.EINVALID, Param: "name", Message: fmt.Sprintf("name is limited to %d bytes without control characters", llmflow.MaxKeyFieldBytes)}
 	}
-	u, err := g.admins.User(r.Context(), name)
+	u, err := h.store.User(r.Context(), name)
 	if err != nil {
 		return notFound(err, "no user %q", name)
 	}
@@ -277,29 +278,29 @@ func (g *Gateway) createToken(w http.ResponseWriter, r *http.Request, p Principa
 		return forbidden("user %q is disabled", name)
 	}
 	secret, hash, hint := llmflow.NewAdminTokenSecret()
-	t := llmflow.AdminToken{ID: llmflow.NewID("tok_"), User: name, Hash: hash, Hint: hint, Name: req.Name, CreatedAt: g.now().UTC()}
-	if err := g.admins.CreateAdminToken(r.Context(), t); err != nil {
+	t := llmflow.AdminToken{ID: llmflow.NewID("tok_"), User: name, Hash: hash, Hint: hint, Name: req.Name, CreatedAt: h.now().UTC()}
+	if err := h.store.CreateAdminToken(r.Context(), t); err != nil {
 		return err
 	}
 	v := tokenViewOf(t)
-	g.audit(r, p, "token.create", "token "+t.ID+" of user "+name, authz.OrgScope(u.Org), nil, v)
-	g.log.Info("admin token created", "user", name, "id", t.ID, "by", p.Name)
+	h.audit(r, p, "token.create", "token "+t.ID+" of user "+name, authz.OrgScope(u.Org), nil, v)
+	h.log.Info("admin token created", "user", name, "id", t.ID, "by", p.Name)
 	v.Token = secret
 	return writeJSON(w, http.StatusCreated, v)
 }
 
 // revokeToken is DELETE /admin/users/{name}/tokens/{id}: the token stops
 // working at the next request, on every gateway of the store.
-func (g *Gateway) revokeToken(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (h *Handler) revokeToken(w http.ResponseWriter, r *http.Request, p Principal) error {
 	name, id := r.PathValue("name"), r.PathValue("id")
 	if !mayTokens(p, name) {
 		return forbidden("only the user themselves or a proxy admin revokes a user's tokens")
 	}
-	u, err := g.admins.User(r.Context(), name)
+	u, err := h.store.User(r.Context(), name)
 	if err != nil {
 		return notFound(err, "no user %q", name)
 	}
-	ts, err := g.admins.AdminTokens(r.Context(), name)
+	ts, err := h.store.AdminTokens(r.Context(), name)
 	if err != nil {
 		return err
 	}
@@ -307,16 +308,16 @@ func (g *Gateway) revokeToken(w http.ResponseWriter, r *http.Request, p Principa
 	if i < 0 {
 		return llmflow.Errorf(llmflow.ENOTFOUND, "user %q has no token %q", name, id)
 	}
-	if err := g.admins.RevokeAdminToken(r.Context(), name, id, g.now().UTC()); err != nil {
+	if err := h.store.RevokeAdminToken(r.Context(), name, id, h.now().UTC()); err != nil {
 		return notFound(err, "user %q has no token %q", name, id)
 	}
-	g.forgetUser(name)
+	h.forgetUser(name)
 	before := tokenViewOf(ts[i])
 	after := ts[i]
 	if after.Active() {
-		after.RevokedAt = g.now().UTC()
+		after.RevokedAt = h.now().UTC()
 	}
-	g.audit(r, p, "token.revoke", "token "+id+" of user "+name, authz.OrgScope(u.Org), before, tokenViewOf(after))
+	h.audit(r, p, "token.revoke", "token "+id+" of user "+name, authz.OrgScope(u.Org), before, tokenViewOf(after))
 	return writeJSON(w, http.StatusOK, tokenViewOf(after))
 }
 
@@ -331,19 +332,19 @@ type RoleRequest struct {
 // grantOf checks a requested grant against the tree served now: the
 // organisation or team exists, a team role's org (filled in when left
 // out) is the team's.
-func (g *Gateway) grantOf(req RoleRequest) (authz.Grant, error) {
+func (h *Handler) grantOf(req RoleRequest) (authz.Grant, error) {
 	gr := authz.Grant{Role: authz.Role(req.Role), Org: req.Org, Team: req.Team}
 	if err := gr.Validate(); err != nil {
 		return gr, &llmflow.Error{Code: llmflow.EINVALID, Param: "role", Message: err.Error()}
 	}
-	v := g.accts.Load()
+	v := h.gw.Accounts()
 	switch gr.Level() {
 	case authz.LevelOrg:
-		if a, ok := v.byName[gr.Org]; !ok || a.Kind != llmflow.KindOrg {
+		if a, ok := v.Account(gr.Org); !ok || a.Kind != llmflow.KindOrg {
 			return gr, &llmflow.Error{Code: llmflow.ENOTFOUND, Param: "org", Message: "unknown organisation " + quote(gr.Org)}
 		}
 	case authz.LevelTeam:
-		org := v.orgOfTeam(gr.Team)
+		org := v.OrgOfTeam(gr.Team)
 		if org == "" {
 			return gr, &llmflow.Error{Code: llmflow.ENOTFOUND, Param: "team", Message: "unknown team " + quote(gr.Team)}
 		}
@@ -365,12 +366,12 @@ func storedGrant(user string, gr authz.Grant, at time.Time) llmflow.RoleGrant {
 	return rg
 }
 
-func (g *Gateway) listRoles(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (h *Handler) listRoles(w http.ResponseWriter, r *http.Request, p Principal) error {
 	name := r.PathValue("name")
 	if err := knownParams(r); err != nil {
 		return err
 	}
-	u, err := g.admins.User(r.Context(), name)
+	u, err := h.store.User(r.Context(), name)
 	if llmflow.ErrorCode(err) == llmflow.ENOTFOUND && !p.everywhere(authz.Read) {
 		// who exists is for proxy readers to know
 		return forbidden("you may not see the roles of user %q", name)
@@ -378,40 +379,40 @@ func (g *Gateway) listRoles(w http.ResponseWriter, r *http.Request, p Principal)
 	if err != nil {
 		return notFound(err, "no user %q", name)
 	}
-	roles, err := g.admins.Roles(r.Context(), name)
+	roles, err := h.store.Roles(r.Context(), name)
 	if err != nil {
 		return err
 	}
-	v := g.accts.Load()
+	v := h.gw.Accounts()
 	if !userVisible(p, v, u, roles) {
 		return forbidden("you may not see the roles of user %q", name)
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": g.userView(p, v, u, roles).Roles})
+	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": h.userView(p, v, u, roles).Roles})
 }
 
 // grantRole is PUT /admin/users/{name}/roles: nobody grants above their
 // own scope (authz.Principal.MayGrant).
-func (g *Gateway) grantRole(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (h *Handler) grantRole(w http.ResponseWriter, r *http.Request, p Principal) error {
 	name := r.PathValue("name")
 	var req RoleRequest
 	if err := decodeAdmin(w, r, &req); err != nil {
 		return err
 	}
-	return g.changeRole(w, r, p, name, req, true)
+	return h.changeRole(w, r, p, name, req, true)
 }
 
 // revokeRole is DELETE /admin/users/{name}/roles?role=&org=&team=: who may
 // grant a role may remove it.
-func (g *Gateway) revokeRole(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (h *Handler) revokeRole(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err := knownParams(r, "role", "org", "team"); err != nil {
 		return err
 	}
 	q := r.URL.Query()
-	return g.changeRole(w, r, p, r.PathValue("name"), RoleRequest{Role: q.Get("role"), Org: q.Get("org"), Team: q.Get("team")}, false)
+	return h.changeRole(w, r, p, r.PathValue("name"), RoleRequest{Role: q.Get("role"), Org: q.Get("org"), Team: q.Get("team")}, false)
 }
 
-func (g *Gateway) changeRole(w http.ResponseWriter, r *http.Request, p Principal, name string, req RoleRequest, grant bool) error {
-	gr, err := g.grantOf(req)
+func (h *Handler) changeRole(w http.ResponseWriter, r *http.Request, p Principal, name string, req RoleRequest, grant bool) error {
+	gr, err := h.grantOf(req)
 	if err != nil {
 		if llmflow.ErrorCode(err) == llmflow.ENOTFOUND && !p.everywhere(authz.Read) {
 			// an unknown scope is out of the caller's scope: do not say
@@ -423,26 +424,26 @@ func (g *Gateway) changeRole(w http.ResponseWriter, r *http.Request, p Principal
 	if !p.authz().MayGrant(gr) {
 		return forbidden("you may not grant or remove %s: nobody grants above their own scope", gr)
 	}
-	u, err := g.admins.User(r.Context(), name)
+	u, err := h.store.User(r.Context(), name)
 	if err != nil {
 		return notFound(err, "no user %q", name)
 	}
-	rg := storedGrant(name, gr, g.now().UTC())
+	rg := storedGrant(name, gr, h.now().UTC())
 	action := "role.grant"
 	if grant {
 		if !u.Active() {
 			return forbidden("user %q is disabled", name)
 		}
-		err = g.admins.GrantRole(r.Context(), rg)
+		err = h.store.GrantRole(r.Context(), rg)
 	} else {
 		action = "role.revoke"
-		err = g.admins.RevokeRole(r.Context(), rg)
+		err = h.store.RevokeRole(r.Context(), rg)
 	}
 	if err != nil {
 		return notFound(err, "user %q does not hold %s", name, gr)
 	}
-	g.forgetUser(name)
-	after, err := g.admins.Roles(r.Context(), name)
+	h.forgetUser(name)
+	after, err := h.store.Roles(r.Context(), name)
 	if err != nil {
 		return err
 	}
@@ -453,8 +454,8 @@ func (g *Gateway) changeRole(w http.ResponseWriter, r *http.Request, p Principal
 	if !grant {
 		before, afterView = view, nil
 	}
-	g.audit(r, p, action, gr.String()+" for user "+name, authz.Scope{Org: gr.Org, Team: gr.Team}, before, afterView)
-	uv := g.userView(p, g.accts.Load(), u, after)
+	h.audit(r, p, action, gr.String()+" for user "+name, authz.Scope{Org: gr.Org, Team: gr.Team}, before, afterView)
+	uv := h.userView(p, h.gw.Accounts(), u, after)
 	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": uv.Roles})
 }
 

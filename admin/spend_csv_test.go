@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"context"
@@ -27,7 +27,7 @@ func TestSpendExportsNeutraliseFormulas(t *testing.T) {
 		return rows, nil
 	}}
 	up := newRecordingUpstream(t, nil)
-	e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) { o.Spend = sp })
+	e := newEnv(t, []string{up.srv.URL}, "", func(o *envOptions) { o.Spend = sp })
 
 	get := func(path string) string {
 		t.Helper()

@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"net/http"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/authz"
+	"github.com/go-llmflow/llmflow/gateway"
 )
 
 // Runtime upstreams and aliases through the admin API (smol-llm-proxy's
@@ -82,86 +83,91 @@ func redactURL(s string) string {
 
 // upstreamViews lists the upstreams of model ("" = every model), the
 // configured ones first, with their live state.
-func (g *Gateway) upstreamViews(model string) []upstreamView {
-	ups, _, ignored := g.routingSnapshot()
-	now := g.now()
+func (h *Handler) upstreamViews(model string) []upstreamView {
+	rs := h.gw.Routing()
 	out := []upstreamView{}
-	live := func(v *upstreamView, b *backend) {
-		h, n := b.up(now), b.inflight.Load()
-		v.Healthy, v.InFlight = &h, &n
+	live := func(v *upstreamView, b gateway.Backend) {
+		healthy, n := b.Healthy, b.InFlight
+		v.Healthy, v.InFlight = &healthy, &n
 	}
-	for _, mc := range g.cfg.Models {
-		if model != "" && mc.Name != model {
+	backends := h.gw.Backends(model)
+	for _, m := range h.gw.Models() {
+		if model != "" && m != model {
 			continue
 		}
-		rt := g.routes[mc.Name]
-		for _, c := range rt.configured {
-			v := upstreamView{Model: mc.Name, Name: c.name, BaseURL: c.b.base, Source: "config", Served: true}
-			live(&v, c.b)
-			out = append(out, v)
+		var runtime []gateway.Backend
+		for _, b := range backends {
+			switch {
+			case b.Model != m:
+			case b.Configured:
+				v := upstreamView{Model: m, Name: b.Name, BaseURL: b.BaseURL, Source: "config", Served: true}
+				live(&v, b)
+				out = append(out, v)
+			default:
+				runtime = append(runtime, b)
+			}
 		}
-		served := rt.upstreams()
-		for _, u := range ups {
-			if u.Model != mc.Name {
+		for _, u := range rs.Upstreams {
+			if u.Model != m {
 				continue
 			}
 			v := storedUpstreamView(u)
-			v.Reason = ignored[upstreamKey(u.Model, u.Name)]
-			for _, s := range served[min(len(rt.configured), len(served)):] {
-				if s.name == u.Name {
+			v.Reason = rs.UpstreamReason(u.Model, u.Name)
+			for _, b := range runtime {
+				if b.Name == u.Name {
 					v.Served = true
-					live(&v, s.b)
+					live(&v, b)
 				}
 			}
 			out = append(out, v)
 		}
 	}
-	for _, u := range ups { // rows of models no longer configured
-		if (model == "" || u.Model == model) && g.routes[u.Model] == nil {
+	for _, u := range rs.Upstreams { // rows of models no longer configured
+		if (model == "" || u.Model == model) && !h.gw.IsModel(u.Model) {
 			v := storedUpstreamView(u)
-			v.Reason = ignored[upstreamKey(u.Model, u.Name)]
+			v.Reason = rs.UpstreamReason(u.Model, u.Name)
 			out = append(out, v)
 		}
 	}
 	return out
 }
 
-func (g *Gateway) mayReadRouting(p Principal) error {
+func (h *Handler) mayReadRouting(p Principal) error {
 	if !p.may(authz.Read, authz.Proxy) {
 		return forbidden("upstreams and aliases are proxy-wide: proxy admins and proxy viewers read them")
 	}
 	return nil
 }
 
-func (g *Gateway) mayWriteRouting(p Principal) error {
+func (h *Handler) mayWriteRouting(p Principal) error {
 	if !p.may(authz.ManageRouting, authz.Proxy) {
 		return forbidden("only a proxy admin changes upstreams and aliases")
 	}
 	return nil
 }
 
-func (g *Gateway) listAllUpstreams(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (h *Handler) listAllUpstreams(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err := knownParams(r, "model"); err != nil {
 		return err
 	}
-	if err := g.mayReadRouting(p); err != nil {
+	if err := h.mayReadRouting(p); err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": g.upstreamViews(r.URL.Query().Get("model"))})
+	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": h.upstreamViews(r.URL.Query().Get("model"))})
 }
 
-func (g *Gateway) listModelUpstreams(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (h *Handler) listModelUpstreams(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err := knownParams(r); err != nil {
 		return err
 	}
-	if err := g.mayReadRouting(p); err != nil {
+	if err := h.mayReadRouting(p); err != nil {
 		return err
 	}
 	model := r.PathValue("model")
-	if g.routes[model] == nil {
+	if !h.gw.IsModel(model) {
 		return llmflow.Errorf(llmflow.ENOTFOUND, "no configured model %s", quote(model))
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": g.upstreamViews(model)})
+	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": h.upstreamViews(model)})
 }
 
 // UpstreamRequest adds or replaces a runtime upstream. Name comes from
@@ -171,16 +177,16 @@ type UpstreamRequest struct {
 	BaseURL string `json:"base_url"`
 }
 
-func (g *Gateway) createUpstream(w http.ResponseWriter, r *http.Request, p Principal) error {
-	return g.writeUpstream(w, r, p, r.PathValue("model"), "", true)
+func (h *Handler) createUpstream(w http.ResponseWriter, r *http.Request, p Principal) error {
+	return h.writeUpstream(w, r, p, r.PathValue("model"), "", true)
 }
 
-func (g *Gateway) replaceUpstream(w http.ResponseWriter, r *http.Request, p Principal) error {
-	return g.writeUpstream(w, r, p, r.PathValue("model"), r.PathValue("name"), false)
+func (h *Handler) replaceUpstream(w http.ResponseWriter, r *http.Request, p Principal) error {
+	return h.writeUpstream(w, r, p, r.PathValue("model"), r.PathValue("name"), false)
 }
 
-func (g *Gateway) writeUpstream(w http.ResponseWriter, r *http.Request, p Principal, model, name string, create bool) error {
-	if err := g.mayWriteRouting(p); err != nil {
+func (h *Handler) writeUpstream(w http.ResponseWriter, r *http.Request, p Principal, model, name string, create bool) error {
+	if err := h.mayWriteRouting(p); err != nil {
 		return err
 	}
 	var req UpstreamRequest
@@ -196,21 +202,21 @@ func (g *Gateway) writeUpstream(w http.ResponseWriter, r *http.Request, p Princi
 	if req.BaseURL == "" {
 		return &llmflow.Error{Code: llmflow.EINVALID, Param: "base_url", Message: "base_url is required"}
 	}
-	now := g.now().UTC()
+	now := h.now().UTC()
 	u := llmflow.RuntimeUpstream{Model: model, Name: name, BaseURL: req.BaseURL, CreatedAt: now, UpdatedAt: now, By: p.Name}
-	before, err := g.putUpstream(r.Context(), u, create)
+	before, err := h.putUpstream(r.Context(), u, create)
 	if err != nil {
 		return err
 	}
-	after := g.upstreamOf(model, name)
+	after := h.upstreamOf(model, name)
 	status, action := http.StatusCreated, "upstream.create"
 	var bv any
 	if before != nil {
 		status, action = http.StatusOK, "upstream.update"
 		bv = storedUpstreamView(*before)
 	}
-	g.audit(r, p, action, "upstream "+model+"/"+name, authz.Proxy, bv, auditUpstream(after))
-	g.log.Info("runtime upstream stored", "model", model, "upstream", name, "by", p.Name)
+	h.audit(r, p, action, "upstream "+model+"/"+name, authz.Proxy, bv, auditUpstream(after))
+	h.log.Info("runtime upstream stored", "model", model, "upstream", name, "by", p.Name)
 	return writeJSON(w, status, after)
 }
 
@@ -222,8 +228,8 @@ func auditUpstream(v upstreamView) upstreamView {
 }
 
 // upstreamOf is the view of one upstream of a model after a change.
-func (g *Gateway) upstreamOf(model, name string) upstreamView {
-	for _, v := range g.upstreamViews(model) {
+func (h *Handler) upstreamOf(model, name string) upstreamView {
+	for _, v := range h.upstreamViews(model) {
 		if v.Name == name && v.Source == "admin" {
 			return v
 		}
@@ -231,42 +237,42 @@ func (g *Gateway) upstreamOf(model, name string) upstreamView {
 	return upstreamView{Model: model, Name: name, Source: "admin"}
 }
 
-func (g *Gateway) removeUpstream(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (h *Handler) removeUpstream(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err := knownParams(r); err != nil {
 		return err
 	}
-	if err := g.mayWriteRouting(p); err != nil {
+	if err := h.mayWriteRouting(p); err != nil {
 		return err
 	}
 	model, name := r.PathValue("model"), r.PathValue("name")
-	before, err := g.deleteUpstream(r.Context(), model, name)
+	before, err := h.deleteUpstream(r.Context(), model, name)
 	if err != nil {
 		return err
 	}
 	v := storedUpstreamView(before)
-	g.audit(r, p, "upstream.delete", "upstream "+model+"/"+name, authz.Proxy, v, nil)
-	g.log.Info("runtime upstream removed", "model", model, "upstream", name, "by", p.Name)
+	h.audit(r, p, "upstream.delete", "upstream "+model+"/"+name, authz.Proxy, v, nil)
+	h.log.Info("runtime upstream removed", "model", model, "upstream", name, "by", p.Name)
 	return writeJSON(w, http.StatusOK, v)
 }
 
-func (g *Gateway) aliasViews() []aliasView {
-	_, als, ignored := g.routingSnapshot()
-	out := make([]aliasView, 0, len(als))
-	for _, a := range als {
-		why := ignored[aliasKey(a.Name)]
+func (h *Handler) aliasViews() []aliasView {
+	rs := h.gw.Routing()
+	out := make([]aliasView, 0, len(rs.Aliases))
+	for _, a := range rs.Aliases {
+		why := rs.AliasReason(a.Name)
 		out = append(out, aliasView{Name: a.Name, Model: a.Model, Served: why == "", Reason: why, UpdatedAt: a.UpdatedAt, By: a.By})
 	}
 	return out
 }
 
-func (g *Gateway) listAliases(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (h *Handler) listAliases(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err := knownParams(r); err != nil {
 		return err
 	}
-	if err := g.mayReadRouting(p); err != nil {
+	if err := h.mayReadRouting(p); err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": g.aliasViews()})
+	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": h.aliasViews()})
 }
 
 // AliasRequest creates an alias or switches it to another model.
@@ -274,8 +280,8 @@ type AliasRequest struct {
 	Model string `json:"model"`
 }
 
-func (g *Gateway) setAlias(w http.ResponseWriter, r *http.Request, p Principal) error {
-	if err := g.mayWriteRouting(p); err != nil {
+func (h *Handler) setAlias(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := h.mayWriteRouting(p); err != nil {
 		return err
 	}
 	var req AliasRequest
@@ -283,8 +289,8 @@ func (g *Gateway) setAlias(w http.ResponseWriter, r *http.Request, p Principal) 
 		return err
 	}
 	name := r.PathValue("name")
-	a := llmflow.ModelAlias{Name: name, Model: req.Model, UpdatedAt: g.now().UTC(), By: p.Name}
-	before, err := g.putAlias(r.Context(), a)
+	a := llmflow.ModelAlias{Name: name, Model: req.Model, UpdatedAt: h.now().UTC(), By: p.Name}
+	before, err := h.putAlias(r.Context(), a)
 	if err != nil {
 		return err
 	}
@@ -295,40 +301,25 @@ func (g *Gateway) setAlias(w http.ResponseWriter, r *http.Request, p Principal) 
 		status, action = http.StatusOK, "alias.update"
 		bv = aliasView{Name: before.Name, Model: before.Model, Served: true, UpdatedAt: before.UpdatedAt, By: before.By}
 	}
-	g.audit(r, p, action, "alias "+name, authz.Proxy, bv, after)
-	g.log.Info("model alias stored", "alias", name, "model", a.Model, "by", p.Name)
+	h.audit(r, p, action, "alias "+name, authz.Proxy, bv, after)
+	h.log.Info("model alias stored", "alias", name, "model", a.Model, "by", p.Name)
 	return writeJSON(w, status, after)
 }
 
-func (g *Gateway) removeAlias(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (h *Handler) removeAlias(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err := knownParams(r); err != nil {
 		return err
 	}
-	if err := g.mayWriteRouting(p); err != nil {
+	if err := h.mayWriteRouting(p); err != nil {
 		return err
 	}
 	name := r.PathValue("name")
-	before, err := g.deleteAlias(r.Context(), name)
+	before, err := h.deleteAlias(r.Context(), name)
 	if err != nil {
 		return err
 	}
 	v := aliasView{Name: before.Name, Model: before.Model, UpdatedAt: before.UpdatedAt, By: before.By}
-	g.audit(r, p, "alias.delete", "alias "+name, authz.Proxy, v, nil)
-	g.log.Info("model alias removed", "alias", name, "by", p.Name)
+	h.audit(r, p, "alias.delete", "alias "+name, authz.Proxy, v, nil)
+	h.log.Info("model alias removed", "alias", name, "by", p.Name)
 	return writeJSON(w, http.StatusOK, v)
-}
-
-// routingRoutes registers the routes above (adminRoutes).
-func (g *Gateway) routingRoutes(a func(h func(w http.ResponseWriter, r *http.Request, p Principal) error) handler) {
-	g.handle(http.MethodGet, "/admin/upstreams", a(g.listAllUpstreams))
-	g.handleMethods("/admin/models/{model}/upstreams", map[string]handler{
-		http.MethodGet: a(g.listModelUpstreams), http.MethodPost: a(g.createUpstream),
-	})
-	g.handleMethods("/admin/models/{model}/upstreams/{name}", map[string]handler{
-		http.MethodPut: a(g.replaceUpstream), http.MethodDelete: a(g.removeUpstream),
-	})
-	g.handle(http.MethodGet, "/admin/aliases", a(g.listAliases))
-	g.handleMethods("/admin/aliases/{name...}", map[string]handler{
-		http.MethodPut: a(g.setAlias), http.MethodDelete: a(g.removeAlias),
-	})
 }

@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"context"
@@ -67,7 +67,7 @@ func pgAdminStore(t *testing.T) *store.Postgres {
 // request, though it had the principal cached.
 func TestAdminAcrossGatewaysPostgres(t *testing.T) {
 	db := pgAdminStore(t)
-	withDB := func(o *Options) { o.Keys, o.Admin = db, db }
+	withDB := func(o *envOptions) { o.Keys, o.Admin = db, db }
 	a := newEnv(t, []string{"http://127.0.0.1:1"}, "", withDB)
 	b := newEnv(t, []string{"http://127.0.0.1:1"}, "", withDB)
 	must := func(e *testEnv, method, path, tok, body string, want int) string {
@@ -86,7 +86,7 @@ func TestAdminAcrossGatewaysPostgres(t *testing.T) {
 	must(b, "POST", "/admin/teams/lab-nlp/projects", tok.Token, `{"name":"p1"}`, 201)
 	must(b, "PUT", "/admin/teams/lab-nlp/models", tok.Token, `{"models":["m"]}`, 200)
 	// a learns of b's changes at its next reload (every 5 s while serving)
-	if _, err := a.gw.reloadAdmin(t.Context(), 0); err != nil {
+	if _, err := a.adm.reloadAdmin(t.Context(), 0); err != nil {
 		t.Fatal(err)
 	}
 	if out := must(a, "GET", "/admin/teams/lab-nlp/projects", a.master, "", 200); !strings.Contains(out, `"p1"`) {

@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"flag"
@@ -232,7 +232,7 @@ func (n goldenNames) normalise(s string) string {
 // them. The admin API's paths and bodies are a contract (the CLI, the
 // console, scripts): a difference here is a breaking change.
 func TestAdminGolden(t *testing.T) {
-	e := newAdminEnv(t, "", func(o *Options) { o.SyncHistory = o.Admin.(*store.SQLite) })
+	e := newAdminEnv(t, "", func(o *envOptions) { o.SyncHistory = o.Admin.(*store.SQLite) })
 	e.tokens["bad"] = "llma-" + strings.Repeat("0", 64)
 	if _, err := e.db.SaveSync(t.Context(), nil, llmflow.SyncRun{
 		Started: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC), Finished: time.Date(2026, 11, 30, 3, 0, 2, 0, time.UTC),

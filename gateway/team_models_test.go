@@ -15,7 +15,7 @@ func modelExchange(team, model string) *exchange {
 // TestAdmitModelAllocFree: the team model list check on the request path
 // allocates nothing, with lists or without.
 func TestAdmitModelAllocFree(t *testing.T) {
-	e := newAdminEnv(t, "")
+	e := newEnv(t, []string{"http://127.0.0.1:1"}, "")
 	x := modelExchange("lab-nlp", "m")
 	check := func(what string) {
 		t.Helper()
@@ -28,9 +28,9 @@ func TestAdmitModelAllocFree(t *testing.T) {
 		}
 	}
 	check("no list")
-	e.must(t, "PUT", "/admin/teams/lab-chem/models", "master", `{"models":["batchm"]}`, 200)
+	e.gw.SetTeamModels(map[string][]string{"lab-chem": {"batchm"}})
 	check("a list for another team")
-	e.must(t, "PUT", "/admin/teams/lab-nlp/models", "master", `{"models":["m","batchm"]}`, 200)
+	e.gw.SetTeamModels(map[string][]string{"lab-chem": {"batchm"}, "lab-nlp": {"m", "batchm"}})
 	check("a list for the team")
 }
 
@@ -39,7 +39,7 @@ func TestAdmitModelAllocFree(t *testing.T) {
 //
 //	go test -run '^$' -bench AdmitModel -benchmem ./gateway
 func BenchmarkAdmitModel(b *testing.B) {
-	e := newAdminEnv(b, "")
+	e := newEnv(b, []string{"http://127.0.0.1:1"}, "")
 	x := modelExchange("lab-nlp", "m")
 	run := func(b *testing.B) {
 		b.ReportAllocs()
@@ -50,6 +50,6 @@ func BenchmarkAdmitModel(b *testing.B) {
 		}
 	}
 	b.Run("no-list", run)
-	e.must(b, "PUT", "/admin/teams/lab-nlp/models", "master", `{"models":["m","batchm"]}`, 200)
+	e.gw.SetTeamModels(map[string][]string{"lab-nlp": {"m", "batchm"}})
 	b.Run("list", run)
 }

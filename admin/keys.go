@@ -1,0 +1,301 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/authz"
+	"github.com/go-llmflow/llmflow/gateway"
+)
+
+// KeyStore is what the admin API needs of a store for client keys (the
+// stores implement it).
+type KeyStore interface {
+	CreateKey(ctx context.Context, k llmflow.Key) error
+	KeyByID(ctx context.Context, id string) (llmflow.Key, error)
+	ListKeys(ctx context.Context, f llmflow.KeyFilter) ([]llmflow.Key, error)
+	RevokeKey(ctx context.Context, id string, at time.Time) error
+}
+
+// KeyLimitStore changes a key's limits and activation (PUT
+// /admin/keys/{id}/limits, PUT /admin/keys/{id}/active). Stores
+// implement it beside KeyStore.
+type KeyLimitStore interface {
+	SetKeyLimits(ctx context.Context, id string, rpm, tpm, maxInFlight int) error
+	SetKeyDisabled(ctx context.Context, id string, disabled bool) error
+}
+
+// KeyRequest creates a key. Project, when set, must be an account under
+// Team in the tree served now. RPM, TPM and MaxInFlight are the key's
+// limits (0 = unlimited): requests per minute and tokens per minute on a
+// sliding 60 s window, and requests in flight.
+type KeyRequest struct {
+	Team        string   `json:"team"`
+	Project     string   `json:"project,omitempty"`
+	Name        string   `json:"name"`
+	Owner       string   `json:"owner,omitempty"`
+	RPM         int      `json:"rpm,omitempty"`
+	TPM         int      `json:"tpm,omitempty"`
+	MaxInFlight int      `json:"max_inflight,omitempty"`
+	Tags        []string `json:"tags,omitempty"`
+}
+
+// keyView is a key as listings show it: never the secret, never its hash.
+type keyView struct {
+	ID        string     `json:"id"`
+	Key       string     `json:"key,omitempty"` // the secret, on creation only
+	Hint      string     `json:"hint"`
+	Name      string     `json:"name"`
+	Org       string     `json:"org"`
+	Team      string     `json:"team"`
+	Project   string     `json:"project,omitempty"`
+	Owner     string     `json:"owner,omitempty"`
+	Tags      []string   `json:"tags"`
+	RPM       int        `json:"rpm"`
+	TPM       int        `json:"tpm"`
+	MaxIn     int        `json:"max_inflight"`
+	Active    bool       `json:"active"` // false: deactivated or revoked
+	Disabled  bool       `json:"disabled,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+func viewOf(k llmflow.Key) keyView {
+	v := keyView{ID: k.ID, Hint: k.Hint, Name: k.Name, Org: k.Org, Team: k.Team, Project: k.Project, Owner: k.Owner,
+		Tags: k.Tags, RPM: k.RPM, TPM: k.TPM, MaxIn: k.MaxInFlight, Active: k.Active(), Disabled: k.Disabled, CreatedAt: k.CreatedAt}
+	if v.Tags == nil {
+		v.Tags = []string{}
+	}
+	if !k.RevokedAt.IsZero() {
+		t := k.RevokedAt
+		v.RevokedAt = &t
+	}
+	return v
+}
+
+// CreateKey creates a key for req on behalf of p and returns it with its
+// secret, which is not kept anywhere.
+func (h *Handler) CreateKey(ctx context.Context, req KeyRequest, p Principal) (llmflow.Key, string, error) {
+	k, secret, err := CreateKey(ctx, h.gw, h.keys, req, p)
+	if err == nil {
+		h.log.Info("key created", "id", k.ID, "team", k.Team, "project", k.Project, "by", p.Name)
+	}
+	return k, secret, err
+}
+
+// CreateKey creates a key in keys for req on behalf of p, in the tree gw
+// serves, and returns it with its secret, which is not kept anywhere (the
+// admin API's POST /admin/keys; quickstart and the demo call it before
+// any admin API serves).
+func CreateKey(ctx context.Context, gw *gateway.Gateway, keys KeyStore, req KeyRequest, p Principal) (llmflow.Key, string, error) {
+	view := gw.Accounts()
+	team, ok := view.Team(req.Team)
+	switch {
+	case req.Team == "":
+		return llmflow.Key{}, "", &llmflow.Error{Code: llmflow.EINVALID, Message: "team is required", Param: "team"}
+	case !ok:
+		return llmflow.Key{}, "", &llmflow.Error{Code: llmflow.ENOTFOUND, Message: "unknown team " + quote(req.Team), Param: "team"}
+	case !p.mayManageTeam(team.Parent, team.Name) && !p.may(authz.OwnKeys, authz.TeamScope(team.Parent, team.Name)):
+		return llmflow.Key{}, "", forbidden("you may not create keys for team %q", req.Team)
+	case !p.mayManageTeam(team.Parent, team.Name) && req.Owner != "" && req.Owner != p.Name:
+		// a member creates keys owned by themselves only
+		return llmflow.Key{}, "", &llmflow.Error{Code: llmflow.EFORBIDDEN, Param: "owner",
+			Message: fmt.Sprintf("a member creates keys owned by themselves: owner must be %q or left out", p.Name)}
+	case team.Disabled:
+		return llmflow.Key{}, "", llmflow.Errorf(llmflow.EFORBIDDEN, "team %q is disabled", req.Team)
+	}
+	if req.Project != "" {
+		switch under, off := view.ProjectChain(req.Project, team.Name); {
+		case !under:
+			return llmflow.Key{}, "", &llmflow.Error{Code: llmflow.EINVALID, Param: "project",
+				Message: fmt.Sprintf("project %s is not an account under team %s", quote(req.Project), quote(team.Name))}
+		case off: // its key would be refused at every request
+			return llmflow.Key{}, "", &llmflow.Error{Code: llmflow.EFORBIDDEN, Param: "project",
+				Message: fmt.Sprintf("project %s is disabled", quote(req.Project))}
+		}
+	}
+	if !p.mayManageTeam(team.Parent, team.Name) {
+		req.Owner = p.Name
+	}
+	secret, hash, hint := llmflow.NewKeySecret()
+	k := llmflow.Key{
+		ID: llmflow.NewID("key_"), Hash: hash, Hint: hint, Name: req.Name,
+		Org: team.Parent, Team: team.Name, Project: req.Project, Owner: req.Owner,
+		RPM: req.RPM, TPM: req.TPM, MaxInFlight: req.MaxInFlight, Tags: req.Tags,
+		CreatedAt: gw.Now().UTC(),
+	}
+	if err := k.Validate(); err != nil {
+		return llmflow.Key{}, "", err
+	}
+	if err := keys.CreateKey(ctx, k); err != nil {
+		return llmflow.Key{}, "", err
+	}
+	gw.ForgetKey(hash) // a miss cached for it (a client trying it early)
+	return k, secret, nil
+}
+
+func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, p Principal) error {
+	var req KeyRequest
+	if err := decodeAdmin(w, r, &req); err != nil {
+		return err
+	}
+	k, secret, err := h.CreateKey(r.Context(), req, p)
+	if err != nil {
+		return err
+	}
+	v := viewOf(k)
+	h.audit(r, p, "key.create", "key "+k.ID, authz.TeamScope(k.Org, k.Team), nil, v)
+	v.Key = secret
+	return writeJSON(w, http.StatusCreated, v)
+}
+
+func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := knownParams(r, "org", "team", "include_revoked"); err != nil {
+		return err // a misspelt filter must not list every key
+	}
+	q := r.URL.Query()
+	f := llmflow.KeyFilter{Org: q.Get("org"), Team: q.Get("team")}
+	switch v := q.Get("include_revoked"); v {
+	case "true":
+		f.IncludeRevoked = true
+	case "", "false":
+	default: // "1" or "yes" must not list the active keys only, silently
+		return &llmflow.Error{Code: llmflow.EINVALID, Param: "include_revoked",
+			Message: fmt.Sprintf("include_revoked must be true or false, got %s", quote(v))}
+	}
+	keys, err := h.keys.ListKeys(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	view := h.gw.Accounts()
+	out := make([]keyView, 0, len(keys))
+	for i := range keys {
+		k := &keys[i]
+		if p.mayReadKey(authz.TeamScope(view.OrgOf(k), k.Team), k) {
+			out = append(out, viewOf(*k))
+		}
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+}
+
+func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request, p Principal) error {
+	id := r.PathValue("id")
+	k, err := h.keys.KeyByID(r.Context(), id)
+	if err != nil {
+		if llmflow.ErrorCode(err) == llmflow.ENOTFOUND {
+			return llmflow.Errorf(llmflow.ENOTFOUND, "no key %q", id)
+		}
+		return err
+	}
+	scope := authz.TeamScope(h.gw.Accounts().OrgOf(&k), k.Team)
+	if !p.mayOwnKey(scope, &k) {
+		return forbidden("you may not revoke key %q", id)
+	}
+	if err := h.keys.RevokeKey(r.Context(), id, h.now().UTC()); err != nil {
+		return err
+	}
+	h.forgetKey(r.Context(), k.Hash)
+	h.log.Info("key revoked", "id", id, "by", p.Name)
+	before := viewOf(k)
+	k, err = h.keys.KeyByID(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	h.audit(r, p, "key.revoke", "key "+id, scope, before, viewOf(k))
+	return writeJSON(w, http.StatusOK, viewOf(k))
+}
+
+// LimitsRequest sets a key's limits: PUT /admin/keys/{id}/limits. Every
+// field is set (an absent one is 0, unlimited).
+type LimitsRequest struct {
+	RPM         int `json:"rpm"`
+	TPM         int `json:"tpm"`
+	MaxInFlight int `json:"max_inflight"`
+}
+
+// keyAdmin returns the key store's admin side, and the key {id} when the
+// caller may manage it.
+func (h *Handler) keyAdmin(r *http.Request, p Principal) (KeyLimitStore, llmflow.Key, authz.Scope, error) {
+	ka := h.keyLimits
+	if ka == nil {
+		return nil, llmflow.Key{}, authz.Proxy, llmflow.Errorf(llmflow.EUNAVAILABLE, "this key store cannot change keys")
+	}
+	id := r.PathValue("id")
+	k, err := h.keys.KeyByID(r.Context(), id)
+	if err != nil {
+		if llmflow.ErrorCode(err) == llmflow.ENOTFOUND {
+			return nil, k, authz.Proxy, llmflow.Errorf(llmflow.ENOTFOUND, "no key %q", id)
+		}
+		return nil, k, authz.Proxy, err
+	}
+	// as for revoking (admin.go): a key's limits and activation are the
+	// team's key managers' (team admin and above), not its owner's, so a
+	// member cannot lift a limit set on their key
+	scope := authz.TeamScope(h.gw.Accounts().OrgOf(&k), k.Team)
+	if !p.may(authz.ManageKeys, scope) {
+		return nil, k, scope, forbidden("you may not change key %q", id)
+	}
+	return ka, k, scope, nil
+}
+
+func (h *Handler) setKeyLimits(w http.ResponseWriter, r *http.Request, p Principal) error {
+	ka, k, ks, err := h.keyAdmin(r, p)
+	if err != nil {
+		return err
+	}
+	var req LimitsRequest
+	if err := decodeAdmin(w, r, &req); err != nil {
+		return err
+	}
+	if err := (llmflow.Key{RPM: req.RPM, TPM: req.TPM, MaxInFlight: req.MaxInFlight}).Validate(); err != nil {
+		return err
+	}
+	if err := ka.SetKeyLimits(r.Context(), k.ID, req.RPM, req.TPM, req.MaxInFlight); err != nil {
+		return err
+	}
+	h.forgetKey(r.Context(), k.Hash) // the next request reads the new limits
+	h.audit(r, p, "key.limits", "key "+k.ID, ks, LimitsRequest{RPM: k.RPM, TPM: k.TPM, MaxInFlight: k.MaxInFlight}, req)
+	h.log.Info("key limits set", "id", k.ID, "rpm", req.RPM, "tpm", req.TPM, "max_inflight", req.MaxInFlight, "by", p.Name)
+	return h.answerKey(w, r, k.ID)
+}
+
+// ActiveRequest deactivates or reactivates a key: PUT
+// /admin/keys/{id}/active.
+type ActiveRequest struct {
+	Active *bool `json:"active"`
+}
+
+func (h *Handler) setKeyActive(w http.ResponseWriter, r *http.Request, p Principal) error {
+	ka, k, ks, err := h.keyAdmin(r, p)
+	if err != nil {
+		return err
+	}
+	var req ActiveRequest
+	if err := decodeAdmin(w, r, &req); err != nil {
+		return err
+	}
+	if req.Active == nil {
+		return &llmflow.Error{Code: llmflow.EINVALID, Message: "active is required (true or false)", Param: "active"}
+	}
+	if !k.RevokedAt.IsZero() {
+		return llmflow.Errorf(llmflow.ECONFLICT, "key %q is revoked; a revoked key cannot be reactivated", k.ID)
+	}
+	if err := ka.SetKeyDisabled(r.Context(), k.ID, !*req.Active); err != nil {
+		return err
+	}
+	h.forgetKey(r.Context(), k.Hash) // at once, both ways
+	h.audit(r, p, "key.active", "key "+k.ID, ks, map[string]bool{"active": !k.Disabled}, map[string]bool{"active": *req.Active})
+	h.log.Info("key activation set", "id", k.ID, "active", *req.Active, "by", p.Name)
+	return h.answerKey(w, r, k.ID)
+}
+
+func (h *Handler) answerKey(w http.ResponseWriter, r *http.Request, id string) error {
+	k, err := h.keys.KeyByID(r.Context(), id)
+	if err != nil {
+		return fmt.Errorf("read key back: %w", err)
+	}
+	return writeJSON(w, http.StatusOK, viewOf(k))
+}

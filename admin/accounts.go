@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/adminapi"
 	"github.com/go-llmflow/llmflow/authz"
 	"github.com/go-llmflow/llmflow/gateway"
 )
@@ -38,16 +39,9 @@ func badAccountName(param string) error {
 		Message: param + " must be 1 to 64 letters, digits, '.', '_' or '-' (not first)"}
 }
 
-// accountView is how an account appears in listings.
-type accountListView struct {
-	Name     string  `json:"name"`
-	Org      string  `json:"org,omitempty"`
-	Team     string  `json:"team,omitempty"`
-	Parent   string  `json:"parent,omitempty"`
-	Share    float64 `json:"share"`
-	Disabled bool    `json:"disabled"`
-	Source   string  `json:"source"`
-}
+// accountListView is the wire type adminapi.Account (package adminapi: the contract of
+// the CLI, the console and the API).
+type accountListView = adminapi.Account
 
 // listOrgs is GET /admin/orgs: the organisations the caller holds a role
 // in (every one for proxy readers), with their configured share.
@@ -70,12 +64,9 @@ func (h *Handler) listOrgs(w http.ResponseWriter, r *http.Request, p Principal) 
 	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
 }
 
-// OrgRequest creates an organisation. Share is its share of the pools
-// among the organisations (absent or 0: none, it only borrows).
-type OrgRequest struct {
-	Name  string   `json:"name"`
-	Share *float64 `json:"share"`
-}
+// OrgRequest is the wire type adminapi.OrgRequest (package adminapi: the contract of
+// the CLI, the console and the API).
+type OrgRequest = adminapi.OrgRequest
 
 // maxAccountShare bounds a share set through the admin API (Slurm's
 // Fairshare is a 32-bit integer).
@@ -234,13 +225,9 @@ func (h *Handler) listTeams(w http.ResponseWriter, r *http.Request, p Principal)
 	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
 }
 
-// TeamRequest creates a team of an organisation, with its share among
-// the organisation's teams (absent or 0: none, it only borrows).
-type TeamRequest struct {
-	Name  string   `json:"name"`
-	Org   string   `json:"org"`
-	Share *float64 `json:"share"`
-}
+// TeamRequest is the wire type adminapi.TeamRequest (package adminapi: the contract of
+// the CLI, the console and the API).
+type TeamRequest = adminapi.TeamRequest
 
 func (h *Handler) createTeam(w http.ResponseWriter, r *http.Request, p Principal) error {
 	var req TeamRequest
@@ -326,12 +313,9 @@ func (h *Handler) listProjects(w http.ResponseWriter, r *http.Request, p Princip
 	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
 }
 
-// ProjectRequest creates a project directly under a team, with its share
-// among the team's projects (absent or 0: none, it only borrows).
-type ProjectRequest struct {
-	Name  string   `json:"name"`
-	Share *float64 `json:"share"`
-}
+// ProjectRequest is the wire type adminapi.ProjectRequest (package adminapi: the contract of
+// the CLI, the console and the API).
+type ProjectRequest = adminapi.ProjectRequest
 
 func (h *Handler) createProject(w http.ResponseWriter, r *http.Request, p Principal) error {
 	var req ProjectRequest
@@ -374,11 +358,9 @@ func accountState(kind llmflow.Kind, disable bool) handlerFunc {
 	}
 }
 
-// ShareRequest sets the share of an account created through the admin
-// API: PUT /admin/orgs/{name}/share and the teams' and projects' alike.
-type ShareRequest struct {
-	Share *float64 `json:"share"`
-}
+// ShareRequest is the wire type adminapi.ShareRequest (package adminapi: the contract of
+// the CLI, the console and the API).
+type ShareRequest = adminapi.ShareRequest
 
 // setShare is the handler of an account's share route, by whoever may
 // disable the account. Only an account created here has a share set here;

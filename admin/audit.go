@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/adminapi"
 	"github.com/go-llmflow/llmflow/authz"
 	"github.com/go-llmflow/llmflow/gateway"
 )
@@ -68,19 +69,9 @@ func auditJSON(v any) string {
 	return string(b)
 }
 
-// auditView is an audit entry as GET /admin/audit shows it.
-type auditView struct {
-	ID     int64           `json:"id"`
-	Time   time.Time       `json:"time"`
-	Actor  string          `json:"actor"`
-	Action string          `json:"action"`
-	Target string          `json:"target"`
-	Org    string          `json:"org,omitempty"`
-	Team   string          `json:"team,omitempty"`
-	Before json.RawMessage `json:"before,omitempty"`
-	After  json.RawMessage `json:"after,omitempty"`
-	Remote string          `json:"remote"`
-}
+// auditView is the wire type adminapi.AuditEntry (package adminapi: the contract of
+// the CLI, the console and the API).
+type auditView = adminapi.AuditEntry
 
 // listAudit is GET /admin/audit?from=&to=&actor=&limit=: the admin writes,
 // newest first, filtered to the scopes the caller may read (proxy-wide
@@ -122,8 +113,7 @@ func (h *Handler) listAudit(w http.ResponseWriter, r *http.Request, p Principal)
 		}
 		for _, e := range es {
 			if all || (p.User && e.Actor == p.Name) || ((e.Org != "" || e.Team != "") && p.may(authz.Read, authz.Scope{Org: e.Org, Team: e.Team})) {
-				out = append(out, auditView{ID: e.ID, Time: e.Time, Actor: e.Actor, Action: e.Action, Target: e.Target,
-					Org: e.Org, Team: e.Team, Before: raw(e.Before), After: raw(e.After), Remote: e.Remote})
+				out = append(out, adminapi.AuditEntryOf(e))
 				if len(out) == want {
 					break
 				}
@@ -135,11 +125,4 @@ func (h *Handler) listAudit(w http.ResponseWriter, r *http.Request, p Principal)
 		f.BeforeID = es[len(es)-1].ID // the next page: older entries
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
-}
-
-func raw(s string) json.RawMessage {
-	if s == "" {
-		return nil
-	}
-	return json.RawMessage(s)
 }

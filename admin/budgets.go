@@ -6,9 +6,9 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/adminapi"
 	"github.com/go-llmflow/llmflow/authz"
 	"github.com/go-llmflow/llmflow/budgets"
 )
@@ -72,49 +72,22 @@ func (h *Handler) mayBudget(ctx context.Context, p Principal, sc budgets.Scope) 
 	return s, nil
 }
 
-// BudgetRequest sets a budget: PUT /admin/budgets.
-type BudgetRequest struct {
-	Kind      budgets.Kind   `json:"kind"`
-	Name      string         `json:"name"`
-	Model     string         `json:"model"`
-	Period    budgets.Period `json:"period"`
-	MaxCost   *float64       `json:"max_cost"`
-	SoftLimit float64        `json:"soft_limit"`
-}
+// BudgetRequest is the wire type adminapi.BudgetRequest (package adminapi: the contract of
+// the CLI, the console and the API).
+type BudgetRequest = adminapi.BudgetRequest
 
-// IncreaseRequest raises a budget until ExpiresAt: POST
-// /admin/budgets/increase.
-type IncreaseRequest struct {
-	Kind      budgets.Kind `json:"kind"`
-	Name      string       `json:"name"`
-	Model     string       `json:"model"`
-	Amount    float64      `json:"amount"`
-	ExpiresAt time.Time    `json:"expires_at"`
-}
+// IncreaseRequest is the wire type adminapi.Increase (package adminapi: the contract of
+// the CLI, the console and the API).
+type IncreaseRequest = adminapi.Increase
 
-// budgetView is a budget as GET /admin/budgets lists it: its setting and
-// its live figures, GPU-hours.
-type budgetView struct {
-	Kind           budgets.Kind   `json:"kind"`
-	Name           string         `json:"name"`
-	Model          string         `json:"model"`
-	Period         budgets.Period `json:"period"`
-	MaxCost        float64        `json:"max_cost"`
-	SoftLimit      float64        `json:"soft_limit"`
-	Source         budgets.Source `json:"source"`
-	PeriodStart    time.Time      `json:"period_start"`
-	PeriodEnd      time.Time      `json:"period_end"`
-	Increase       float64        `json:"increase"`
-	EffectiveLimit float64        `json:"effective_limit"`
-	Spent          float64        `json:"spent"`
-	Held           float64        `json:"held"`
-	Remaining      float64        `json:"remaining"`
-}
+// budgetView is the wire type adminapi.Budget (package adminapi: the contract of
+// the CLI, the console and the API).
+type budgetView = adminapi.Budget
 
 func viewOfBudget(s budgets.Status) budgetView {
 	return budgetView{
-		Kind: s.Kind, Name: s.Name, Model: s.Model, Period: s.Period, MaxCost: s.MaxCost, SoftLimit: s.SoftLimit,
-		Source: s.Source, PeriodStart: s.PeriodStart, PeriodEnd: s.Period.End(s.PeriodStart),
+		Kind: string(s.Kind), Name: s.Name, Model: s.Model, Period: string(s.Period), MaxCost: s.MaxCost, SoftLimit: s.SoftLimit,
+		Source: string(s.Source), PeriodStart: s.PeriodStart, PeriodEnd: s.Period.End(s.PeriodStart),
 		Increase: s.Increase, EffectiveLimit: s.EffectiveLimit, Spent: s.Spent, Held: s.Held,
 		Remaining: max(0, s.EffectiveLimit-s.Spent-s.Held),
 	}
@@ -220,7 +193,7 @@ func (h *Handler) putBudget(w http.ResponseWriter, r *http.Request, p Principal)
 	if req.MaxCost == nil {
 		return &llmflow.Error{Code: llmflow.EINVALID, Message: "max_cost is required (GPU-hours per period; 0 refuses every request)", Param: "max_cost"}
 	}
-	b := budgets.Budget{Scope: budgets.Scope{Kind: req.Kind, Name: req.Name, Model: req.Model}, Period: req.Period,
+	b := budgets.Budget{Scope: budgets.Scope{Kind: budgets.Kind(req.Kind), Name: req.Name, Model: req.Model}, Period: budgets.Period(req.Period),
 		MaxCost: *req.MaxCost, SoftLimit: req.SoftLimit, Source: budgets.SourceAdmin, UpdatedAt: h.now().UTC()}
 	if err := b.Validate(); err != nil {
 		return fieldError(err)
@@ -294,7 +267,7 @@ func (h *Handler) increaseBudget(w http.ResponseWriter, r *http.Request, p Princ
 	if err := decodeAdmin(w, r, &req); err != nil {
 		return err
 	}
-	sc := budgets.Scope{Kind: req.Kind, Name: req.Name, Model: req.Model}
+	sc := budgets.Scope{Kind: budgets.Kind(req.Kind), Name: req.Name, Model: req.Model}
 	in := budgets.Increase{Scope: sc, Amount: req.Amount, ExpiresAt: req.ExpiresAt.UTC(), CreatedAt: h.now().UTC()}
 	if req.ExpiresAt.IsZero() {
 		return &llmflow.Error{Code: llmflow.EINVALID, Message: "expires_at is required (RFC 3339, within a year)", Param: "expires_at"}

@@ -3,6 +3,7 @@ package admin
 import (
 	"net/http"
 
+	"github.com/go-llmflow/llmflow/adminapi"
 	"github.com/go-llmflow/llmflow/authz"
 	"github.com/go-llmflow/llmflow/gateway"
 )
@@ -15,14 +16,14 @@ func (h *Handler) fairshare(w http.ResponseWriter, r *http.Request, p Principal)
 	if err := knownParams(r); err != nil {
 		return err
 	}
-	rep := h.gw.FairshareReport()
+	rep := fairshareOf(h.gw.FairshareReport())
 	if p.everywhere(authz.Read) {
 		return writeJSON(w, http.StatusOK, rep)
 	}
 	for i := range rep.Pools {
 		ps := &rep.Pools[i]
 		ps.InFlight, ps.Borrowing, ps.Queued = 0, 0, 0
-		var keep []gateway.AccountShare
+		var keep []adminapi.AccountShare
 		visible := false // inside a visible organisation's subtree
 		for _, a := range ps.Accounts {
 			if a.Depth == 0 {
@@ -44,8 +45,26 @@ func (h *Handler) fairshare(w http.ResponseWriter, r *http.Request, p Principal)
 		}
 		ps.Accounts = keep
 		if ps.Accounts == nil {
-			ps.Accounts = []gateway.AccountShare{}
+			ps.Accounts = []adminapi.AccountShare{}
 		}
 	}
 	return writeJSON(w, http.StatusOK, rep)
+}
+
+// fairshareOf is the gateway's fair-share state as the API shows it.
+func fairshareOf(r gateway.FairshareReport) adminapi.FairshareReport {
+	out := adminapi.FairshareReport{Pools: make([]adminapi.PoolShare, 0, len(r.Pools))}
+	for _, p := range r.Pools {
+		ps := adminapi.PoolShare{Pool: p.Pool, Scheduler: p.Scheduler, Capacity: p.Capacity, InFlight: p.InFlight,
+			Borrowing: p.Borrowing, Queued: p.Queued, Accounts: make([]adminapi.AccountShare, 0, len(p.Accounts))}
+		for _, a := range p.Accounts {
+			ps.Accounts = append(ps.Accounts, adminapi.AccountShare{Account: a.Account, User: a.User, Partition: a.Partition,
+				Depth: a.Depth, RawShares: a.RawShares, UseParent: a.UseParent, NormShares: a.NormShares, RawUsage: a.RawUsage,
+				NormUsage: a.NormUsage, EffectvUsage: a.EffectvUsage, LevelFS: adminapi.Value(a.LevelFS),
+				FairShare: adminapi.Value(a.FairShare), Rank: a.Rank, Reserved: a.Reserved, InFlight: a.InFlight,
+				Within: a.Within, Borrowing: a.Borrowing})
+		}
+		out.Pools = append(out.Pools, ps)
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/adminapi"
 	"github.com/go-llmflow/llmflow/authz"
 	"github.com/go-llmflow/llmflow/gateway"
 )
@@ -28,53 +29,15 @@ type KeyLimitStore interface {
 	SetKeyDisabled(ctx context.Context, id string, disabled bool) error
 }
 
-// KeyRequest creates a key. Project, when set, must be an account under
-// Team in the tree served now. RPM, TPM and MaxInFlight are the key's
-// limits (0 = unlimited): requests per minute and tokens per minute on a
-// sliding 60 s window, and requests in flight.
-type KeyRequest struct {
-	Team        string   `json:"team"`
-	Project     string   `json:"project,omitempty"`
-	Name        string   `json:"name"`
-	Owner       string   `json:"owner,omitempty"`
-	RPM         int      `json:"rpm,omitempty"`
-	TPM         int      `json:"tpm,omitempty"`
-	MaxInFlight int      `json:"max_inflight,omitempty"`
-	Tags        []string `json:"tags,omitempty"`
-}
+// KeyRequest is the wire type adminapi.KeyRequest (package adminapi: the contract of
+// the CLI, the console and the API).
+type KeyRequest = adminapi.KeyRequest
 
-// keyView is a key as listings show it: never the secret, never its hash.
-type keyView struct {
-	ID        string     `json:"id"`
-	Key       string     `json:"key,omitempty"` // the secret, on creation only
-	Hint      string     `json:"hint"`
-	Name      string     `json:"name"`
-	Org       string     `json:"org"`
-	Team      string     `json:"team"`
-	Project   string     `json:"project,omitempty"`
-	Owner     string     `json:"owner,omitempty"`
-	Tags      []string   `json:"tags"`
-	RPM       int        `json:"rpm"`
-	TPM       int        `json:"tpm"`
-	MaxIn     int        `json:"max_inflight"`
-	Active    bool       `json:"active"` // false: deactivated or revoked
-	Disabled  bool       `json:"disabled,omitempty"`
-	CreatedAt time.Time  `json:"created_at"`
-	RevokedAt *time.Time `json:"revoked_at,omitempty"`
-}
+// keyView is the wire type adminapi.Key (package adminapi: the contract of
+// the CLI, the console and the API).
+type keyView = adminapi.Key
 
-func viewOf(k llmflow.Key) keyView {
-	v := keyView{ID: k.ID, Hint: k.Hint, Name: k.Name, Org: k.Org, Team: k.Team, Project: k.Project, Owner: k.Owner,
-		Tags: k.Tags, RPM: k.RPM, TPM: k.TPM, MaxIn: k.MaxInFlight, Active: k.Active(), Disabled: k.Disabled, CreatedAt: k.CreatedAt}
-	if v.Tags == nil {
-		v.Tags = []string{}
-	}
-	if !k.RevokedAt.IsZero() {
-		t := k.RevokedAt
-		v.RevokedAt = &t
-	}
-	return v
-}
+func viewOf(k llmflow.Key) keyView { return adminapi.KeyOf(k) }
 
 // CreateKey creates a key for req on behalf of p and returns it with its
 // secret, which is not kept anywhere.
@@ -208,13 +171,9 @@ func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request, p Principal)
 	return writeJSON(w, http.StatusOK, viewOf(k))
 }
 
-// LimitsRequest sets a key's limits: PUT /admin/keys/{id}/limits. Every
-// field is set (an absent one is 0, unlimited).
-type LimitsRequest struct {
-	RPM         int `json:"rpm"`
-	TPM         int `json:"tpm"`
-	MaxInFlight int `json:"max_inflight"`
-}
+// LimitsRequest is the wire type adminapi.Limits (package adminapi: the contract of
+// the CLI, the console and the API).
+type LimitsRequest = adminapi.Limits
 
 // keyAdmin returns the key store's admin side, and the key {id} when the
 // caller may manage it.
@@ -262,11 +221,9 @@ func (h *Handler) setKeyLimits(w http.ResponseWriter, r *http.Request, p Princip
 	return h.answerKey(w, r, k.ID)
 }
 
-// ActiveRequest deactivates or reactivates a key: PUT
-// /admin/keys/{id}/active.
-type ActiveRequest struct {
-	Active *bool `json:"active"`
-}
+// ActiveRequest is the wire type adminapi.ActiveRequest (package adminapi: the contract of
+// the CLI, the console and the API).
+type ActiveRequest = adminapi.ActiveRequest
 
 func (h *Handler) setKeyActive(w http.ResponseWriter, r *http.Request, p Principal) error {
 	ka, k, ks, err := h.keyAdmin(r, p)

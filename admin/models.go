@@ -6,15 +6,13 @@ import (
 	"slices"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/adminapi"
 	"github.com/go-llmflow/llmflow/authz"
 )
 
-// teamModelsView is GET/PUT /admin/teams/{team}/models: an empty list is
-// every configured model.
-type teamModelsView struct {
-	Team   string   `json:"team,omitempty"`
-	Models []string `json:"models"`
-}
+// teamModelsView is the wire type adminapi.TeamModels (package adminapi: the contract of
+// the CLI, the console and the API).
+type teamModelsView = adminapi.TeamModels
 
 func (h *Handler) getTeamModels(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err := knownParams(r); err != nil {

@@ -3,29 +3,15 @@ package admin
 import (
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/adminapi"
 	"github.com/go-llmflow/llmflow/authz"
 )
 
-// syncRunView is a run as GET /admin/sync shows it.
-type syncRunView struct {
-	ID            int64     `json:"id"`
-	Started       time.Time `json:"started"`
-	Finished      time.Time `json:"finished"`
-	Source        string    `json:"source"`
-	DryRun        bool      `json:"dry_run"`
-	Outcome       string    `json:"outcome"`
-	Error         string    `json:"error,omitempty"`
-	Created       int       `json:"created"`
-	SharesChanged int       `json:"shares_changed"`
-	Reparented    int       `json:"reparented"`
-	Disabled      int       `json:"disabled"`
-	Reenabled     int       `json:"reenabled"`
-	Members       int       `json:"members"`
-	Unchanged     int       `json:"unchanged"`
-}
+// syncRunView is the wire type adminapi.SyncRun (package adminapi: the contract of
+// the CLI, the console and the API).
+type syncRunView = adminapi.SyncRun
 
 // listSyncs is GET /admin/sync?limit=: the Slurm import runs, newest
 // first. They concern the whole tree, so proxy readers only.
@@ -50,9 +36,7 @@ func (h *Handler) listSyncs(w http.ResponseWriter, r *http.Request, p Principal)
 	}
 	out := make([]syncRunView, 0, len(runs))
 	for _, x := range runs {
-		out = append(out, syncRunView{ID: x.ID, Started: x.Started, Finished: x.Finished, Source: x.Source, DryRun: x.DryRun,
-			Outcome: x.Outcome, Error: x.Error, Created: x.Created, SharesChanged: x.SharesChanged, Reparented: x.Reparented,
-			Disabled: x.Disabled, Reenabled: x.Reenabled, Members: x.Members, Unchanged: x.Unchanged})
+		out = append(out, adminapi.SyncRunOf(x))
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
 }

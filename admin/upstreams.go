@@ -3,9 +3,9 @@ package admin
 import (
 	"net/http"
 	"net/url"
-	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/adminapi"
 	"github.com/go-llmflow/llmflow/authz"
 	"github.com/go-llmflow/llmflow/gateway"
 )
@@ -35,31 +35,13 @@ import (
 // refused, so no secret passes through this API, its listings or the
 // audit trail.
 
-// upstreamView is an upstream as listings and the audit trail show it.
-type upstreamView struct {
-	Model   string `json:"model"`
-	Name    string `json:"name"`
-	BaseURL string `json:"base_url"`
-	// Source is "config" (gateway.hcl, read-only here) or "admin".
-	Source    string     `json:"source"`
-	Served    bool       `json:"served"`           // in rotation's list (healthy or not)
-	Reason    string     `json:"reason,omitempty"` // why a stored row is not served
-	Healthy   *bool      `json:"healthy,omitempty"`
-	InFlight  *int64     `json:"in_flight,omitempty"`
-	CreatedAt *time.Time `json:"created_at,omitempty"`
-	UpdatedAt *time.Time `json:"updated_at,omitempty"`
-	By        string     `json:"by,omitempty"`
-}
+// upstreamView is the wire type adminapi.Upstream (package adminapi: the contract of
+// the CLI, the console and the API).
+type upstreamView = adminapi.Upstream
 
-// aliasView is an alias as listings and the audit trail show it.
-type aliasView struct {
-	Name      string    `json:"name"`
-	Model     string    `json:"model"`
-	Served    bool      `json:"served"`
-	Reason    string    `json:"reason,omitempty"`
-	UpdatedAt time.Time `json:"updated_at"`
-	By        string    `json:"by,omitempty"`
-}
+// aliasView is the wire type adminapi.Alias (package adminapi: the contract of
+// the CLI, the console and the API).
+type aliasView = adminapi.Alias
 
 func storedUpstreamView(u llmflow.RuntimeUpstream) upstreamView {
 	c, up := u.CreatedAt, u.UpdatedAt
@@ -170,12 +152,9 @@ func (h *Handler) listModelUpstreams(w http.ResponseWriter, r *http.Request, p P
 	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": h.upstreamViews(model)})
 }
 
-// UpstreamRequest adds or replaces a runtime upstream. Name comes from
-// the path on PUT (and must then be empty or equal).
-type UpstreamRequest struct {
-	Name    string `json:"name,omitempty"`
-	BaseURL string `json:"base_url"`
-}
+// UpstreamRequest is the wire type adminapi.UpstreamRequest (package adminapi: the contract of
+// the CLI, the console and the API).
+type UpstreamRequest = adminapi.UpstreamRequest
 
 func (h *Handler) createUpstream(w http.ResponseWriter, r *http.Request, p Principal) error {
 	return h.writeUpstream(w, r, p, r.PathValue("model"), "", true)
@@ -275,10 +254,9 @@ func (h *Handler) listAliases(w http.ResponseWriter, r *http.Request, p Principa
 	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": h.aliasViews()})
 }
 
-// AliasRequest creates an alias or switches it to another model.
-type AliasRequest struct {
-	Model string `json:"model"`
-}
+// AliasRequest is the wire type adminapi.AliasRequest (package adminapi: the contract of
+// the CLI, the console and the API).
+type AliasRequest = adminapi.AliasRequest
 
 func (h *Handler) setAlias(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err := h.mayWriteRouting(p); err != nil {

@@ -7,20 +7,14 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/adminapi"
 	"github.com/go-llmflow/llmflow/authz"
 	"github.com/go-llmflow/llmflow/gateway"
 )
 
-// grantView is a role as the API shows it: org is the team's organisation
-// in the tree served now for a team role.
-type grantView struct {
-	Role string `json:"role"`
-	Org  string `json:"org,omitempty"`
-	Team string `json:"team,omitempty"`
-	// Source is "slurm" for a role the Slurm import granted (it goes
-	// when Slurm drops it), omitted for a role granted by hand.
-	Source string `json:"source,omitempty"`
-}
+// grantView is the wire type adminapi.Grant (package adminapi: the contract of
+// the CLI, the console and the API).
+type grantView = adminapi.Grant
 
 func grantViews(gs []authz.Grant) []grantView {
 	out := make([]grantView, 0, len(gs))
@@ -42,15 +36,9 @@ func (h *Handler) whoami(w http.ResponseWriter, r *http.Request, p Principal) er
 	return writeJSON(w, http.StatusOK, map[string]any{"name": p.Name, "kind": kind, "roles": grantViews(p.authz().Grants)})
 }
 
-// userView is a user as listings show it, with the roles the caller may
-// see.
-type userView struct {
-	Name       string      `json:"name"`
-	Org        string      `json:"org,omitempty"`
-	CreatedAt  time.Time   `json:"created_at"`
-	DisabledAt *time.Time  `json:"disabled_at,omitempty"`
-	Roles      []grantView `json:"roles"`
-}
+// userView is the wire type adminapi.User (package adminapi: the contract of
+// the CLI, the console and the API).
+type userView = adminapi.User
 
 // grantScope is the scope a stored grant sits in, in the tree served now
 // (the team's organisation for a team grant).
@@ -125,12 +113,9 @@ func (h *Handler) listUsers(w http.ResponseWriter, r *http.Request, p Principal)
 	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
 }
 
-// UserRequest creates a user: Org is the organisation the user is
-// created under (an org admin's own one when they have only one).
-type UserRequest struct {
-	Name string `json:"name"`
-	Org  string `json:"org,omitempty"`
-}
+// UserRequest is the wire type adminapi.UserRequest (package adminapi: the contract of
+// the CLI, the console and the API).
+type UserRequest = adminapi.UserRequest
 
 // createUser is POST /admin/users: proxy admins create users anywhere,
 // org admins under their organisation.
@@ -208,26 +193,11 @@ func mayTokens(p Principal, name string) bool {
 	return (p.User && p.Name == name) || p.may(authz.ManageTokens, authz.Proxy)
 }
 
-// tokenView is an admin token as listings show it: never the secret or
-// its hash.
-type tokenView struct {
-	ID        string     `json:"id"`
-	Token     string     `json:"token,omitempty"` // the secret, on creation only
-	User      string     `json:"user"`
-	Hint      string     `json:"hint"`
-	Name      string     `json:"name"`
-	CreatedAt time.Time  `json:"created_at"`
-	RevokedAt *time.Time `json:"revoked_at,omitempty"`
-}
+// tokenView is the wire type adminapi.Token (package adminapi: the contract of
+// the CLI, the console and the API).
+type tokenView = adminapi.Token
 
-func tokenViewOf(t llmflow.AdminToken) tokenView {
-	v := tokenView{ID: t.ID, User: t.User, Hint: t.Hint, Name: t.Name, CreatedAt: t.CreatedAt}
-	if !t.Active() {
-		r := t.RevokedAt
-		v.RevokedAt = &r
-	}
-	return v
-}
+func tokenViewOf(t llmflow.AdminToken) tokenView { return adminapi.TokenOf(t) }
 
 func (h *Handler) listTokens(w http.ResponseWriter, r *http.Request, p Principal) error {
 	name := r.PathValue("name")
@@ -251,10 +221,9 @@ func (h *Handler) listTokens(w http.ResponseWriter, r *http.Request, p Principal
 	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
 }
 
-// TokenRequest creates an admin token; Name says what it is for.
-type TokenRequest struct {
-	Name string `json:"name,omitempty"`
-}
+// TokenRequest is the wire type adminapi.TokenRequest (package adminapi: the contract of
+// the CLI, the console and the API).
+type TokenRequest = adminapi.TokenRequest
 
 // createToken is POST /admin/users/{name}/tokens: a new llma- token,
 // whose secret is in this answer only.
@@ -321,13 +290,9 @@ func (h *Handler) revokeToken(w http.ResponseWriter, r *http.Request, p Principa
 	return writeJSON(w, http.StatusOK, tokenViewOf(after))
 }
 
-// RoleRequest grants a role: Org for an organisation role, Team for a
-// team role (Org, when given with it, must be the team's organisation).
-type RoleRequest struct {
-	Role string `json:"role"`
-	Org  string `json:"org,omitempty"`
-	Team string `json:"team,omitempty"`
-}
+// RoleRequest is the wire type adminapi.RoleRequest (package adminapi: the contract of
+// the CLI, the console and the API).
+type RoleRequest = adminapi.RoleRequest
 
 // grantOf checks a requested grant against the tree served now: the
 // organisation or team exists, a team role's org (filled in when left

@@ -7,43 +7,44 @@ import (
 )
 
 // FairshareReport is the live fair-share state of every pool, in the
-// terms of sshare -l plus the reservation columns (GET /admin/fairshare
-// serves it, filtered to what the caller may read).
+// terms of sshare -l plus the reservation columns. Package admin serves
+// it (GET /admin/fairshare, as adminapi.FairshareReport), filtered to what
+// the caller may read.
 type FairshareReport struct {
-	Pools []PoolShare `json:"pools"`
+	Pools []PoolShare
 }
 
 // PoolShare is one pool's state.
 type PoolShare struct {
-	Pool      string         `json:"pool"`
-	Scheduler string         `json:"scheduler"` // priority, gateway or fcfs
-	Capacity  int            `json:"capacity"`  // C
-	InFlight  int            `json:"in_flight"`
-	Borrowing int            `json:"borrowing"` // in flight beyond their organisation's reservation
-	Queued    int            `json:"queued"`    // waiting in the gateway-side queue
-	Accounts  []AccountShare `json:"accounts"`  // tree order: the pool's root, then depth first
+	Pool      string
+	Scheduler string // priority, gateway or fcfs
+	Capacity  int    // C
+	InFlight  int
+	Borrowing int            // in flight beyond their organisation's reservation
+	Queued    int            // waiting in the gateway-side queue
+	Accounts  []AccountShare // tree order: the pool's root, then depth first
 }
 
 // AccountShare is one account or user association of a pool's tree
 // (sshare's row).
 type AccountShare struct {
-	Account      string          `json:"account"`             // "root" for the pool itself; a user association's account
-	User         string          `json:"user,omitempty"`      // the user of a user association ("" for an account)
-	Partition    string          `json:"partition,omitempty"` // a user association's partition
-	Depth        int             `json:"depth"`               // 0 root, 1 organisation, 2 team, 3+ project; a user association its account's + 1
-	RawShares    float64         `json:"raw_shares"`
-	UseParent    bool            `json:"use_parent,omitempty"` // Fairshare=parent: no level of its own
-	NormShares   float64         `json:"norm_shares"`
-	RawUsage     float64         `json:"raw_usage"` // decayed GPU-hours
-	NormUsage    float64         `json:"norm_usage"`
-	EffectvUsage float64         `json:"effectv_usage"`
-	LevelFS      fairshare.Value `json:"level_fs"`   // +Inf ("inf") when never used; NaN (null) when it has no level
-	FairShare    fairshare.Value `json:"fair_share"` // leaves only (null otherwise)
-	Rank         int             `json:"rank"`       // borrower rank 0..9 used in priorities (leaves)
-	Reserved     int             `json:"reserved"`
-	InFlight     int             `json:"in_flight"`
-	Within       int             `json:"within"`    // in flight within its own reservation
-	Borrowing    int             `json:"borrowing"` // in flight beyond its organisation's reservation
+	Account      string // "root" for the pool itself; a user association's account
+	User         string // the user of a user association ("" for an account)
+	Partition    string // a user association's partition
+	Depth        int    // 0 root, 1 organisation, 2 team, 3+ project; a user association its account's + 1
+	RawShares    float64
+	UseParent    bool // Fairshare=parent: no level of its own
+	NormShares   float64
+	RawUsage     float64 // decayed GPU-hours
+	NormUsage    float64
+	EffectvUsage float64
+	LevelFS      fairshare.Value // +Inf ("inf") when never used; NaN (null) when it has no level
+	FairShare    fairshare.Value // leaves only (null otherwise)
+	Rank         int             // borrower rank 0..9 used in priorities (leaves)
+	Reserved     int
+	InFlight     int
+	Within       int // in flight within its own reservation
+	Borrowing    int // in flight beyond its organisation's reservation
 }
 
 // FairshareReport returns the live fair-share state of every pool.

@@ -12,7 +12,9 @@ type receiver struct{ s *server }
 
 func (r receiver) ForgetKey(hash [32]byte) { r.s.cur.Load().gw.ForgetKey(hash) }
 
-func (r receiver) AdminChanged(ctx context.Context) error { return r.s.cur.Load().adm.AdminChanged(ctx) }
+func (r receiver) AdminChanged(ctx context.Context) error {
+	return r.s.cur.Load().adm.AdminChanged(ctx)
+}
 
 func (r receiver) TreeChanged(ctx context.Context) error {
 	if imp := r.s.imp.Load(); imp != nil {

@@ -226,7 +226,7 @@ type server struct {
 	hook     *writeHook
 	log      *slog.Logger
 	counters *sharedCounters
-	cur      atomic.Pointer[generation] // serving
+	cur      atomic.Pointer[generation]  // serving
 	imp      atomic.Pointer[slurmImport] // the current generation's; nil without a slurm block
 	draining atomic.Bool
 	open     atomic.Int64 // client connections

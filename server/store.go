@@ -9,9 +9,9 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/admin"
 	"github.com/go-llmflow/llmflow/alerts"
 	"github.com/go-llmflow/llmflow/config"
-	"github.com/go-llmflow/llmflow/admin"
 	"github.com/go-llmflow/llmflow/gateway"
 	"github.com/go-llmflow/llmflow/slurmsync"
 	"github.com/go-llmflow/llmflow/store"

@@ -12,19 +12,19 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/go-llmflow/llmflow/admin"
 	"github.com/go-llmflow/llmflow/adminapi"
 	"github.com/go-llmflow/llmflow/config"
-	"github.com/go-llmflow/llmflow/admin"
 	"github.com/go-llmflow/llmflow/gateway"
 	"github.com/go-llmflow/llmflow/store"
 )
 
 // Both stores keep budgets (serve wires them into the gateway).
 var (
-	_ gateway.BudgetStore   = (*store.SQLite)(nil)
-	_ gateway.BudgetStore   = (*store.Postgres)(nil)
-	_ admin.KeyLimitStore   = (*store.SQLite)(nil)
-	_ admin.KeyLimitStore   = (*store.Postgres)(nil)
+	_ gateway.BudgetStore = (*store.SQLite)(nil)
+	_ gateway.BudgetStore = (*store.Postgres)(nil)
+	_ admin.KeyLimitStore = (*store.SQLite)(nil)
+	_ admin.KeyLimitStore = (*store.Postgres)(nil)
 )
 
 // budgetsCmd is `llmflow budgets`: the admin API's budgets from the

@@ -10,16 +10,24 @@ import (
 
 // TestREADMEPackageMap checks that the package map of README.md (the
 // first fenced block under "## Development") has a line for every package
-// of the module: whoever adds a package says there what it is for.
+// of the module, and none for a package that is gone: whoever adds,
+// moves or removes a package says so there.
 func TestREADMEPackageMap(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	mapped := readmePackageMap(t, string(readme))
+	pkgs := map[string]bool{}
 	for _, p := range modulePackages(t) {
+		pkgs[p] = true
 		if !mapped[p] {
 			t.Errorf("README.md's package map (## Development) has no line for %s: add one saying what it holds", p)
+		}
+	}
+	for p := range mapped {
+		if !pkgs[p] {
+			t.Errorf("README.md's package map (## Development) has a line for %s, which is no package of the module", p)
 		}
 	}
 }

@@ -56,7 +56,8 @@ func (h *Handler) budgetScopeWith(sc budgets.Scope, keyTeam func(id string) (str
 }
 
 // mayBudget refuses with 403 a change of the budget on sc that p may not
-// make: the spec's "set by" column (authz.BudgetAction).
+// make: who may set a budget of each kind is authz's policy
+// (authz.BudgetAction).
 func (h *Handler) mayBudget(ctx context.Context, p Principal, sc budgets.Scope) (authz.Scope, error) {
 	a, ok := authz.BudgetAction(string(sc.Kind))
 	if !ok {

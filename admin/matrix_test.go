@@ -214,7 +214,7 @@ var matrix = map[string]matrixRow{
 		shows:   func(e *adminEnv) shown { return each(readersTeam, "project nlp-p1") },
 		outMark: mark("project chem-p1")},
 
-	// budgets (admin_budgets.go): the spec's "set by" column — a team's
+	// budgets (budgets.go): who may set each kind (authz.BudgetAction) — a team's
 	// budget by its organisation's admins and above, not by the team
 	// admin (authz.BudgetTeam)
 	"GET /admin/budgets": {call: fixed("/admin/budgets", ""), ok: 200, listing: true,

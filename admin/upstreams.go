@@ -23,8 +23,8 @@ import (
 //	DELETE /admin/aliases/{name...}                   remove
 //
 // Who: engine URLs and the model names every organisation's clients use
-// are proxy-wide, outside any organisation's or team's scope in the
-// spec's table, so proxy_admin (and the master key) writes them and
+// are proxy-wide, outside any organisation's or team's scope in authz's
+// policy, so proxy_admin (and the master key) writes them and
 // proxy_viewer reads them ("read every listing"); every other role gets
 // 403, as for the Slurm import history.
 //

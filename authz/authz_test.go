@@ -30,12 +30,12 @@ var (
 	}()
 )
 
-// TestMay spells the spec's table out: for a role held on one scope, which
+// TestMay spells the roles table out: for a role held on one scope, which
 // actions it allows on which scopes of the tree. Every (grant, action,
 // scope) triple is checked.
 func TestMay(t *testing.T) {
 	// role → the actions it allows, written independently of the policy
-	// table, as the spec says them
+	// table, as the README's delegated administration says them
 	spec := map[Role]string{
 		ProxyAdmin:  "read own_keys manage_keys manage_projects set_models manage_teams create_users manage_orgs disable_users manage_tokens budget_org budget_team budget_project budget_key budget_tag manage_routing",
 		ProxyViewer: "read",
@@ -78,7 +78,7 @@ func TestMay(t *testing.T) {
 	if n != len(cases)*len(scopes)*int(numActions-1) {
 		t.Fatalf("checked %d triples", n)
 	}
-	// every action has a name and is in the spec table of proxy_admin
+	// every action has a name and is in proxy_admin's row
 	for _, a := range Actions() {
 		if strings.HasPrefix(a.String(), "Action(") || !strings.Contains(spec[ProxyAdmin], a.String()) {
 			t.Errorf("action %d: %s", a, a)

@@ -50,9 +50,11 @@ func (h *Handler) announce(ctx context.Context, action string) {
 	if h.notify == nil {
 		return
 	}
-	switch kind, _, _ := strings.Cut(action, "."); kind {
-	case "org", "team", "project":
-		h.notify.TreeChanged(ctx)
+	kind, verb, _ := strings.Cut(action, ".")
+	switch {
+	case (kind == "org" || kind == "team" || kind == "project") &&
+		(verb == "create" || verb == "disable" || verb == "enable" || verb == "share"):
+		h.notify.TreeChanged(ctx) // an account of the tree (changeAccount)
 	default:
 		h.notify.AdminChanged(ctx)
 	}

@@ -159,7 +159,6 @@ type Gateway struct {
 	// state set through the control surface (control.go)
 	tree       adminTree                  // base tree and admin changes
 	modelLists atomic.Pointer[teamModels] // nil: no team has a model list
-	patterns   []string                   // "METHOD /path" of every registered route
 
 	routes    map[string]*route // configured models; aliases and runtime upstreams: routing
 	routing   *routingState
@@ -545,9 +544,6 @@ func (g *Gateway) handle(method, path string, h handler) {
 func (g *Gateway) handleMethods(path string, hs map[string]handler) {
 	allowed := slices.Sorted(maps.Keys(hs))
 	allow := strings.Join(allowed, ", ")
-	for _, m := range allowed {
-		g.patterns = append(g.patterns, m+" "+path)
-	}
 	g.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 		h, ok := hs[r.Method]
 		if !ok {

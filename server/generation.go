@@ -19,9 +19,13 @@ type generation struct {
 	cfg *config.Config
 	gw  *gateway.Gateway
 	adm *admin.Handler
-	// handler serves /admin/* with adm, every other path with gw
+	// handler serves the client listener: /admin/* with adm (404 with an
+	// admin listener), every other path with gw
 	handler http.Handler
-	// stopAdmin stops adm's reload loop (admin.Handler.Run)
+	// admin serves the admin listener (nil without one): adm alone
+	admin http.Handler
+	// stopAdmin stops adm's reload loop (admin.Handler.Run) and waits for
+	// it
 	stopAdmin func()
 	imp       *slurmImport
 	stopWB    func()
@@ -88,7 +92,13 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) 
 		}
 		return nil, err
 	}
-	g.handler = g.adm.With(g.gw)
+	if g.handler, g.admin, err = listenerHandlers(cfg.Admin, g.adm, g.gw, s.log); err != nil {
+		g.gw.Close(context.Background())
+		if g.imp != nil {
+			g.imp.close()
+		}
+		return nil, err
+	}
 	if cfg.Writeback != nil {
 		if g.stopWB, err = startWriteback(ctx, cfg, db, s.log); err != nil {
 			g.gw.Close(context.Background())
@@ -101,8 +111,12 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) 
 	s.hook.gw.Store(g.gw)
 	g.gw.Start(ctx)
 	actx, stopAdmin := context.WithCancel(ctx)
-	g.stopAdmin = stopAdmin
-	go g.adm.Run(actx)
+	adminDone := make(chan struct{})
+	go func() {
+		defer close(adminDone)
+		g.adm.Run(actx)
+	}()
+	g.stopAdmin = func() { stopAdmin(); <-adminDone }
 	if g.imp != nil {
 		if s.counters.shared != nil {
 			g.imp.announce = s.counters.bus.TreeChanged
@@ -158,6 +172,14 @@ func (s *server) reload(ctx context.Context, old *generation) *generation {
 		s.log.Error("reload refused: the store block changed; restart to apply it (the running configuration stays)")
 		return old
 	}
+	if running, next := adminListen(old.cfg), adminListen(cfg); next != running {
+		// the listeners stay: the admin API where it is served now
+		s.log.Warn("reload: admin { listen } changes at the next restart; the admin API stays where it is", "listen", running)
+		if cfg.Admin == nil {
+			cfg.Admin = &config.Admin{}
+		}
+		cfg.Admin.Listen = running
+	}
 	if !sameRedis(cfg.Redis, old.cfg.Redis) {
 		s.log.Warn("reload: the redis block changes at the next restart")
 	}
@@ -181,6 +203,14 @@ func (s *server) reload(ctx context.Context, old *generation) *generation {
 	}
 	s.log.Info("configuration reloaded", "file", cfg.Filename, "models", len(cfg.Models), "pools", len(cfg.Pools), "orgs", len(cfg.Orgs))
 	return g
+}
+
+// adminListen is the admin listener's address cfg names ("" for none).
+func adminListen(cfg *config.Config) string {
+	if cfg.Admin == nil {
+		return ""
+	}
+	return cfg.Admin.Listen
 }
 
 func sameRedis(a, b *config.Redis) bool {

@@ -36,8 +36,11 @@ type Options struct {
 // Started is what Options.Ready is told: where the gateway listens and the
 // gateway of the first generation.
 type Started struct {
-	Addr    string
-	Gateway *gateway.Gateway
+	Addr string
+	// AdminAddr is the admin listener's address ("" without one: the
+	// admin API is on Addr).
+	AdminAddr string
+	Gateway   *gateway.Gateway
 	// Admin is the generation's admin API (quickstart creates its key
 	// through it).
 	Admin *admin.Handler
@@ -112,14 +115,29 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		}
 		srv.TLSConfig = tlsCerts.config()
 	}
+	adminSrv, adminLn, err := s.listenAdmin(ctx, cfg)
+	if err != nil {
+		ln.Close()
+		cur.stop(context.Background())
+		closeAccounting(rec, log)
+		return err
+	}
 	purge := startPurge(ctx, db, cfg.Store.Retention, log)
 	defer func() { <-purge.Stop().Done() }()
 	log.Info("llmflow gateway listening", "addr", ln.Addr().String(), "tls", tlsCerts != nil, "version", o.Version,
 		"models", len(cfg.Models), "store", cfg.Store.Kind, "spool", cfg.Store.SpoolDir, "pid", os.Getpid())
 	if o.Ready != nil {
-		o.Ready(Started{Addr: ln.Addr().String(), Gateway: cur.gw, Admin: cur.adm})
+		st := Started{Addr: ln.Addr().String(), Gateway: cur.gw, Admin: cur.adm}
+		if adminLn != nil {
+			st.AdminAddr = adminLn.Addr().String()
+		}
+		o.Ready(st)
 	}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
+	if adminSrv != nil {
+		log.Info("admin API listening (and not on the client listener)", "addr", adminLn.Addr().String())
+		go func() { errc <- adminSrv.Serve(adminLn) }()
+	}
 	go func() {
 		if tlsCerts != nil {
 			errc <- srv.ServeTLS(ln, "", "") // the certificate from TLSConfig
@@ -148,11 +166,18 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		log.Info("shutting down: no new connections, in-flight requests finish", "grace", shutdownGrace)
 		s.drain(ln)
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		if adminSrv != nil {
+			if serr := adminSrv.Shutdown(sctx); serr != nil {
+				adminSrv.Close()
+			}
+		}
 		if serr := srv.Shutdown(sctx); serr != nil {
 			log.Warn("requests still running at shutdown were cut", "err", serr)
 			srv.Close()
 		}
 		cancel()
+	} else if adminSrv != nil {
+		adminSrv.Close()
 	}
 	dctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
@@ -169,6 +194,36 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		err = nil
 	}
 	return err
+}
+
+// listenAdmin opens the admin listener of cfg's admin block, when it
+// names one: plain HTTP, serving the current generation's admin handler
+// alone (nil, nil without one).
+func (s *server) listenAdmin(ctx context.Context, cfg *config.Config) (*http.Server, net.Listener, error) {
+	if cfg.Admin == nil || cfg.Admin.Listen == "" {
+		return nil, nil, nil
+	}
+	ln, err := net.Listen("tcp", cfg.Admin.Listen)
+	if err != nil {
+		a := cfg.Admin.DefRange
+		return nil, nil, fmt.Errorf("%s:%d:%d: admin listen: %w", a.Filename, a.Start.Line, a.Start.Column, err)
+	}
+	lim := cfg.Limits
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if s.draining.Load() {
+				w.Header().Set("Connection", "close")
+			}
+			s.cur.Load().admin.ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		ReadTimeout:       lim.ReadTimeout,
+		IdleTimeout:       lim.IdleTimeout,
+		MaxHeaderBytes:    lim.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	return srv, ln, nil
 }
 
 // shutdownGrace bounds how long a shutdown waits for in-flight requests

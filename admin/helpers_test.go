@@ -85,7 +85,7 @@ func (f *fakeKeys) RevokeKey(ctx context.Context, id string, at time.Time) error
 // testKeyStore is what a test environment's key store must be: the
 // gateway's lookups and the admin API's writes.
 type testKeyStore interface {
-	gateway.KeyStore
+	gateway.KeyLookup
 	KeyStore
 }
 

@@ -190,7 +190,7 @@ func (h *Handler) keyAdmin(r *http.Request, p Principal) (KeyLimitStore, llmflow
 		}
 		return nil, k, authz.Proxy, err
 	}
-	// as for revoking (admin.go): a key's limits and activation are the
+	// as for revoking (revokeKey): a key's limits and activation are the
 	// team's key managers' (team admin and above), not its owner's, so a
 	// member cannot lift a limit set on their key
 	scope := authz.TeamScope(h.gw.Accounts().OrgOf(&k), k.Team)

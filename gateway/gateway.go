@@ -37,15 +37,6 @@ import (
 	"github.com/go-llmflow/llmflow/fairshare"
 )
 
-// KeyStore is what the gateway needs of a store for keys.
-type KeyStore interface {
-	KeyLookup
-	CreateKey(ctx context.Context, k llmflow.Key) error
-	KeyByID(ctx context.Context, id string) (llmflow.Key, error)
-	ListKeys(ctx context.Context, f llmflow.KeyFilter) ([]llmflow.Key, error)
-	RevokeKey(ctx context.Context, id string, at time.Time) error
-}
-
 // Pinger is a store that can report its health (Options.Pinger).
 type Pinger interface {
 	Ping(ctx context.Context) error
@@ -60,7 +51,9 @@ type ShareUsageStore interface {
 // Options configure a Gateway. Config and Keys are required.
 type Options struct {
 	Config *config.Config
-	Keys   KeyStore
+	// Keys looks client keys up by their hash (package admin creates,
+	// lists and revokes them).
+	Keys KeyLookup
 	// Records receives accounting records through a bounded queue; nil
 	// keeps none (tests only: serve always has a store).
 	Records RecordWriter
@@ -141,7 +134,7 @@ type ClampCounter interface {
 // its health checks with Start, stop with Close.
 type Gateway struct {
 	cfg        *config.Config
-	keys       KeyStore
+	keys       KeyLookup
 	pinger     Pinger // nil: /healthz does not ping the store
 	rec        *accounting.Queue
 	ownRec     bool // rec was made by New: Close closes it

@@ -79,7 +79,7 @@ func (g *Gateway) saveUsage(ctx context.Context) error {
 }
 
 // setView publishes a new organisation tree, with the changes made
-// through the admin API on top (admin_accounts.go).
+// through the admin API on top (control.go: SetAccountChanges).
 func (g *Gateway) setView(accts llmflow.Accounts) *accountView {
 	accts = g.withAdminAccounts(accts)
 	v := newAccountView(accts, g.saltKey)

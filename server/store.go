@@ -20,7 +20,8 @@ import (
 // Store is what the process host and the commands need of a store,
 // whatever its kind: both SQLite and PostgreSQL have all of it.
 type Store interface {
-	gateway.KeyStore
+	gateway.KeyLookup
+	admin.KeyStore
 	gateway.RecordWriter
 	gateway.Pinger
 	gateway.ClampCounter

@@ -226,3 +226,31 @@ func TestGolden(t *testing.T) {
 		t.Fatalf("only %d golden bodies checked", checked)
 	}
 }
+
+// TestGoldenCopy keeps testdata/admin-golden equal to the server's
+// goldens (admin/testdata/admin-golden): a route or body changed there is
+// copied here, where its type is checked.
+func TestGoldenCopy(t *testing.T) {
+	server := filepath.Join("..", "admin", "testdata", "admin-golden")
+	theirs, err := os.ReadDir(server)
+	if err != nil {
+		t.Skipf("no server goldens: %v", err)
+	}
+	ours, err := os.ReadDir(filepath.Join("testdata", "admin-golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ours) != len(theirs) {
+		t.Errorf("%d golden files here, %d in %s: copy them (cp %s/* testdata/admin-golden/)", len(ours), len(theirs), server, server)
+	}
+	for _, f := range theirs {
+		want, err := os.ReadFile(filepath.Join(server, f.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join("testdata", "admin-golden", f.Name()))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("testdata/admin-golden/%s differs from %s's: copy it", f.Name(), server)
+		}
+	}
+}

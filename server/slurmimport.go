@@ -66,6 +66,15 @@ func newSlurmImport(ctx context.Context, cfg *config.Config, as AccountStore, lo
 	return imp, nil
 }
 
+// treeServer is what the import hands its results to: the generation's
+// gateway (its control surface).
+type treeServer interface {
+	SetAccounts(llmflow.Accounts)
+	ReportSync(llmflow.SyncRun)
+}
+
+var _ treeServer = (*gateway.Gateway)(nil)
+
 // combine is the tree to serve: Slurm's, then the configuration's others.
 func (imp *slurmImport) combine(slurm llmflow.Accounts) (llmflow.Accounts, error) {
 	where := map[string]string{}
@@ -91,7 +100,7 @@ func (imp *slurmImport) budgets(softPercent float64) func() []budgets.Budget {
 
 // start runs an import now and then on the schedule, until ctx ends or
 // close.
-func (imp *slurmImport) start(ctx context.Context, gw *gateway.Gateway) {
+func (imp *slurmImport) start(ctx context.Context, gw treeServer) {
 	ctx, imp.stop = context.WithCancel(ctx)
 	imp.cron = cron.New()
 	if _, err := imp.cron.AddFunc(imp.cfg.Slurm.Schedule, func() { imp.run(ctx, gw) }); err != nil {
@@ -102,7 +111,7 @@ func (imp *slurmImport) start(ctx context.Context, gw *gateway.Gateway) {
 }
 
 // run imports once and hands a changed tree to the gateway.
-func (imp *slurmImport) run(ctx context.Context, gw *gateway.Gateway) {
+func (imp *slurmImport) run(ctx context.Context, gw treeServer) {
 	imp.mu.Lock()
 	defer imp.mu.Unlock()
 	if ctx.Err() != nil || imp.closed {
@@ -143,7 +152,7 @@ func (imp *slurmImport) run(ctx context.Context, gw *gateway.Gateway) {
 
 // serve hands gw the tree combined from stored (the Slurm tree in the
 // store), when it differs from the one served now. imp.mu is held.
-func (imp *slurmImport) serve(gw *gateway.Gateway, stored llmflow.Accounts) error {
+func (imp *slurmImport) serve(gw treeServer, stored llmflow.Accounts) error {
 	accts, err := imp.combine(stored)
 	if err != nil {
 		return err
@@ -159,7 +168,7 @@ func (imp *slurmImport) serve(gw *gateway.Gateway, stored llmflow.Accounts) erro
 // reload serves the tree in the store now: another replica's import
 // changed it (its announcement), so this one follows at once rather than
 // at its next import.
-func (imp *slurmImport) reload(ctx context.Context, gw *gateway.Gateway) error {
+func (imp *slurmImport) reload(ctx context.Context, gw treeServer) error {
 	imp.mu.Lock()
 	defer imp.mu.Unlock()
 	if imp.closed {

@@ -61,7 +61,7 @@ func (h *Handler) listOrgs(w http.ResponseWriter, r *http.Request, p Principal) 
 		}
 		out = append(out, accountListView{Name: a.Name, Share: a.Shares, Disabled: a.Disabled, Source: a.Source})
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+	return writeJSON(w, http.StatusOK, adminapi.NewList(out))
 }
 
 // OrgRequest is the wire type adminapi.OrgRequest (package adminapi: the contract of
@@ -153,9 +153,10 @@ func (h *Handler) disableAccount(w http.ResponseWriter, r *http.Request, p Princ
 	}
 	after := before
 	after.Disabled = true
-	h.audit(r, p, action, a.Kind.String()+" "+a.Name, s, before, map[string]any{"account": after, "keys_revoked": revoked})
+	answer := adminapi.AccountDisabled{Account: after, KeysRevoked: revoked}
+	h.audit(r, p, action, a.Kind.String()+" "+a.Name, s, before, answer)
 	h.log.Info("account disabled", "kind", a.Kind, "name", a.Name, "keys_revoked", revoked, "by", p.Name)
-	return writeJSON(w, http.StatusOK, map[string]any{"account": after, "keys_revoked": revoked})
+	return writeJSON(w, http.StatusOK, answer)
 }
 
 // enableAccount clears the disable mark an admin set on the account. The
@@ -181,7 +182,7 @@ func (h *Handler) enableAccount(w http.ResponseWriter, r *http.Request, p Princi
 	after.Disabled = false
 	h.audit(r, p, action, a.Kind.String()+" "+a.Name, s, before, after)
 	h.log.Info("account enabled", "kind", a.Kind, "name", a.Name, "by", p.Name)
-	return writeJSON(w, http.StatusOK, map[string]any{"account": after, "keys_revoked_stay_revoked": true})
+	return writeJSON(w, http.StatusOK, adminapi.AccountEnabled{Account: after, KeysRevokedStayRevoked: true})
 }
 
 // keyUnder reports whether k sits under account a in this tree: its
@@ -222,7 +223,7 @@ func (h *Handler) listTeams(w http.ResponseWriter, r *http.Request, p Principal)
 		}
 		out = append(out, accountListView{Name: a.Name, Org: a.Parent, Share: a.Shares, Disabled: a.Disabled, Source: a.Source})
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+	return writeJSON(w, http.StatusOK, adminapi.NewList(out))
 }
 
 // TeamRequest is the wire type adminapi.TeamRequest (package adminapi: the contract of
@@ -310,7 +311,7 @@ func (h *Handler) listProjects(w http.ResponseWriter, r *http.Request, p Princip
 			out = append(out, accountListView{Name: a.Name, Org: team.Parent, Team: team.Name, Parent: a.Parent, Share: a.Shares, Disabled: a.Disabled, Source: a.Source})
 		}
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+	return writeJSON(w, http.StatusOK, adminapi.NewList(out))
 }
 
 // ProjectRequest is the wire type adminapi.ProjectRequest (package adminapi: the contract of

@@ -126,5 +126,5 @@ func (h *Handler) listAudit(w http.ResponseWriter, r *http.Request, p Principal)
 		}
 		f.BeforeID = es[len(es)-1].ID // the next page: older entries
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+	return writeJSON(w, http.StatusOK, adminapi.NewList(out))
 }

@@ -138,7 +138,7 @@ func (h *Handler) listBudgets(w http.ResponseWriter, r *http.Request, p Principa
 	slices.SortFunc(out, func(a, b budgetView) int {
 		return strings.Compare(string(a.Kind)+"\x00"+a.Name+"\x00"+a.Model, string(b.Kind)+"\x00"+b.Name+"\x00"+b.Model)
 	})
-	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+	return writeJSON(w, http.StatusOK, adminapi.NewList(out))
 }
 
 // checkScope refuses a budget scope that names nothing: an organisation,
@@ -257,7 +257,7 @@ func (h *Handler) deleteBudget(w http.ResponseWriter, r *http.Request, p Princip
 	if err := h.gw.RefreshBudgets(r.Context()); err != nil {
 		return &llmflow.Error{Code: llmflow.EUNAVAILABLE, Message: "deleted, but the budgets could not be read back; the change applies at the next refresh", Err: err}
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"deleted": true, "kind": sc.Kind, "name": sc.Name, "model": sc.Model})
+	return writeJSON(w, http.StatusOK, adminapi.BudgetDeleted{Deleted: true, Kind: string(sc.Kind), Name: sc.Name, Model: sc.Model})
 }
 
 func (h *Handler) increaseBudget(w http.ResponseWriter, r *http.Request, p Principal) error {

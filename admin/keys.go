@@ -141,7 +141,7 @@ func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request, p Principal) 
 			out = append(out, viewOf(*k))
 		}
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+	return writeJSON(w, http.StatusOK, adminapi.NewList(out))
 }
 
 func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request, p Principal) error {
@@ -244,7 +244,7 @@ func (h *Handler) setKeyActive(w http.ResponseWriter, r *http.Request, p Princip
 		return err
 	}
 	h.forgetKey(r.Context(), k.Hash) // at once, both ways
-	h.audit(r, p, "key.active", "key "+k.ID, ks, map[string]bool{"active": !k.Disabled}, map[string]bool{"active": *req.Active})
+	h.audit(r, p, "key.active", "key "+k.ID, ks, ActiveRequest{Active: new(!k.Disabled)}, req)
 	h.log.Info("key activation set", "id", k.ID, "active", *req.Active, "by", p.Name)
 	return h.answerKey(w, r, k.ID)
 }

@@ -20,7 +20,7 @@ func (h *Handler) listSyncs(w http.ResponseWriter, r *http.Request, p Principal)
 		return forbidden("the Slurm import history is proxy-wide: it needs proxy_admin or proxy_viewer")
 	}
 	if h.syncs == nil {
-		return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []syncRunView{}})
+		return writeJSON(w, http.StatusOK, adminapi.NewList([]syncRunView{}))
 	}
 	limit := 50
 	if s := r.URL.Query().Get("limit"); s != "" {
@@ -38,5 +38,5 @@ func (h *Handler) listSyncs(w http.ResponseWriter, r *http.Request, p Principal)
 	for _, x := range runs {
 		out = append(out, adminapi.SyncRunOf(x))
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+	return writeJSON(w, http.StatusOK, adminapi.NewList(out))
 }

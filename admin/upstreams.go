@@ -135,7 +135,7 @@ func (h *Handler) listAllUpstreams(w http.ResponseWriter, r *http.Request, p Pri
 	if err := h.mayReadRouting(p); err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": h.upstreamViews(r.URL.Query().Get("model"))})
+	return writeJSON(w, http.StatusOK, adminapi.NewList(h.upstreamViews(r.URL.Query().Get("model"))))
 }
 
 func (h *Handler) listModelUpstreams(w http.ResponseWriter, r *http.Request, p Principal) error {
@@ -149,7 +149,7 @@ func (h *Handler) listModelUpstreams(w http.ResponseWriter, r *http.Request, p P
 	if !h.gw.IsModel(model) {
 		return llmflow.Errorf(llmflow.ENOTFOUND, "no configured model %s", quote(model))
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": h.upstreamViews(model)})
+	return writeJSON(w, http.StatusOK, adminapi.NewList(h.upstreamViews(model)))
 }
 
 // UpstreamRequest is the wire type adminapi.UpstreamRequest (package adminapi: the contract of
@@ -251,7 +251,7 @@ func (h *Handler) listAliases(w http.ResponseWriter, r *http.Request, p Principa
 	if err := h.mayReadRouting(p); err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": h.aliasViews()})
+	return writeJSON(w, http.StatusOK, adminapi.NewList(h.aliasViews()))
 }
 
 // AliasRequest is the wire type adminapi.AliasRequest (package adminapi: the contract of

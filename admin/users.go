@@ -33,7 +33,7 @@ func (h *Handler) whoami(w http.ResponseWriter, r *http.Request, p Principal) er
 	if !p.User {
 		kind = "master_key"
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"name": p.Name, "kind": kind, "roles": grantViews(p.authz().Grants)})
+	return writeJSON(w, http.StatusOK, adminapi.Whoami{Kind: kind, Name: p.Name, Roles: grantViews(p.authz().Grants)})
 }
 
 // userView is the wire type adminapi.User (package adminapi: the contract of
@@ -110,7 +110,7 @@ func (h *Handler) listUsers(w http.ResponseWriter, r *http.Request, p Principal)
 			out = append(out, h.userView(p, v, u, roles))
 		}
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+	return writeJSON(w, http.StatusOK, adminapi.NewList(out))
 }
 
 // UserRequest is the wire type adminapi.UserRequest (package adminapi: the contract of
@@ -218,7 +218,7 @@ func (h *Handler) listTokens(w http.ResponseWriter, r *http.Request, p Principal
 	for _, t := range ts {
 		out = append(out, tokenViewOf(t))
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+	return writeJSON(w, http.StatusOK, adminapi.NewList(out))
 }
 
 // TokenRequest is the wire type adminapi.TokenRequest (package adminapi: the contract of
@@ -352,7 +352,7 @@ func (h *Handler) listRoles(w http.ResponseWriter, r *http.Request, p Principal)
 	if !userVisible(p, v, u, roles) {
 		return forbidden("you may not see the roles of user %q", name)
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": h.userView(p, v, u, roles).Roles})
+	return writeJSON(w, http.StatusOK, adminapi.NewList(h.userView(p, v, u, roles).Roles))
 }
 
 // grantRole is PUT /admin/users/{name}/roles: nobody grants above their
@@ -414,14 +414,14 @@ func (h *Handler) changeRole(w http.ResponseWriter, r *http.Request, p Principal
 	}
 	// The entry shows the one grant, never the user's roles elsewhere:
 	// readers of this scope see the trail.
-	view := map[string]any{"user": name, "role": grantViews([]authz.Grant{gr})[0]}
+	view := adminapi.RoleChange{Role: grantViews([]authz.Grant{gr})[0], User: name}
 	var before, afterView any = nil, view
 	if !grant {
 		before, afterView = view, nil
 	}
 	h.audit(r, p, action, gr.String()+" for user "+name, authz.Scope{Org: gr.Org, Team: gr.Team}, before, afterView)
 	uv := h.userView(p, h.gw.Accounts(), u, after)
-	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": uv.Roles})
+	return writeJSON(w, http.StatusOK, adminapi.NewList(uv.Roles))
 }
 
 func hasControlChar(s string) bool {

@@ -210,7 +210,7 @@ func (h *Handler) putBudget(w http.ResponseWriter, r *http.Request, p Principal)
 	if err := h.budgets.PutBudget(r.Context(), b); err != nil {
 		return err
 	}
-	h.audit(r, p, "budget.set", "budget "+budgets.ID(b.Scope), as, before, b)
+	h.audit(r, p, "budget.set", "budget "+budgets.ID(b.Scope), as, before, budgetSettingOf(b))
 	h.log.Info("budget set", "budget", b.ID(), "period", b.Period, "max_cost", b.MaxCost, "soft_limit", b.SoftLimit, "by", p.Name)
 	return h.answerBudget(w, r, b.Scope, http.StatusOK)
 }
@@ -293,7 +293,7 @@ func (h *Handler) increaseBudget(w http.ResponseWriter, r *http.Request, p Princ
 	if err != nil {
 		return err
 	}
-	h.audit(r, p, "budget.increase", "budget "+budgets.ID(sc), as, nil, in)
+	h.audit(r, p, "budget.increase", "budget "+budgets.ID(sc), as, nil, budgetIncreaseOf(in))
 	h.log.Info("budget increased", "budget", budgets.ID(sc), "amount", in.Amount, "expires_at", in.ExpiresAt, "by", p.Name)
 	return h.answerBudget(w, r, sc, http.StatusCreated)
 }
@@ -303,8 +303,20 @@ func (h *Handler) increaseBudget(w http.ResponseWriter, r *http.Request, p Princ
 func (h *Handler) budgetOn(sc budgets.Scope) any {
 	for _, b := range h.gw.BudgetTable().Budgets() {
 		if b.Scope == sc {
-			return b
+			return budgetSettingOf(b)
 		}
 	}
 	return nil
+}
+
+// budgetSettingOf is b as the audit trail records it.
+func budgetSettingOf(b budgets.Budget) adminapi.BudgetSetting {
+	return adminapi.BudgetSetting{Kind: string(b.Kind), Name: b.Name, Model: b.Model, Period: string(b.Period),
+		MaxCost: b.MaxCost, SoftLimit: b.SoftLimit, Source: string(b.Source), UpdatedAt: b.UpdatedAt}
+}
+
+// budgetIncreaseOf is in as the audit trail records it.
+func budgetIncreaseOf(in budgets.Increase) adminapi.BudgetIncrease {
+	return adminapi.BudgetIncrease{ID: in.ID, Scope: adminapi.BudgetScope{Kind: string(in.Scope.Kind), Name: in.Scope.Name, Model: in.Scope.Model},
+		Amount: in.Amount, ExpiresAt: in.ExpiresAt, CreatedAt: in.CreatedAt}
 }

@@ -75,8 +75,7 @@ var goldenRoutes = []struct {
 }
 
 // auditBodies are the types of the audit trail's before and after, by
-// action (budget.set and budget.increase record the budgets package's
-// types, not the API's).
+// action.
 var auditBodies = map[string]func([]byte) ([]byte, error){
 	"key.create": codec[adminapi.Key](), "key.revoke": codec[adminapi.Key](),
 	"key.limits": codec[adminapi.Limits](), "key.active": codec[adminapi.ActiveRequest](),
@@ -86,6 +85,8 @@ var auditBodies = map[string]func([]byte) ([]byte, error){
 	"team.models":     codec[adminapi.TeamModels](),
 	"upstream.create": codec[adminapi.Upstream](), "upstream.update": codec[adminapi.Upstream](), "upstream.delete": codec[adminapi.Upstream](),
 	"alias.create": codec[adminapi.Alias](), "alias.update": codec[adminapi.Alias](), "alias.delete": codec[adminapi.Alias](),
+	"budget.set": codec[adminapi.BudgetSetting](), "budget.delete": codec[adminapi.BudgetSetting](),
+	"budget.increase": codec[adminapi.BudgetIncrease](),
 }
 
 func init() {
@@ -116,9 +117,6 @@ func auditCodec(b []byte) ([]byte, error) {
 			}
 			c, ok := auditBodies[e.Action]
 			if !ok {
-				if strings.HasPrefix(e.Action, "budget.") {
-					continue
-				}
 				return nil, fmt.Errorf("audit action %s: no type for its bodies", e.Action)
 			}
 			got, err := c(raw)

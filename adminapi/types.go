@@ -251,11 +251,12 @@ type Budget struct {
 
 // BudgetScope names a budget: the kind and name of its scope, and a model
 // ("" for every model). It filters GET /admin/budgets (empty fields do not
-// filter) and names the budget of DELETE /admin/budgets.
+// filter) and names the budget of DELETE /admin/budgets. In the audit
+// trail it is a BudgetIncrease's Scope.
 type BudgetScope struct {
-	Kind  string
-	Name  string
-	Model string
+	Kind  string `json:"Kind"`
+	Name  string `json:"Name"`
+	Model string `json:"Model"`
 }
 
 // BudgetRequest sets a budget: PUT /admin/budgets. MaxCost is required.
@@ -283,6 +284,31 @@ type BudgetDeleted struct {
 	Kind    string `json:"kind"`
 	Model   string `json:"model"`
 	Name    string `json:"name"`
+}
+
+// BudgetSetting is a budget's setting as the audit trail records it:
+// budget.set's before and after, budget.delete's before. Unlike the
+// routes' bodies its keys are the field names (Kind, MaxCost, …), as the
+// trail has always recorded them.
+type BudgetSetting struct {
+	Kind      string    `json:"Kind"`
+	Name      string    `json:"Name"`
+	Model     string    `json:"Model"`
+	Period    string    `json:"Period"`
+	MaxCost   float64   `json:"MaxCost"`
+	SoftLimit float64   `json:"SoftLimit"`
+	Source    string    `json:"Source"`
+	UpdatedAt time.Time `json:"UpdatedAt"`
+}
+
+// BudgetIncrease is an increase as the audit trail records it:
+// budget.increase's after, keys named like BudgetSetting's.
+type BudgetIncrease struct {
+	ID        int64       `json:"ID"`
+	Scope     BudgetScope `json:"Scope"`
+	Amount    float64     `json:"Amount"`
+	ExpiresAt time.Time   `json:"ExpiresAt"`
+	CreatedAt time.Time   `json:"CreatedAt"`
 }
 
 // Upstream is an upstream of a model as GET /admin/upstreams lists it

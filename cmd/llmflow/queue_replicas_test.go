@@ -37,10 +37,14 @@ func TestThreeReplicasGatewayQueue(t *testing.T) {
 			return
 		}
 		n := running.Add(1)
-		defer running.Add(-1)
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 		}
-		sim.ServeHTTP(w, r)
+		// A request leaves the engine when its last event is written: the
+		// gateway may free its slot as soon as it reads [DONE], before this
+		// handler has returned.
+		dw := &doneWriter{ResponseWriter: w, done: func() { running.Add(-1) }}
+		defer dw.finish()
+		sim.ServeHTTP(dw, r)
 	}))
 	t.Cleanup(func() { simSrv.Close(); sim.Close() })
 	dir := t.TempDir()
@@ -100,3 +104,26 @@ func TestThreeReplicasGatewayQueue(t *testing.T) {
 		}
 	}
 }
+
+// doneWriter calls done once, before writing the stream's [DONE] (or when
+// the handler returns without it).
+type doneWriter struct {
+	http.ResponseWriter
+	done func()
+	once sync.Once
+}
+
+func (d *doneWriter) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("data: [DONE]")) {
+		d.once.Do(d.done)
+	}
+	return d.ResponseWriter.Write(p)
+}
+
+func (d *doneWriter) Flush() {
+	if f, ok := d.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (d *doneWriter) finish() { d.once.Do(d.done) }

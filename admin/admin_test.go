@@ -1,13 +1,13 @@
 package admin
 
 import (
-	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/internal/gatewaytest"
 )
 
 func adminDo(t testing.TB, e *testEnv, method, path, body string) *http.Response {
@@ -21,15 +21,6 @@ func adminDo(t testing.TB, e *testEnv, method, path, body string) *http.Response
 	return resp
 }
 
-func decodeJSON(t testing.TB, resp *http.Response, v any) {
-	t.Helper()
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("decode %s: %v", b, err)
-	}
-}
-
 func TestAdminKeys(t *testing.T) {
 	up := newRecordingUpstream(t, nil)
 	e := newEnv(t, []string{up.srv.URL}, "")
@@ -40,7 +31,7 @@ func TestAdminKeys(t *testing.T) {
 		t.Fatalf("create: %d %s", resp.StatusCode, b)
 	}
 	var created keyView
-	decodeJSON(t, resp, &created)
+	gatewaytest.DecodeJSON(t, resp, &created)
 	if !strings.HasPrefix(created.Key, "llmf-") || created.Org != "etabB" || len(created.Tags) != 1 {
 		t.Fatalf("created %+v", created)
 	}
@@ -92,8 +83,8 @@ func TestAdminKeys(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var body errorBody
-			decodeJSON(t, resp, &body)
+			var body gatewaytest.ErrorBody
+			gatewaytest.DecodeJSON(t, resp, &body)
 			if resp.StatusCode != tc.status || body.Error.Message == "" || body.Error.Type == "" {
 				t.Errorf("%d %+v, want %d with an OpenAI-shaped error", resp.StatusCode, body, tc.status)
 			}
@@ -110,7 +101,7 @@ func TestAdminKeysRefuseWhatDoesNotHold(t *testing.T) {
 	for _, param := range []string{"rpm", "tpm", "max_inflight"} {
 		resp := adminDo(t, e, http.MethodPost, "/admin/keys", `{"team":"lab-nlp","name":"x","`+param+`":5}`)
 		var body map[string]any
-		decodeJSON(t, resp, &body)
+		gatewaytest.DecodeJSON(t, resp, &body)
 		if resp.StatusCode != http.StatusCreated || body[param] != 5.0 {
 			t.Errorf("%s: %d %+v, want 201 with %s 5", param, resp.StatusCode, body, param)
 		}
@@ -149,15 +140,15 @@ func TestAdminKeysRefuseWhatDoesNotHold(t *testing.T) {
 	} {
 		resp := adminDo(t, e, http.MethodPost, "/admin/keys", `{"team":"lab-nlp","name":"x","project":"`+tc.project+`"}`)
 		if tc.status != http.StatusCreated {
-			var body errorBody
-			decodeJSON(t, resp, &body)
+			var body gatewaytest.ErrorBody
+			gatewaytest.DecodeJSON(t, resp, &body)
 			if resp.StatusCode != tc.status || body.Error.Param == nil || *body.Error.Param != "project" {
 				t.Errorf("project %q: %d %+v, want %d naming project", tc.project, resp.StatusCode, body, tc.status)
 			}
 			continue
 		}
 		var v keyView
-		decodeJSON(t, resp, &v)
+		gatewaytest.DecodeJSON(t, resp, &v)
 		if resp.StatusCode != tc.status || v.Project != tc.project {
 			t.Errorf("project %q: %d %+v, want %d", tc.project, resp.StatusCode, v, tc.status)
 		}
@@ -167,7 +158,7 @@ func TestAdminKeysRefuseWhatDoesNotHold(t *testing.T) {
 	// the project or moves it to another team.
 	resp = adminDo(t, e, http.MethodPost, "/admin/keys", `{"team":"lab-nlp","name":"p","project":"nlp-llm"}`)
 	var created keyView
-	decodeJSON(t, resp, &created)
+	gatewaytest.DecodeJSON(t, resp, &created)
 	e.key = created.Key
 	send := func() (int, string) {
 		t.Helper()

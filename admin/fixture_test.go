@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/internal/gatewaytest"
 	"github.com/go-llmflow/llmflow/store"
 )
 
@@ -52,7 +53,7 @@ func newAdminEnv(t testing.TB, extra string, mod ...func(*envOptions)) *adminEnv
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	e := &adminEnv{db: db, tokens: map[string]string{"master": testMasterKey}}
+	e := &adminEnv{db: db, tokens: map[string]string{"master": gatewaytest.MasterKey}}
 	e.testEnv = newEnv(t, []string{up.srv.URL}, extra, append([]func(*envOptions){func(o *envOptions) {
 		o.Keys, o.Admin, o.Spend, o.Records, o.Budgets = db, db, db, db, db
 	}}, mod...)...)

@@ -5,27 +5,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/internal/gatewaytest"
 	"github.com/go-llmflow/llmflow/store"
 )
-
-// badClientKey returns a well-formed client key the store does not know.
-func badClientKey(i int) string {
-	return "llmf-" + strings.Repeat("0", 60) + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + "00"
-}
-
-func adminRequest(remoteAddr, tok string) *http.Request {
-	r := httptest.NewRequest(http.MethodGet, "/admin/keys", nil)
-	r.RemoteAddr = remoteAddr
-	r.Header.Set("Authorization", "Bearer "+tok)
-	return r
-}
 
 // Bad client keys from an address throttle client keys only: the master
 // key still works on the admin API from that address.
@@ -34,7 +22,7 @@ func TestNoAdminLockoutByClientKeys(t *testing.T) {
 	e := newEnv(t, []string{up.srv.URL}, "") // auth_failures_per_minute = 60
 	var limited int
 	for i := range 100 {
-		code, _ := e.do(t, http.MethodPost, "/v1/chat/completions", badClientKey(i), chatBody)
+		code, _ := e.do(t, http.MethodPost, "/v1/chat/completions", gatewaytest.BadClientKey(i), chatBody)
 		switch code {
 		case http.StatusUnauthorized:
 		case http.StatusTooManyRequests:
@@ -59,8 +47,8 @@ func TestNoAdminLockoutByClientKeys(t *testing.T) {
 // networks' admins.
 func TestBadMasterKeyThrottlesAdminOnly(t *testing.T) {
 	up := newRecordingUpstream(t, nil)
-	clock := newTestClock()
-	e := newEnv(t, []string{up.srv.URL}, "limits { auth_failures_per_minute = 5 }", func(o *envOptions) { o.Now = clock.now })
+	clock := gatewaytest.NewClock()
+	e := newEnv(t, []string{up.srv.URL}, "limits { auth_failures_per_minute = 5 }", func(o *envOptions) { o.Now = clock.Now })
 	for i := range 5 {
 		if code, _ := e.do(t, http.MethodGet, "/admin/keys", "wrong-master", ""); code != http.StatusUnauthorized {
 			t.Fatalf("bad master key %d: %d, want 401", i, code)
@@ -81,11 +69,11 @@ func TestBadMasterKeyThrottlesAdminOnly(t *testing.T) {
 		t.Fatalf("uncached client key: %d %s", code, body)
 	}
 	// other networks are not affected
-	if _, err := e.adm.principal(adminRequest("203.0.113.7:1", e.master)); err != nil {
+	if _, err := e.adm.principal(gatewaytest.AdminRequest("203.0.113.7:1", e.master)); err != nil {
 		t.Fatalf("master key from another network: %v", err)
 	}
 	// the bucket refills: one failure back after 12 s at 5 a minute
-	clock.add(13 * time.Second)
+	clock.Add(13 * time.Second)
 	if code, body := e.do(t, http.MethodGet, "/admin/keys", e.master, ""); code != http.StatusOK {
 		t.Fatalf("master key after refill: %d %s", code, body)
 	}
@@ -109,7 +97,7 @@ func TestRevokedKeyRefused(t *testing.T) {
 	var keys struct {
 		Data []keyView `json:"data"`
 	}
-	decodeJSON(t, list, &keys)
+	gatewaytest.DecodeJSON(t, list, &keys)
 	if len(keys.Data) != 1 || keys.Data[0].Key != "" {
 		t.Fatalf("listing %+v: want one key without secret", keys.Data)
 	}

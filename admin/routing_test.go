@@ -18,6 +18,7 @@ import (
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/gateway"
+	"github.com/go-llmflow/llmflow/internal/gatewaytest"
 	"github.com/go-llmflow/llmflow/store"
 )
 
@@ -71,7 +72,7 @@ type runningGateway struct {
 
 func startGateway(t *testing.T, dbPath string, configured []string, extra string) *runningGateway {
 	t.Helper()
-	cfg, err := config.Load(writeConfig(t, configured, extra+fmt.Sprintf("store {\n  path = %q\n  flush_interval = \"10ms\"\n}\nhealth {\n  interval = \"20ms\"\n  cooldown = \"50ms\"\n}\n", dbPath)))
+	cfg, err := config.Load(gatewaytest.WriteConfig(t, configured, extra+fmt.Sprintf("store {\n  path = %q\n  flush_interval = \"10ms\"\n}\nhealth {\n  interval = \"20ms\"\n  cooldown = \"50ms\"\n}\n", dbPath)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func startGateway(t *testing.T, dbPath string, configured []string, extra string
 	if err != nil {
 		t.Fatal(err)
 	}
-	rg := &runningGateway{testEnv: &testEnv{master: testMasterKey, cfg: cfg}, db: db}
+	rg := &runningGateway{testEnv: &testEnv{master: gatewaytest.MasterKey, cfg: cfg}, db: db}
 	changes, err := db.AdminAccounts(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +136,7 @@ type upstreamList struct {
 
 func (rg *runningGateway) upstreams(t *testing.T) upstreamList {
 	t.Helper()
-	code, b := rg.do(t, "GET", "/admin/models/m/upstreams", testMasterKey, "")
+	code, b := rg.do(t, "GET", "/admin/models/m/upstreams", gatewaytest.MasterKey, "")
 	if code != 200 {
 		t.Fatalf("list: %d %s", code, b)
 	}
@@ -167,24 +168,24 @@ func TestRuntimeUpstreamLifecycle(t *testing.T) {
 	if b.n.Load() != 0 {
 		t.Fatal("b got traffic before it was added")
 	}
-	code, body := rg.do(t, "PUT", "/admin/models/m/upstreams/b", testMasterKey, fmt.Sprintf(`{"base_url":%q}`, b.srv.URL+"/"))
+	code, body := rg.do(t, "PUT", "/admin/models/m/upstreams/b", gatewaytest.MasterKey, fmt.Sprintf(`{"base_url":%q}`, b.srv.URL+"/"))
 	if code != 201 {
 		t.Fatalf("add: %d %s", code, body)
 	}
-	if code, body = rg.do(t, "PUT", "/admin/models/m/upstreams/b", testMasterKey, fmt.Sprintf(`{"base_url":%q}`, b.srv.URL)); code != 200 {
+	if code, body = rg.do(t, "PUT", "/admin/models/m/upstreams/b", gatewaytest.MasterKey, fmt.Sprintf(`{"base_url":%q}`, b.srv.URL)); code != 200 {
 		t.Fatalf("replace: %d %s", code, body)
 	}
-	waitFor(t, func() bool { v, _ := rg.upstreams(t).find("b"); return v.Healthy != nil && *v.Healthy })
+	gatewaytest.WaitFor(t, func() bool { v, _ := rg.upstreams(t).find("b"); return v.Healthy != nil && *v.Healthy })
 	rg.chat(t, "m", 20)
 	if b.n.Load() == 0 {
 		t.Fatal("no traffic reached the runtime upstream")
 	}
 	b.mu.Lock()
-	if b.auths["Bearer "+testUpstreamKey] != int(b.n.Load()) {
+	if b.auths["Bearer "+gatewaytest.UpstreamKey] != int(b.n.Load()) {
 		t.Errorf("runtime upstream got Authorization %v, want the model's key_file every time", b.auths)
 	}
 	b.mu.Unlock()
-	if code, body := rg.do(t, "GET", "/healthz", testMasterKey, ""); !strings.Contains(body, `"healthy_upstreams":2`) {
+	if code, body := rg.do(t, "GET", "/healthz", gatewaytest.MasterKey, ""); !strings.Contains(body, `"healthy_upstreams":2`) {
 		t.Errorf("healthz does not count the runtime upstream: %d %s", code, body)
 	}
 
@@ -195,14 +196,14 @@ func TestRuntimeUpstreamLifecycle(t *testing.T) {
 	if !ok || v.Source != "admin" || !v.Served || v.BaseURL != b.srv.URL || v.By != "master" {
 		t.Fatalf("after restart: %+v %v", v, ok)
 	}
-	waitFor(t, func() bool { v, _ := rg.upstreams(t).find("b"); return v.Healthy != nil && *v.Healthy })
+	gatewaytest.WaitFor(t, func() bool { v, _ := rg.upstreams(t).find("b"); return v.Healthy != nil && *v.Healthy })
 	before := b.n.Load()
 	rg.chat(t, "m", 20)
 	if b.n.Load() == before {
 		t.Fatal("after restart no traffic reached the runtime upstream")
 	}
 
-	if code, body := rg.do(t, "DELETE", "/admin/models/m/upstreams/b", testMasterKey, ""); code != 200 {
+	if code, body := rg.do(t, "DELETE", "/admin/models/m/upstreams/b", gatewaytest.MasterKey, ""); code != 200 {
 		t.Fatalf("remove: %d %s", code, body)
 	}
 	before = b.n.Load()
@@ -213,18 +214,18 @@ func TestRuntimeUpstreamLifecycle(t *testing.T) {
 	if _, ok := rg.upstreams(t).find("b"); ok {
 		t.Fatal("removed upstream still listed")
 	}
-	if code, body := rg.do(t, "DELETE", "/admin/models/m/upstreams/b", testMasterKey, ""); code != 404 {
+	if code, body := rg.do(t, "DELETE", "/admin/models/m/upstreams/b", gatewaytest.MasterKey, ""); code != 404 {
 		t.Fatalf("remove again: %d %s, want 404", code, body)
 	}
 
 	// the trail: create, update, delete, by the master key, no secret
-	code, body = rg.do(t, "GET", "/admin/audit", testMasterKey, "")
+	code, body = rg.do(t, "GET", "/admin/audit", gatewaytest.MasterKey, "")
 	for _, want := range []string{`"upstream.create"`, `"upstream.update"`, `"upstream.delete"`, `"target":"upstream m/b"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("audit lacks %s: %d %s", want, code, body)
 		}
 	}
-	if strings.Contains(body, testUpstreamKey) {
+	if strings.Contains(body, gatewaytest.UpstreamKey) {
 		t.Errorf("audit shows the upstream key: %s", body)
 	}
 }
@@ -259,13 +260,13 @@ func TestRuntimeUpstreamRefused(t *testing.T) {
 		{"PUT", "/admin/aliases/has%20space", `{"model":"m"}`, 400, ""},
 		{"DELETE", "/admin/aliases/none", ``, 404, ""},
 	} {
-		code, b := e.do(t, tc.method, tc.path, testMasterKey, tc.body)
+		code, b := e.do(t, tc.method, tc.path, gatewaytest.MasterKey, tc.body)
 		if code != tc.want || (tc.bad != "" && strings.Contains(b, tc.bad)) {
 			t.Errorf("%s %s %s: %d %s, want %d without %q", tc.method, tc.path, tc.body, code, b, tc.want, tc.bad)
 		}
 	}
 	// a model name with a slash travels escaped in one path segment
-	if code, b := e.do(t, "GET", "/admin/models/org%2Fllama/upstreams", testMasterKey, ""); code != 404 || !strings.Contains(b, `no configured model \"org/llama\"`) {
+	if code, b := e.do(t, "GET", "/admin/models/org%2Fllama/upstreams", gatewaytest.MasterKey, ""); code != 404 || !strings.Contains(b, `no configured model \"org/llama\"`) {
 		t.Errorf("escaped model name: %d %s", code, b)
 	}
 	// the same name in the pool for another engine is refused (it labels
@@ -320,11 +321,11 @@ func TestStoredRowsConfigWins(t *testing.T) {
 	if b.n.Load() != 0 {
 		t.Fatalf("a shadowed stored upstream got %d requests", b.n.Load())
 	}
-	code, body := rg.do(t, "GET", "/admin/upstreams", testMasterKey, "")
+	code, body := rg.do(t, "GET", "/admin/upstreams", gatewaytest.MasterKey, "")
 	if code != 200 || strings.Count(body, `"reason"`) != 3 || strings.Contains(body, "u:p@") {
 		t.Errorf("listing: %d %s", code, body)
 	}
-	code, body = rg.do(t, "GET", "/admin/aliases", testMasterKey, "")
+	code, body = rg.do(t, "GET", "/admin/aliases", gatewaytest.MasterKey, "")
 	if code != 200 || strings.Count(body, `"served":false`) != 2 || !strings.Contains(body, `"name":"fast","model":"m","served":true`) {
 		t.Errorf("aliases: %d %s", code, body)
 	}
@@ -340,7 +341,7 @@ func TestAliasSwitchUnderLoad(t *testing.T) {
 	dbPath := filepath.Join(t.TempDir(), "llmflow.db")
 	extra := fmt.Sprintf("model \"m2\" {\n  upstream_model = \"sim/other\"\n  pool = \"p\"\n  upstream \"b\" { base_url = %q }\n}\n", b.srv.URL)
 	rg := startGateway(t, dbPath, []string{a.srv.URL}, extra)
-	if code, body := rg.do(t, "PUT", "/admin/aliases/team/fast", testMasterKey, `{"model":"m"}`); code != 201 {
+	if code, body := rg.do(t, "PUT", "/admin/aliases/team/fast", gatewaytest.MasterKey, `{"model":"m"}`); code != 201 {
 		t.Fatalf("alias: %d %s", code, body)
 	}
 	code, body := rg.do(t, "GET", "/v1/models", rg.key, "")
@@ -416,7 +417,7 @@ func TestAliasSwitchUnderLoad(t *testing.T) {
 	}
 	models := []string{"m2", "m"}
 	for i := range 40 {
-		if code, body := rg.do(t, "PUT", "/admin/aliases/team/fast", testMasterKey, fmt.Sprintf(`{"model":%q}`, models[i%2])); code != 200 {
+		if code, body := rg.do(t, "PUT", "/admin/aliases/team/fast", gatewaytest.MasterKey, fmt.Sprintf(`{"model":%q}`, models[i%2])); code != 200 {
 			t.Errorf("switch %d: %d %s", i, code, body)
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -436,7 +437,7 @@ func TestAliasSwitchUnderLoad(t *testing.T) {
 		t.Errorf("after switching back to m, engine b got %d requests", b.n.Load()-before)
 	}
 	// accounting counts the model, not the alias (per-model budgets hold)
-	if code, body := rg.do(t, "DELETE", "/admin/aliases/team/fast", testMasterKey, ""); code != 200 {
+	if code, body := rg.do(t, "DELETE", "/admin/aliases/team/fast", gatewaytest.MasterKey, ""); code != 200 {
 		t.Fatalf("delete alias: %d %s", code, body)
 	}
 	if code, body := rg.do(t, "POST", "/v1/chat/completions", rg.key, `{"model":"team/fast","messages":[]}`); code != 404 {
@@ -508,7 +509,7 @@ func TestAliasModelListsAndAccounting(t *testing.T) {
 		t.Fatalf("alias of a visible model: %d %s", code, b)
 	}
 	id := ""
-	waitFor(t, func() bool {
+	gatewaytest.WaitFor(t, func() bool {
 		recs, err := e.db.Records(t.Context(), time.Now().Add(-time.Minute), time.Now().Add(time.Minute))
 		if err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/internal/gatewaytest"
 )
 
 // flakyAdmin is an AdminStore that can be taken down: every read fails
@@ -60,11 +61,11 @@ func (f *flakyAdmin) Roles(ctx context.Context, user string) ([]llmflow.RoleGran
 // an unknown token gets 503 (not 401: nothing says it is bad), and after
 // 5 minutes every token gets 503.
 func TestAdminPrincipalCache(t *testing.T) {
-	clock := newTestClock()
+	clock := gatewaytest.NewClock()
 	var fl *flakyAdmin
 	e := newAdminEnv(t, "", func(o *envOptions) {
 		fl = &flakyAdmin{AdminStore: o.Admin}
-		o.Admin, o.Now = fl, clock.now
+		o.Admin, o.Now = fl, clock.Now
 	})
 	tok := e.tokens["oadmin"]
 	e.must(t, "GET", "/admin/teams", "oadmin", "", 200)
@@ -79,7 +80,7 @@ func TestAdminPrincipalCache(t *testing.T) {
 	e.must(t, "GET", "/admin/whoami", "tadmin", "", 200)
 	// the store goes down: the cached principals keep reading
 	fl.down.Store(true)
-	clock.add(4 * time.Minute)
+	clock.Add(4 * time.Minute)
 	if b := e.must(t, "GET", "/admin/teams", "oadmin", "", 200); !strings.Contains(b, "lab-nlp") {
 		t.Errorf("cached read: %s", b)
 	}
@@ -89,7 +90,7 @@ func TestAdminPrincipalCache(t *testing.T) {
 	if code, b := e.do(t, "GET", "/admin/teams", e.tokens["tadmin"], ""); code != http.StatusOK {
 		t.Errorf("another cached principal with the store down: %d %s", code, b)
 	}
-	clock.add(2 * time.Minute)
+	clock.Add(2 * time.Minute)
 	if code, b := e.do(t, "GET", "/admin/teams", tok, ""); code != http.StatusServiceUnavailable {
 		t.Errorf("principal unconfirmed for 6 minutes: %d %s, want 503", code, b)
 	}
@@ -136,8 +137,8 @@ func TestAdminRevocationSeenByAnotherGateway(t *testing.T) {
 // limiter of the network, like bad master keys: past the limit even the
 // master key and a valid token from that network get 429.
 func TestAdminTokenFailuresThrottled(t *testing.T) {
-	clock := newTestClock()
-	e := newAdminEnv(t, "limits { auth_failures_per_minute = 5 }", func(o *envOptions) { o.Now = clock.now })
+	clock := gatewaytest.NewClock()
+	e := newAdminEnv(t, "limits { auth_failures_per_minute = 5 }", func(o *envOptions) { o.Now = clock.Now })
 	for i := range 5 {
 		if code, _ := e.do(t, "GET", "/admin/whoami", "llma-"+strings.Repeat("1", 63)+string(rune('a'+i)), ""); code != http.StatusUnauthorized {
 			t.Fatalf("bad token %d: %d", i, code)
@@ -152,14 +153,14 @@ func TestAdminTokenFailuresThrottled(t *testing.T) {
 	if code, b := e.do(t, http.MethodPost, "/v1/chat/completions", e.key, chatBody); code != http.StatusOK {
 		t.Errorf("client key: %d %s", code, b)
 	}
-	clock.add(13 * time.Second)
+	clock.Add(13 * time.Second)
 	e.must(t, "GET", "/admin/whoami", "padmin", "", 200)
 	if !strings.Contains(e.metricsText(t), `llmflow_denied_total{reason="admin_auth"} 5`) {
 		t.Error("bad admin tokens not counted as admin_auth denials")
 	}
 	// a revoked token and a disabled user's token are failures too
 	e.must(t, "DELETE", "/admin/users/nobody", "master", "", 200)
-	clock.add(time.Minute)
+	clock.Add(time.Minute)
 	for range 5 {
 		e.do(t, "GET", "/admin/whoami", e.tokens["nobody"], "")
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/internal/gatewaytest"
 )
 
 // logLines returns the JSON log lines written so far with the given msg.
@@ -70,7 +71,7 @@ func TestAccessLog(t *testing.T) {
 		t.Errorf("refused request's line: %v", r)
 	}
 	all := buf.String()
-	for _, secret := range []string{"secret prompt", "sk-wrong-key", testMasterKey, testUpstreamKey} {
+	for _, secret := range []string{"secret prompt", "sk-wrong-key", gatewaytest.MasterKey, gatewaytest.UpstreamKey} {
 		if strings.Contains(all, secret) {
 			t.Errorf("the log shows %q:\n%s", secret, all)
 		}

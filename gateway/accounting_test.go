@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/accounting"
+	"github.com/go-llmflow/llmflow/internal/gatewaytest"
 )
 
 // stuckRecords is a store whose writes hang until their context ends, or
@@ -41,7 +42,7 @@ func TestGateway_Accounting(t *testing.T) {
 		e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) { o.Records = &stuckRecords{fail: true} })
 		resp := e.post(t, "/v1/chat/completions", `{"model":"m","messages":[]}`)
 		resp.Body.Close()
-		waitFor(t, func() bool { _, failed, _ := e.gw.Recorder().Counts(); return failed == 1 })
+		gatewaytest.WaitFor(t, func() bool { _, failed, _ := e.gw.Recorder().Counts(); return failed == 1 })
 		req, _ := http.NewRequest("GET", e.srv.URL+"/metrics", nil)
 		resp, err := e.srv.Client().Do(req)
 		if err != nil {

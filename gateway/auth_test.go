@@ -11,9 +11,10 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/internal/gatewaytest"
 )
 
-func newTestAuth(keys *fakeKeys, perMinute int) *authenticator {
+func newTestAuth(keys *gatewaytest.Keys, perMinute int) *authenticator {
 	return &authenticator{
 		store:   keys,
 		hits:    newKeyCache(100_000, time.Minute),
@@ -22,7 +23,7 @@ func newTestAuth(keys *fakeKeys, perMinute int) *authenticator {
 	}
 }
 
-func addKey(t testing.TB, keys *fakeKeys) (string, llmflow.Key) {
+func addKey(t testing.TB, keys *gatewaytest.Keys) (string, llmflow.Key) {
 	secret, hash, hint := llmflow.NewKeySecret()
 	k := llmflow.Key{ID: llmflow.NewID("key_"), Hash: hash, Hint: hint, Team: "lab-nlp", Org: "etabA"}
 	keys.CreateKey(context.Background(), k)
@@ -52,7 +53,7 @@ func TestNewKeySecret(t *testing.T) {
 // A spray of 200,000 random keys must not evict a valid key: the valid key
 // keeps being served from the cache without reaching the store.
 func TestRandomKeySprayDoesNotEvictValidKey(t *testing.T) {
-	keys := newFakeKeys()
+	keys := gatewaytest.NewKeys()
 	a := newTestAuth(keys, 0) // the failure limit would stop the spray early; test the caches alone
 	secret, _ := addKey(t, keys)
 	now := time.Unix(1_800_000_000, 0)
@@ -60,7 +61,7 @@ func TestRandomKeySprayDoesNotEvictValidKey(t *testing.T) {
 	if _, err := a.authenticate(ctx, "Bearer "+secret, "192.0.2.1:1234", now); err != nil {
 		t.Fatal(err)
 	}
-	before := keys.lookups.Load()
+	before := keys.Lookups.Load()
 	var b [32]byte
 	for i := range 200_000 {
 		rand.Read(b[:])
@@ -74,15 +75,15 @@ func TestRandomKeySprayDoesNotEvictValidKey(t *testing.T) {
 			}
 		}
 	}
-	if got := keys.lookups.Load() - before; got != 200_000 {
+	if got := keys.Lookups.Load() - before; got != 200_000 {
 		t.Errorf("store lookups during the spray: %d, want one per random key", got)
 	}
-	before = keys.lookups.Load()
+	before = keys.Lookups.Load()
 	ck, err := a.authenticate(ctx, "Bearer "+secret, "192.0.2.1:1234", now)
 	if err != nil || ck == nil {
 		t.Fatalf("valid key after the spray: %v", err)
 	}
-	if keys.lookups.Load() != before {
+	if keys.Lookups.Load() != before {
 		t.Error("valid key was evicted: it reached the store again")
 	}
 	if n := a.hits.Len(); n != 1 {
@@ -115,7 +116,7 @@ func TestKeyCacheBoundedEviction(t *testing.T) {
 // again afterwards is not evicted by the place it (or another key) held
 // before, while the cache is not full.
 func TestForgetAllKeysThenRecache(t *testing.T) {
-	keys := newFakeKeys()
+	keys := gatewaytest.NewKeys()
 	a := newTestAuth(keys, 0)
 	a.hits = newKeyCache(2, time.Minute)
 	g := &Gateway{auth: a}
@@ -138,19 +139,19 @@ func TestForgetAllKeysThenRecache(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before := keys.lookups.Load()
+	before := keys.Lookups.Load()
 	for _, s := range []string{s2, s3} {
 		if _, err := a.authenticate(ctx, "Bearer "+s, "192.0.2.1:1", now); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := keys.lookups.Load() - before; n != 0 {
+	if n := keys.Lookups.Load() - before; n != 0 {
 		t.Errorf("%d store lookups for two keys cached after ForgetAllKeys, want 0 (evicted early)", n)
 	}
 }
 
 func TestFailureLimitPerNetwork(t *testing.T) {
-	keys := newFakeKeys()
+	keys := gatewaytest.NewKeys()
 	a := newTestAuth(keys, 5)
 	secret, _ := addKey(t, keys)
 	ctx := context.Background()
@@ -165,12 +166,12 @@ func TestFailureLimitPerNetwork(t *testing.T) {
 			t.Fatalf("failure %d: %v", i, err)
 		}
 	}
-	lookups := keys.lookups.Load()
+	lookups := keys.Lookups.Load()
 	_, err := a.authenticate(ctx, "Bearer llmf-"+strings.Repeat("1", 64), "203.0.113.9:6", now)
 	if llmflow.ErrorCode(err) != llmflow.ERATELIMIT {
 		t.Fatalf("6th failure: %v, want rate limited", err)
 	}
-	if keys.lookups.Load() != lookups {
+	if keys.Lookups.Load() != lookups {
 		t.Error("a limited network reached the store")
 	}
 	var ra *retryAfter
@@ -204,7 +205,7 @@ func TestFailureLimitPerNetwork(t *testing.T) {
 // working once its cache entry goes stale; a store outage keeps a stale
 // valid key serving.
 func TestStaleCacheEntryIsRefreshed(t *testing.T) {
-	keys := newFakeKeys()
+	keys := gatewaytest.NewKeys()
 	a := newTestAuth(keys, 1)
 	secret, k := addKey(t, keys)
 	ctx := context.Background()
@@ -213,11 +214,11 @@ func TestStaleCacheEntryIsRefreshed(t *testing.T) {
 		t.Fatal(err)
 	}
 	// store outage after expiry: the stale entry keeps serving
-	keys.fail = errors.New("database is locked")
+	keys.SetFail(errors.New("database is locked"))
 	if _, err := a.authenticate(ctx, "Bearer "+secret, "192.0.2.1:1", now.Add(2*time.Minute)); err != nil {
 		t.Fatalf("stale key during a store outage: %v", err)
 	}
-	keys.fail = nil
+	keys.SetFail(nil)
 	keys.RevokeKey(ctx, k.ID, now)
 	if _, err := a.authenticate(ctx, "Bearer "+secret, "192.0.2.1:1", now.Add(30*time.Second)); err != nil {
 		t.Fatalf("fresh cache entry should still serve: %v", err)
@@ -231,8 +232,8 @@ func TestStaleCacheEntryIsRefreshed(t *testing.T) {
 }
 
 func TestStoreOutageIsUnavailableNotUnauthorized(t *testing.T) {
-	keys := newFakeKeys()
-	keys.fail = errors.New("connection refused")
+	keys := gatewaytest.NewKeys()
+	keys.SetFail(errors.New("connection refused"))
 	a := newTestAuth(keys, 60)
 	_, err := a.authenticate(context.Background(), "Bearer llmf-"+strings.Repeat("a", 64), "192.0.2.1:1", time.Now())
 	if llmflow.ErrorCode(err) != llmflow.EUNAVAILABLE {

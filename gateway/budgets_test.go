@@ -23,6 +23,7 @@ import (
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/budgets"
 	"github.com/go-llmflow/llmflow/engine"
+	"github.com/go-llmflow/llmflow/internal/gatewaytest"
 	"github.com/go-llmflow/llmflow/redisstate"
 	"github.com/go-llmflow/llmflow/store"
 	"github.com/go-llmflow/llmflow/vllmsim"
@@ -47,7 +48,7 @@ func budgetEnv(t testing.TB, upstreams []string, extra string, mod ...func(*Opti
 // simUpstream is a vllmsim engine on a real loopback server.
 func simUpstream(t testing.TB, step time.Duration) (*vllmsim.Server, *httptest.Server) {
 	t.Helper()
-	s := vllmsim.New(vllmsim.Config{APIKey: testUpstreamKey, StepInterval: step, Sched: vllmsim.SchedConfig{MaxNumSeqs: 512, KVBlocks: 1 << 16}})
+	s := vllmsim.New(vllmsim.Config{APIKey: gatewaytest.UpstreamKey, StepInterval: step, Sched: vllmsim.SchedConfig{MaxNumSeqs: 512, KVBlocks: 1 << 16}})
 	hs := httptest.NewServer(s)
 	t.Cleanup(func() {
 		hs.CloseClientConnections()
@@ -391,13 +392,13 @@ func TestBudgetFailClosed(t *testing.T) {
 				t.Helper()
 				resp := e.post(t, "/v1/chat/completions", body)
 				var ans chatAnswer
-				decodeJSON(t, resp, &ans)
+				gatewaytest.DecodeJSON(t, resp, &ans)
 				if resp.StatusCode != want {
 					t.Fatalf("request: %d %q, want %d", resp.StatusCode, ans.Error.Message, want)
 				}
 				resp, _ = http.Get(e.srv.URL + "/healthz")
 				var h struct{ Status, Budgets string }
-				decodeJSON(t, resp, &h)
+				gatewaytest.DecodeJSON(t, resp, &h)
 				if !strings.HasPrefix(h.Budgets, health) {
 					t.Fatalf("healthz %d %+v, want budgets %q", resp.StatusCode, h, health)
 				}
@@ -537,7 +538,7 @@ func TestBudgetAdminAndTags(t *testing.T) {
 		}
 		resp := e.post(t, "/v1/chat/completions", body, hdr...)
 		var ans chatAnswer
-		decodeJSON(t, resp, &ans)
+		gatewaytest.DecodeJSON(t, resp, &ans)
 		if resp.StatusCode != tc.status || !strings.Contains(ans.Error.Message, tc.msg) {
 			t.Errorf("tags %q: %d %q, want %d %q", tc.tags, resp.StatusCode, ans.Error.Message, tc.status, tc.msg)
 		}
@@ -757,7 +758,7 @@ func testBudgetOutputLimitUpstream(t *testing.T, mod ...func(*Options)) *testEnv
 	for _, bad := range []string{`"max_tokens":10.0`, `"max_tokens":0`, `"max_completion_tokens":"5"`, `"max_tokens":-1`, `"max_tokens":1e3`} {
 		resp := e.post(t, "/v1/chat/completions", `{"model":"m",`+msgs+`,`+bad+`}`)
 		var eb errorBody
-		decodeJSON(t, resp, &eb)
+		gatewaytest.DecodeJSON(t, resp, &eb)
 		if resp.StatusCode != 400 || eb.Error.Param == nil || !strings.Contains(bad, *eb.Error.Param) {
 			t.Errorf("%s: %d %+v, want 400 naming the field", bad, resp.StatusCode, eb)
 		}

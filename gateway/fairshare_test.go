@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/engine"
+	"github.com/go-llmflow/llmflow/internal/gatewaytest"
 )
 
 // heldUpstream answers every request only when release is closed, and
@@ -52,7 +53,7 @@ func newHeldUpstream(t *testing.T) *heldUpstream {
 
 func (h *heldUpstream) waitArrived(t *testing.T, n int) {
 	t.Helper()
-	waitFor(t, func() bool { h.mu.Lock(); defer h.mu.Unlock(); return h.arrived >= n })
+	gatewaytest.WaitFor(t, func() bool { h.mu.Lock(); defer h.mu.Unlock(); return h.arrived >= n })
 }
 
 func priorities(reqs []recorded) []int {
@@ -147,7 +148,7 @@ func TestSetAccountsWhileServing(t *testing.T) {
 	e.key = keyB
 	resp := e.post(t, "/v1/chat/completions", `{"model":"m","messages":[]}`)
 	var body errorBody
-	decodeJSON(t, resp, &body)
+	gatewaytest.DecodeJSON(t, resp, &body)
 	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body.Error.Message, "disabled") {
 		t.Fatalf("key of a disabled team: %d %+v, want 403", resp.StatusCode, body)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/internal/gatewaytest"
 )
 
 // probeFunc is a RoundTripper made of a function.
@@ -152,7 +153,7 @@ func TestHealthzStorePinger(t *testing.T) {
 	} {
 		e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) { o.Pinger = tc.p })
 		req, _ := http.NewRequest("GET", e.srv.URL+"/healthz", nil)
-		req.Header.Set("Authorization", "Bearer "+testMasterKey)
+		req.Header.Set("Authorization", "Bearer "+gatewaytest.MasterKey)
 		resp, err := e.srv.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -2,91 +2,21 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/internal/gatewaytest"
 	"github.com/go-llmflow/llmflow/store"
 )
-
-// fakeKeys is a hand-written in-memory KeyStore that counts lookups.
-type fakeKeys struct {
-	mu      sync.Mutex
-	byHash  map[[32]byte]llmflow.Key
-	lookups atomic.Int64
-	fail    error // returned by every call when set
-}
-
-func newFakeKeys() *fakeKeys { return &fakeKeys{byHash: make(map[[32]byte]llmflow.Key)} }
-
-func (f *fakeKeys) KeyByHash(ctx context.Context, h [32]byte) (llmflow.Key, error) {
-	f.lookups.Add(1)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.fail != nil {
-		return llmflow.Key{}, f.fail
-	}
-	k, ok := f.byHash[h]
-	if !ok {
-		return llmflow.Key{}, llmflow.ErrNotFound
-	}
-	return k, nil
-}
-
-func (f *fakeKeys) CreateKey(ctx context.Context, k llmflow.Key) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.byHash[k.Hash] = k
-	return nil
-}
-
-func (f *fakeKeys) KeyByID(ctx context.Context, id string) (llmflow.Key, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, k := range f.byHash {
-		if k.ID == id {
-			return k, nil
-		}
-	}
-	return llmflow.Key{}, llmflow.ErrNotFound
-}
-
-func (f *fakeKeys) ListKeys(ctx context.Context, flt llmflow.KeyFilter) ([]llmflow.Key, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []llmflow.Key
-	for _, k := range f.byHash {
-		if (flt.Team == "" || k.Team == flt.Team) && (flt.IncludeRevoked || k.Active()) {
-			out = append(out, k)
-		}
-	}
-	return out, nil
-}
-
-func (f *fakeKeys) RevokeKey(ctx context.Context, id string, at time.Time) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for h, k := range f.byHash {
-		if k.ID == id {
-			k.RevokedAt = at
-			f.byHash[h] = k
-			return nil
-		}
-	}
-	return llmflow.ErrNotFound
-}
 
 // fakeRecords collects accounting records.
 type fakeRecords struct {
@@ -134,7 +64,7 @@ func (f *fakeRecords) wait(t *testing.T, n int) []llmflow.Record {
 type testEnv struct {
 	gw     *Gateway
 	srv    *httptest.Server
-	keys   *fakeKeys
+	keys   *gatewaytest.Keys
 	recs   *fakeRecords
 	key    string // a valid client key of team lab-nlp
 	master string
@@ -142,72 +72,14 @@ type testEnv struct {
 	db     *store.SQLite // budgetEnv's store
 }
 
-const (
-	testMasterKey   = "master-secret-for-tests-0123456789abcdef"
-	testUpstreamKey = "internal-upstream-key"
-)
-
-// writeConfig writes an HCL file naming upstreams and returns its path.
-// extra is appended inside the file (limits, health …).
-func writeConfig(t testing.TB, upstreams []string, extra string) string {
-	t.Helper()
-	dir := t.TempDir()
-	must := func(err error) {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(os.WriteFile(filepath.Join(dir, "master.key"), []byte(testMasterKey+"\n"), 0o600))
-	must(os.WriteFile(filepath.Join(dir, "vllm.key"), []byte(testUpstreamKey+"\n"), 0o600))
-	var ups strings.Builder
-	for i, u := range upstreams {
-		fmt.Fprintf(&ups, "  upstream \"u%d\" { base_url = %q }\n", i, u)
-	}
-	src := fmt.Sprintf(`
-master_key_file = "master.key"
-org "etabA" {
-  share = 0.75
-  team "lab-nlp" {}
-}
-org "etabB" {
-  share = 0.25
-  team "lab-chem" {}
-}
-pool "p" { capacity = 16 }
-model "m" {
-  upstream_model = "sim/llama"
-  pool           = "p"
-  key_file       = "vllm.key"
-  cost {
-    input_per_mtok  = 1
-    output_per_mtok = 10
-    cached_per_mtok = 0.1
-  }
-%s}
-model "batchm" {
-  upstream_model = "sim/llama"
-  pool           = "p"
-  class          = "batch"
-  key_file       = "vllm.key"
-%s}
-%s
-`, ups.String(), ups.String(), extra)
-	if !strings.Contains(extra, "store {") {
-		src += "store {\n  path = \"test.db\"\n  flush_interval = \"10ms\"\n}\n"
-	}
-	path := filepath.Join(dir, "gateway.hcl")
-	must(os.WriteFile(path, []byte(src), 0o600))
-	return path
-}
-
 // newEnv starts a gateway in front of the given upstream base URLs.
 func newEnv(t testing.TB, upstreams []string, extra string, mod ...func(*Options)) *testEnv {
 	t.Helper()
-	cfg, err := config.Load(writeConfig(t, upstreams, extra))
+	cfg, err := config.Load(gatewaytest.WriteConfig(t, upstreams, extra))
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &testEnv{keys: newFakeKeys(), recs: newFakeRecords(), master: testMasterKey, cfg: cfg}
+	e := &testEnv{keys: gatewaytest.NewKeys(), recs: newFakeRecords(), master: gatewaytest.MasterKey, cfg: cfg}
 	o := Options{Config: cfg, Keys: e.keys, Records: e.recs}
 	for _, f := range mod {
 		f(&o)
@@ -271,15 +143,6 @@ func (g *Gateway) CreateKey(ctx context.Context, req KeyRequest, _ Principal) (l
 
 var errStoreDown = errors.New("store down")
 
-func decodeJSON(t testing.TB, resp *http.Response, v any) {
-	t.Helper()
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("decode %s: %v", b, err)
-	}
-}
-
 func (e *testEnv) newKey(t testing.TB, team string) string {
 	t.Helper()
 	_, secret, err := e.gw.CreateKey(t.Context(), KeyRequest{Team: team, Name: "test"}, Principal{Name: "test", Role: RoleProxyAdmin})
@@ -292,20 +155,7 @@ func (e *testEnv) newKey(t testing.TB, team string) string {
 // post sends a JSON body to the gateway with the env's client key.
 func (e *testEnv) post(t testing.TB, path, body string, hdr ...string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, e.srv.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+e.key)
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := e.srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp
+	return gatewaytest.Post(t, e.srv, e.key, path, body, hdr...)
 }
 
 func writeSecret(t testing.TB, content string) string {

@@ -1,55 +1,21 @@
 package gateway
 
 import (
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/internal/gatewaytest"
 )
-
-// testClock is a settable clock for Options.Now.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newTestClock() *testClock { return &testClock{t: time.Unix(1_800_000_000, 0)} }
-
-func (c *testClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // do sends method path with an Authorization: Bearer tok header (none when
 // tok is "") and returns the status and body.
 func (e *testEnv) do(t testing.TB, method, path, tok, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, e.srv.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	resp, err := e.srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return gatewaytest.Do(t, e.srv, method, path, tok, body)
 }
 
 // metricsText is the gateway's /metrics exposition, read in process (not
@@ -63,25 +29,13 @@ func (e *testEnv) metricsText(t testing.TB) string {
 
 const chatBody = `{"model":"m","messages":[]}`
 
-// badClientKey returns a well-formed client key the store does not know.
-func badClientKey(i int) string {
-	return "llmf-" + strings.Repeat("0", 60) + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + "00"
-}
-
-func adminRequest(remoteAddr, tok string) *http.Request {
-	r := httptest.NewRequest(http.MethodGet, "/admin/keys", nil)
-	r.RemoteAddr = remoteAddr
-	r.Header.Set("Authorization", "Bearer "+tok)
-	return r
-}
-
 // The /metrics token is throttled like any secret, in the operator bucket:
 // failures are counted, and past the limit even the right token waits.
 func TestMetricsTokenThrottled(t *testing.T) {
 	up := newRecordingUpstream(t, nil)
-	clock := newTestClock()
+	clock := gatewaytest.NewClock()
 	e := newEnv(t, []string{up.srv.URL}, "limits { auth_failures_per_minute = 3 }", func(o *Options) {
-		o.Now = clock.now
+		o.Now = clock.Now
 		o.Config.MetricsTokenFile = writeSecret(t, "metrics-token")
 	})
 	for i, tok := range []string{"", "wrong", e.key} {
@@ -93,10 +47,10 @@ func TestMetricsTokenThrottled(t *testing.T) {
 		t.Fatalf("metrics token on a throttled network: %d, want 429", code)
 	}
 	// same bucket as the master key (the admin API's CheckMasterKey)
-	if err := e.gw.CheckMasterKey(adminRequest("127.0.0.1:1", e.master), errOperatorAuth); llmflow.ErrorCode(err) != llmflow.ERATELIMIT {
+	if err := e.gw.CheckMasterKey(gatewaytest.AdminRequest("127.0.0.1:1", e.master), errOperatorAuth); llmflow.ErrorCode(err) != llmflow.ERATELIMIT {
 		t.Fatalf("master key after metrics-token failures: %v, want 429", err)
 	}
-	clock.add(21 * time.Second)
+	clock.Add(21 * time.Second)
 	code, body := e.do(t, http.MethodGet, "/metrics", "metrics-token", "")
 	if code != http.StatusOK || !strings.Contains(body, `llmflow_denied_total{reason="admin_auth"} 3`) {
 		t.Fatalf("metrics after refill: %d, failures not counted:\n%s", code, body)
@@ -112,18 +66,18 @@ func TestMetricsTokenThrottled(t *testing.T) {
 // answered 429 before a store lookup until the network's bucket refills.
 func TestThrottledNetworkServesCachedKeysOnly(t *testing.T) {
 	up := newRecordingUpstream(t, nil)
-	clock := newTestClock()
-	e := newEnv(t, []string{up.srv.URL}, "limits { auth_failures_per_minute = 5 }", func(o *Options) { o.Now = clock.now })
+	clock := gatewaytest.NewClock()
+	e := newEnv(t, []string{up.srv.URL}, "limits { auth_failures_per_minute = 5 }", func(o *Options) { o.Now = clock.Now })
 	if code, _ := e.do(t, http.MethodPost, "/v1/chat/completions", e.key, chatBody); code != http.StatusOK {
 		t.Fatalf("warm-up: %d", code)
 	}
 	uncached, _ := addKey(t, e.keys)
 	for i := range 5 {
-		if code, _ := e.do(t, http.MethodPost, "/v1/chat/completions", badClientKey(i), chatBody); code != http.StatusUnauthorized {
+		if code, _ := e.do(t, http.MethodPost, "/v1/chat/completions", gatewaytest.BadClientKey(i), chatBody); code != http.StatusUnauthorized {
 			t.Fatalf("bad key %d: %d", i, code)
 		}
 	}
-	lookups := e.keys.lookups.Load()
+	lookups := e.keys.Lookups.Load()
 	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/chat/completions", strings.NewReader(chatBody))
 	req.Header.Set("Authorization", "Bearer "+uncached)
 	resp, err := e.srv.Client().Do(req)
@@ -135,22 +89,22 @@ func TestThrottledNetworkServesCachedKeysOnly(t *testing.T) {
 		t.Fatalf("uncached valid key on a throttled network: %d (Retry-After %q), want 429 with Retry-After",
 			resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
-	if n := e.keys.lookups.Load(); n != lookups {
+	if n := e.keys.Lookups.Load(); n != lookups {
 		t.Fatalf("a throttled network reached the store (%d lookups)", n-lookups)
 	}
 	if code, body := e.do(t, http.MethodPost, "/v1/chat/completions", e.key, chatBody); code != http.StatusOK {
 		t.Fatalf("cached key on a throttled network: %d %s", code, body)
 	}
 	// a stale cache entry is still a key that was valid: refreshed, served
-	clock.add(2 * time.Minute)
+	clock.Add(2 * time.Minute)
 	for i := range 5 {
-		e.do(t, http.MethodPost, "/v1/chat/completions", badClientKey(i+10), chatBody)
+		e.do(t, http.MethodPost, "/v1/chat/completions", gatewaytest.BadClientKey(i+10), chatBody)
 	}
 	if code, body := e.do(t, http.MethodPost, "/v1/chat/completions", e.key, chatBody); code != http.StatusOK {
 		t.Fatalf("stale cached key on a throttled network: %d %s", code, body)
 	}
 	// once the bucket refills, the new key goes to the store and is served
-	clock.add(13 * time.Second)
+	clock.Add(13 * time.Second)
 	if code, body := e.do(t, http.MethodPost, "/v1/chat/completions", uncached, chatBody); code != http.StatusOK {
 		t.Fatalf("uncached key after refill: %d %s", code, body)
 	}

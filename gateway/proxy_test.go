@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/engine"
+	"github.com/go-llmflow/llmflow/internal/gatewaytest"
 )
 
 // recorded is one request as the fake upstream saw it.
@@ -91,7 +92,7 @@ func TestSmugglingNeverReachesUpstream(t *testing.T) {
 			allowed := map[string]string{
 				"Content-Type":    "application/json",
 				"Accept":          "application/json",
-				"Authorization":   "Bearer " + testUpstreamKey,
+				"Authorization":   "Bearer " + gatewaytest.UpstreamKey,
 				"X-Vllm-Priority": "0",
 				"User-Agent":      "llmflow/dev",
 				"Content-Length":  "",
@@ -174,7 +175,7 @@ func TestCacheSaltDiffersPerOrganisation(t *testing.T) {
 	if len(a1) != 43 {
 		t.Errorf("salt length %d, want 43 (256 bits base64url)", len(a1))
 	}
-	if strings.Contains(a1, testMasterKey) {
+	if strings.Contains(a1, gatewaytest.MasterKey) {
 		t.Error("salt reveals the secret")
 	}
 }
@@ -247,7 +248,7 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 	if resp.Header.Get("Location") != "" {
 		t.Error("Location header forwarded to the client")
 	}
-	if strings.Contains(string(b), target.URL) || strings.Contains(string(b), testUpstreamKey) {
+	if strings.Contains(string(b), target.URL) || strings.Contains(string(b), gatewaytest.UpstreamKey) {
 		t.Errorf("error body leaks: %s", b)
 	}
 	mu.Lock()

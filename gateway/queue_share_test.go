@@ -14,6 +14,7 @@ import (
 	"github.com/go-llmflow/llmflow/admission"
 	"github.com/go-llmflow/llmflow/budgets"
 	"github.com/go-llmflow/llmflow/engine"
+	"github.com/go-llmflow/llmflow/internal/gatewaytest"
 )
 
 // fakeShare is an admission.CapacityShare whose part the test sets.
@@ -66,7 +67,7 @@ func TestQueue_FollowsShare(t *testing.T) {
 	granted := make(chan error, 10)
 	for i := range 3 {
 		go func() { granted <- q.acquire(ctx, queueKey{}, time.Now) }()
-		waitFor(t, func() bool { _, w := q.lengths(); return w == i+1 })
+		gatewaytest.WaitFor(t, func() bool { _, w := q.lengths(); return w == i+1 })
 	}
 	if in, _ := q.lengths(); in != 2 {
 		t.Fatalf("in flight %d with a part of 2", in)
@@ -109,7 +110,7 @@ func TestQueue_FollowsShare(t *testing.T) {
 	// joining: 0 for now, the request waits and goes when the part comes
 	sh.set(0, false)
 	go func() { granted <- q.acquire(ctx, queueKey{}, time.Now) }()
-	waitFor(t, func() bool { _, w := q.lengths(); return w == 1 })
+	gatewaytest.WaitFor(t, func() bool { _, w := q.lengths(); return w == 1 })
 	sh.set(3, true)
 	if err := <-granted; err != nil {
 		t.Fatal(err)

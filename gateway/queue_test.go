@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/internal/gatewaytest"
 )
 
 // grantOrder acquires a slot for each key in turn (each after the previous one
@@ -31,11 +32,11 @@ func grantOrder(t *testing.T, q *queue, keys []queueKey) []string {
 			order = append(order, k.team)
 			mu.Unlock()
 		}()
-		waitFor(t, func() bool { _, w := q.lengths(); return w == waitingBefore+1 })
+		gatewaytest.WaitFor(t, func() bool { _, w := q.lengths(); return w == waitingBefore+1 })
 	}
 	for i := range keys {
 		q.release() // the slot goes to the best waiter, who keeps it
-		waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == i+1 })
+		gatewaytest.WaitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == i+1 })
 	}
 	wg.Wait()
 	return order
@@ -78,7 +79,7 @@ func TestQueue_PriorityRecomputedWhileWaiting(t *testing.T) {
 			q.acquire(context.Background(), queueKey{team: team}, time.Now)
 			granted <- team
 		}()
-		waitFor(t, func() bool { _, w := q.lengths(); return (team == "a" && w == 1) || w == 2 })
+		gatewaytest.WaitFor(t, func() bool { _, w := q.lengths(); return (team == "a" && w == 1) || w == 2 })
 	}
 	aPrio.Store(0) // a's organisation dropped back under its reservation
 	q.release()
@@ -94,7 +95,7 @@ func TestQueue_TimeoutAndFull(t *testing.T) {
 	q.acquire(context.Background(), queueKey{}, time.Now)
 	errc := make(chan error, 1)
 	go func() { errc <- q.acquire(context.Background(), queueKey{}, time.Now) }()
-	waitFor(t, func() bool { _, w := q.lengths(); return w == 1 })
+	gatewaytest.WaitFor(t, func() bool { _, w := q.lengths(); return w == 1 })
 	// the queue holds one: the next is refused at once
 	err := q.acquire(context.Background(), queueKey{}, time.Now)
 	var ra *retryAfter
@@ -116,7 +117,7 @@ func TestQueue_ClientLeavesWhileWaiting(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- q.acquire(ctx, queueKey{}, time.Now) }()
-	waitFor(t, func() bool { _, w := q.lengths(); return w == 1 })
+	gatewaytest.WaitFor(t, func() bool { _, w := q.lengths(); return w == 1 })
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("%v, want canceled", err)

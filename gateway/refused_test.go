@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/engine"
+	"github.com/go-llmflow/llmflow/internal/gatewaytest"
 )
 
 // Every request refused before an engine is accounted: with a known key, a
@@ -35,8 +36,10 @@ func TestRefusalsAreAccounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	ghost, gk := addKey(t, e.keys)
-	gk.Team = "lab-ghost" // a team the tree does not have (removed in Slurm): disabled
-	e.keys.byHash[gk.Hash] = gk
+	gk.Team = "lab-ghost"                                     // a team the tree does not have (removed in Slurm): disabled
+	if err := e.keys.CreateKey(t.Context(), gk); err != nil { // replaces the key
+		t.Fatal(err)
+	}
 
 	type refusal struct {
 		name, key, body string
@@ -65,7 +68,7 @@ func TestRefusalsAreAccounted(t *testing.T) {
 		{"disabled team", ghost, chatBody, 403, gk.ID, ""},
 		{"bad body", e.key, `{"model":`, 400, "", ""},
 		{"unknown model", e.key, `{"model":"nope","messages":[]}`, 404, "", ""},
-		{"bad key", badClientKey(1), chatBody, 401, "-", ""},
+		{"bad key", gatewaytest.BadClientKey(1), chatBody, 401, "-", ""},
 		{"no key", "", chatBody, 401, "-", ""},
 	} {
 		ids[send(rf)] = rf
@@ -79,7 +82,7 @@ func TestRefusalsAreAccounted(t *testing.T) {
 		resp := e.post(t, "/v1/chat/completions", chatBody)
 		resp.Body.Close()
 	}()
-	waitFor(t, func() bool { return len(up.requests()) == 1 })
+	gatewaytest.WaitFor(t, func() bool { return len(up.requests()) == 1 })
 	ids[send(refusal{"queue timeout", e.key, chatBody, 503, "", "m"})] = refusal{name: "queue timeout", status: 503, model: "m"}
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.srv.URL+"/v1/chat/completions", strings.NewReader(chatBody))
@@ -94,7 +97,7 @@ func TestRefusalsAreAccounted(t *testing.T) {
 
 	// 6 refusals with a known key + the client that left
 	recs := e.recs.wait(t, 7)
-	waitFor(t, func() bool { return strings.Contains(e.metricsText(t), `llmflow_denied_total{reason="client_gone"} 1`) })
+	gatewaytest.WaitFor(t, func() bool { return strings.Contains(e.metricsText(t), `llmflow_denied_total{reason="client_gone"} 1`) })
 	var gone int
 	for _, r := range recs {
 		if r.Outcome == llmflow.OutcomeClientGone {

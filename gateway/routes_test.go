@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/internal/gatewaytest"
 )
 
 func TestClientErrors(t *testing.T) {
@@ -48,7 +49,7 @@ func TestClientErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			var body errorBody
-			decodeJSON(t, resp, &body)
+			gatewaytest.DecodeJSON(t, resp, &body)
 			if resp.StatusCode != tc.status || body.Error.Type != tc.typ || body.Error.Message == "" {
 				t.Errorf("got %d %+v, want %d %s", resp.StatusCode, body.Error, tc.status, tc.typ)
 			}
@@ -87,7 +88,7 @@ func TestModelsAndHealthz(t *testing.T) {
 		Object string      `json:"object"`
 		Data   []modelCard `json:"data"`
 	}
-	decodeJSON(t, resp, &models)
+	gatewaytest.DecodeJSON(t, resp, &models)
 	if models.Object != "list" || len(models.Data) != 2 || models.Data[0].ID != "m" || models.Data[1].ID != "batchm" {
 		t.Errorf("models %+v", models)
 	}
@@ -238,29 +239,18 @@ func TestActiveHealthChecks(t *testing.T) {
 	})
 	e := newEnv(t, []string{up.srv.URL}, "health {\n interval = \"20ms\"\n timeout = \"1s\"\n cooldown = \"1h\"\n}\n")
 	e.gw.Start(t.Context())
-	waitFor(t, func() bool { return !e.gw.backends[0].up(time.Now()) })
+	gatewaytest.WaitFor(t, func() bool { return !e.gw.backends[0].up(time.Now()) })
 	resp := e.post(t, "/v1/chat/completions", `{"model":"m","messages":[]}`)
 	resp.Body.Close()
 	if resp.StatusCode != 503 {
 		t.Errorf("unhealthy upstream: %d, want 503", resp.StatusCode)
 	}
 	healthy.Store(true)
-	waitFor(t, func() bool { return e.gw.backends[0].up(time.Now()) })
+	gatewaytest.WaitFor(t, func() bool { return e.gw.backends[0].up(time.Now()) })
 	resp = e.post(t, "/v1/chat/completions", `{"model":"m","messages":[]}`)
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Errorf("recovered upstream: %d", resp.StatusCode)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

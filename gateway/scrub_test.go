@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/go-llmflow/llmflow/engine"
+	"github.com/go-llmflow/llmflow/internal/gatewaytest"
 	"github.com/go-llmflow/llmflow/internal/redact"
 )
 
@@ -178,16 +179,16 @@ func TestEngineErrorsAreScrubbed(t *testing.T) {
 				if err := json.Unmarshal(sent.body, &ub); err != nil || ub.CacheSalt == "" || ub.Priority == nil {
 					t.Fatalf("upstream body %s: want cache_salt and priority (err %v)", sent.body, err)
 				}
-				if sent.header.Get("Authorization") != "Bearer "+testUpstreamKey {
+				if sent.header.Get("Authorization") != "Bearer "+gatewaytest.UpstreamKey {
 					t.Fatalf("upstream Authorization %q", sent.header.Get("Authorization"))
 				}
 				prio := fmt.Sprint(*ub.Priority)
-				for _, leak := range []string{testUpstreamKey, ub.CacheSalt, `"priority":` + prio, `Priority:[` + prio, `priority': '` + prio, `Priority":["` + prio, "sim/llama"} {
+				for _, leak := range []string{gatewaytest.UpstreamKey, ub.CacheSalt, `"priority":` + prio, `Priority:[` + prio, `priority': '` + prio, `Priority":["` + prio, "sim/llama"} {
 					if strings.Contains(got, leak) {
 						t.Errorf("client error contains %q:\n%s", leak, got)
 					}
 				}
-				if l := logs.String(); strings.Contains(l, testUpstreamKey) || strings.Contains(l, ub.CacheSalt) {
+				if l := logs.String(); strings.Contains(l, gatewaytest.UpstreamKey) || strings.Contains(l, ub.CacheSalt) {
 					t.Errorf("log contains the engine key or the salt:\n%s", l)
 				}
 				switch status {

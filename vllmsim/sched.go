@@ -7,6 +7,30 @@
 // puts it behind /v1/chat/completions, /v1/completions, /v1/embeddings,
 // /v1/models, /health and /metrics, stepping it on a timer while there is
 // work, for gateway tests, benchmarks and the quick start demo.
+//
+// Like vLLM V1, a waiting request never preempts a running one, whatever
+// its priority: when max_num_seqs requests run it waits for one to finish
+// however much KV cache is free (vLLM issue #40004). Preemption happens only
+// when a running request needs a KV block and none is free; the victim is the
+// running request with the largest (priority, arrival), recomputed later.
+//
+// Output is deterministic and resumable. Token i of an answer is "tok<i> ",
+// whatever the request, so the same request always gets the same text, and a
+// request that already holds the first k tokens of its answer continues with
+// token k: a chat request with continue_final_message true and
+// add_generation_prompt false whose final (assistant) message ends with
+// "tok0 tok1 … tok<k-1> ", or a completions prompt (a string, or a list of
+// one) that ends with them. An answer stopped after k tokens and resumed so
+// is the unpreempted answer: same text, same finish_reason, the same total
+// completion tokens when max_tokens is lowered by k (or left unset: the model
+// stops at answer position DefaultMaxTokens). The resumed request's usage
+// counts the k tokens in prompt_tokens (one each, on top of the original
+// prompt's count) and only what it generated in completion_tokens. Text
+// before them (a prompt, a client's own prefill) is any text; a final message
+// that does not end with the answer's first tokens is continued from token 0.
+// As vLLM, chat refuses continue_final_message with add_generation_prompt
+// true (explicit, or left at its default) and, here, when the final message
+// is not the assistant's, with a 400 in vLLM's error shape.
 package vllmsim
 
 import (

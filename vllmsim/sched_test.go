@@ -443,3 +443,76 @@ func FuzzScheduler(f *testing.F) {
 		randomRun(t, seed, ops)
 	})
 }
+
+// A request of higher priority arriving while max_num_seqs is full waits
+// for a running one to finish, however much KV is free (vLLM V1: the waiting
+// loop never preempts; vLLM issue #40004); under KV pressure the running
+// request with the largest (priority, arrival) is still preempted, never the
+// higher-priority one.
+func TestHigherPriorityArrivalAtFullEngine(t *testing.T) {
+	t.Run("max_num_seqs full, KV to spare", func(t *testing.T) {
+		s := NewScheduler(SchedConfig{MaxNumSeqs: 4, KVBlocks: 4096, BlockSize: 16})
+		lows := make([]*Seq, 4)
+		for i := range lows {
+			lows[i] = &Seq{ID: SeqID(i + 1), Priority: 10, Arrival: int64(i + 1), PromptTokens: 64, MaxTokens: 20 + 10*i}
+			s.Add(lows[i])
+		}
+		if r := s.Step(); len(r.Admitted) != 4 {
+			t.Fatalf("step 1 admitted %v", r.Admitted)
+		}
+		hi := &Seq{ID: 9, Priority: -10, Arrival: 9, PromptTokens: 64, MaxTokens: 5}
+		s.Add(hi)
+		firstFinish := int64(0)
+		for hi.State == SeqWaiting {
+			r := s.Step()
+			mustInv(t, s)
+			if len(r.Preempted) != 0 {
+				t.Fatalf("step %d preempted %v with %.0f%% of KV used", r.Step, r.Preempted, 100*r.KVUsage)
+			}
+			if r.KVUsage > 0.1 {
+				t.Fatalf("KV usage %v: not to spare", r.KVUsage)
+			}
+			if len(r.Admitted) > 0 && firstFinish == 0 {
+				t.Fatalf("step %d admitted %v while max_num_seqs was full", r.Step, r.Admitted)
+			}
+			if len(r.Finished) > 0 && firstFinish == 0 {
+				firstFinish = r.Step
+			}
+			if r.Step > 100 {
+				t.Fatal("high-priority seq never admitted")
+			}
+		}
+		if s.Steps() != firstFinish+1 || lows[0].State != SeqFinished {
+			t.Fatalf("admitted at step %d, first finish at step %d", s.Steps(), firstFinish)
+		}
+		runUntilIdle(t, s, 200)
+		if s.Preemptions() != 0 {
+			t.Fatalf("%d preemptions", s.Preemptions())
+		}
+	})
+	t.Run("KV pressure", func(t *testing.T) {
+		s := NewScheduler(SchedConfig{MaxNumSeqs: 4, KVBlocks: 6, BlockSize: 4})
+		low1 := &Seq{ID: 1, Priority: 10, Arrival: 1, PromptTokens: 4, MaxTokens: 12}
+		low2 := &Seq{ID: 2, Priority: 10, Arrival: 2, PromptTokens: 4, MaxTokens: 12}
+		s.Add(low1)
+		s.Add(low2)
+		s.Step()
+		hi := &Seq{ID: 3, Priority: -10, Arrival: 3, PromptTokens: 4, MaxTokens: 12}
+		s.Add(hi)
+		if r := s.Step(); len(r.Admitted) != 1 || r.Admitted[0] != hi.ID {
+			t.Fatalf("step 2 admitted %v", r.Admitted)
+		}
+		runUntilIdle(t, s, 200)
+		if s.Preemptions() == 0 || hi.Preemptions != 0 {
+			t.Fatalf("%d preemptions, %d of the high-priority seq", s.Preemptions(), hi.Preemptions)
+		}
+		if got := s.PreemptionsByPriority(); len(got) != 1 || got[10] != s.Preemptions() {
+			t.Fatalf("preemptions by priority %v", got)
+		}
+		for _, q := range []*Seq{low1, low2, hi} {
+			if q.State != SeqFinished || q.Generated != q.MaxTokens {
+				t.Fatalf("seq %d: %v, %d of %d tokens", q.ID, q.State, q.Generated, q.MaxTokens)
+			}
+		}
+	})
+}

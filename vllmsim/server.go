@@ -106,6 +106,7 @@ type genReq struct {
 	notify   chan struct{} // buffered(1): tokens generated or done
 	gen      int           // tokens generated so far (under Server.mu)
 	cached   int           // prefix-cached prompt tokens
+	offset   int           // answer position of its first token: tokens already in the prompt (resume)
 	done     bool
 	err      string // set when aborted by Close
 	received *Received
@@ -115,9 +116,11 @@ type genReq struct {
 // arrives. It panics on an unknown Sched.Policy.
 //
 // Simplifications: prompt tokens are text bytes / 4 (at least 1), output
-// token i is "tok<i> ", n and sampling parameters are ignored (one choice),
+// token i of an answer is "tok<i> " (see the package doc for resumed
+// requests), n and sampling parameters are ignored (one choice),
 // finish_reason is "length" when the request set max_tokens or
-// max_completion_tokens and "stop" when DefaultMaxTokens applied.
+// max_completion_tokens and "stop" when DefaultMaxTokens applied (the
+// simulated model stops at answer position DefaultMaxTokens).
 func New(cfg Config) *Server {
 	if len(cfg.Models) == 0 {
 		cfg.Models = []string{"sim/llama"}
@@ -433,28 +436,85 @@ type genRequestBody struct {
 	} `json:"stream_options"`
 	Priority  *int64          `json:"priority"`
 	CacheSalt json.RawMessage `json:"cache_salt"`
+
+	// Chat only. vLLM's default for add_generation_prompt is true.
+	AddGenerationPrompt  *bool `json:"add_generation_prompt"`
+	ContinueFinalMessage bool  `json:"continue_final_message"`
+}
+
+// chatMessage is the part of a chat message the sim reads.
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
 }
 
 // textTokens approximates a token count as bytes / 4, at least 1.
 func textTokens(n int) int { return max(1, n/4) }
 
-// promptBytes counts the text bytes of a chat "messages" array (string
-// contents and the text of content parts).
-func messagesBytes(raw json.RawMessage) (int, error) {
-	var msgs []struct {
-		Content json.RawMessage `json:"content"`
-	}
+// parseMessages decodes a chat "messages" array and counts its text bytes
+// (string contents and the text of content parts).
+func parseMessages(raw json.RawMessage) ([]chatMessage, int, error) {
+	var msgs []chatMessage
 	if err := json.Unmarshal(raw, &msgs); err != nil {
-		return 0, errors.New("'messages' must be a list of message objects")
+		return nil, 0, errors.New("'messages' must be a list of message objects")
 	}
 	if len(msgs) == 0 {
-		return 0, errors.New("'messages' must not be empty")
+		return nil, 0, errors.New("'messages' must not be empty")
 	}
 	n := 0
 	for _, m := range msgs {
 		n += contentBytes(m.Content)
 	}
-	return n, nil
+	return msgs, n, nil
+}
+
+// finalText is the text continue_final_message continues: a string content,
+// or the last text part of a list of parts (as Hugging Face's chat templates
+// pick it); ok is false when there is none.
+func finalText(raw json.RawMessage) (string, bool) {
+	var str string
+	if json.Unmarshal(raw, &str) == nil {
+		return str, true
+	}
+	var parts []struct {
+		Text *string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) == nil {
+		for i := len(parts) - 1; i >= 0; i-- {
+			if parts[i].Text != nil {
+				return *parts[i].Text, true
+			}
+		}
+	}
+	return "", false
+}
+
+// resumeOffset finds how much of an answer a prompt already holds: when text
+// ends with the answer's first k tokens ("tok0 tok1 … tok<k-1> ", exactly as
+// generated), it returns k and their length in bytes; otherwise 0, 0. What
+// comes before them is any text (a prompt, a client's own prefill).
+func resumeOffset(text string) (k, nbytes int) {
+	body, ok := strings.CutSuffix(text, " ")
+	if !ok {
+		return 0, 0
+	}
+	i := strings.LastIndex(body, "tok")
+	if i < 0 {
+		return 0, 0
+	}
+	digits := body[i+3:]
+	last, err := strconv.Atoi(digits)
+	if err != nil || last < 0 || strconv.Itoa(last) != digits || last >= len(text)/5 {
+		return 0, 0 // not a token, or more tokens than the text could hold (each is ≥ 5 bytes)
+	}
+	var want strings.Builder
+	for j := 0; j <= last; j++ {
+		want.WriteString(tokenText(j))
+	}
+	if !strings.HasSuffix(text, want.String()) {
+		return 0, 0
+	}
+	return last + 1, want.Len()
 }
 
 func contentBytes(raw json.RawMessage) int {
@@ -476,23 +536,31 @@ func contentBytes(raw json.RawMessage) int {
 }
 
 // promptTokens counts a completions "prompt": a string (bytes/4), a list of
-// strings, or a list of token ids.
-func promptTokens(raw json.RawMessage) (int, error) {
+// strings, or a list of token ids. A string prompt (or a list of one) that
+// ends with the first k tokens of an answer resumes it: offset is k, and
+// those tokens count one each, as the engine would count the tokens it
+// generated when they come back in a prompt.
+func promptTokens(raw json.RawMessage) (n, offset int, err error) {
 	var str string
 	if json.Unmarshal(raw, &str) == nil {
-		return textTokens(len(str)), nil
+		k, nb := resumeOffset(str)
+		return textTokens(len(str)-nb) + k, k, nil
 	}
 	var strs []string
 	if json.Unmarshal(raw, &strs) == nil && len(strs) > 0 {
+		if len(strs) == 1 {
+			k, nb := resumeOffset(strs[0])
+			return textTokens(len(strs[0])-nb) + k, k, nil
+		}
 		n := 0
 		for _, x := range strs {
 			n += len(x)
 		}
-		return textTokens(n), nil
+		return textTokens(n), 0, nil
 	}
 	var ids []int64
 	if json.Unmarshal(raw, &ids) == nil && len(ids) > 0 {
-		return len(ids), nil
+		return len(ids), 0, nil
 	}
 	var idLists [][]int64
 	if json.Unmarshal(raw, &idLists) == nil && len(idLists) > 0 {
@@ -500,12 +568,13 @@ func promptTokens(raw json.RawMessage) (int, error) {
 		for _, l := range idLists {
 			n += len(l)
 		}
-		return max(1, n), nil
+		return max(1, n), 0, nil
 	}
-	return 0, errors.New("'prompt' must be a string, a list of strings or a list of token ids")
+	return 0, 0, errors.New("'prompt' must be a string, a list of strings or a list of token ids")
 }
 
-// tokenText is the deterministic text of output token i.
+// tokenText is the deterministic text of the answer's token i (its position
+// in the whole answer, counting the tokens a resumed request already holds).
 func tokenText(i int) string { return "tok" + strconv.Itoa(i) + " " }
 
 func newID(prefix string) string {
@@ -554,6 +623,11 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "invalid request: %v", err)
 		return
 	}
+	if chat && req.ContinueFinalMessage && req.AddGenerationPrompt != nil && *req.AddGenerationPrompt {
+		// vLLM's check_generation_prompt validator, before anything else.
+		s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "Cannot set both `continue_final_message` and `add_generation_prompt` to True.")
+		return
+	}
 
 	// Priority: the header overrides the body when it parses as an int.
 	prio := int64(0)
@@ -593,22 +667,43 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		return
 	}
 
-	var nPrompt int
+	var nPrompt, offset int
 	var promptKey []byte
 	if chat {
-		n, err := messagesBytes(req.Messages)
+		msgs, n, err := parseMessages(req.Messages)
 		if err != nil {
 			s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "%v", err)
 			return
 		}
-		nPrompt, promptKey = textTokens(n), req.Messages
+		nb := 0
+		if req.ContinueFinalMessage {
+			if req.AddGenerationPrompt == nil {
+				// The flag defaults to true; the chat template refuses the pair.
+				s.writeError(w, rec, http.StatusBadRequest, "BadRequestError",
+					"continue_final_message and add_generation_prompt are not compatible. Use continue_final_message when you want the model to continue the final message, and add_generation_prompt when you want to add a header that will prompt it to start a new assistant message instead.")
+				return
+			}
+			last := msgs[len(msgs)-1]
+			if last.Role != "assistant" {
+				s.writeError(w, rec, http.StatusBadRequest, "BadRequestError",
+					"continue_final_message is set but the final message is not the assistant's (role %q); there is no assistant message to continue.", last.Role)
+				return
+			}
+			text, ok := finalText(last.Content)
+			if !ok {
+				s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "continue_final_message is set but we could not find any text to continue in the final message!")
+				return
+			}
+			offset, nb = resumeOffset(text)
+		}
+		nPrompt, promptKey = textTokens(n-nb)+offset, req.Messages
 	} else {
-		n, err := promptTokens(req.Prompt)
+		n, k, err := promptTokens(req.Prompt)
 		if err != nil {
 			s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "%v", err)
 			return
 		}
-		nPrompt, promptKey = n, req.Prompt
+		nPrompt, offset, promptKey = n, k, req.Prompt
 	}
 
 	maxTokens, explicit := 0, false
@@ -618,7 +713,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	case req.MaxTokens != nil:
 		maxTokens, explicit = *req.MaxTokens, true
 	default:
-		maxTokens = min(s.cfg.DefaultMaxTokens, s.maxLen-nPrompt)
+		// The simulated model stops at answer position DefaultMaxTokens: a
+		// resumed request generates what is left of it (at least one token).
+		maxTokens = min(max(1, s.cfg.DefaultMaxTokens-offset), s.maxLen-nPrompt)
 	}
 	if explicit && maxTokens < 1 {
 		s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "max_tokens must be at least 1, got %d.", maxTokens)
@@ -654,6 +751,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		seq: &Seq{ID: s.nextID, Priority: int(prio), Arrival: s.arrival,
 			PromptTokens: nPrompt, MaxTokens: maxTokens},
 		notify:   make(chan struct{}, 1),
+		offset:   offset,
 		received: rec,
 	}
 	rec.SeqID = g.seq.ID
@@ -736,7 +834,7 @@ func (s *Server) unary(w http.ResponseWriter, r *http.Request, g *genReq, chat b
 	}
 	var text strings.Builder
 	for i := range gen {
-		text.WriteString(tokenText(i))
+		text.WriteString(tokenText(g.offset + i))
 	}
 	usage := makeUsage(g.seq.PromptTokens, gen, g.cached)
 	var resp any
@@ -825,10 +923,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *genReq, chat 
 		}
 		for ; sent < gen; sent++ {
 			if chat {
-				send(chunk(map[string]any{"index": 0, "delta": map[string]any{"content": tokenText(sent)},
+				send(chunk(map[string]any{"index": 0, "delta": map[string]any{"content": tokenText(g.offset + sent)},
 					"logprobs": nil, "finish_reason": nil}))
 			} else {
-				send(chunk(map[string]any{"index": 0, "text": tokenText(sent), "logprobs": nil, "finish_reason": nil}))
+				send(chunk(map[string]any{"index": 0, "text": tokenText(g.offset + sent), "logprobs": nil, "finish_reason": nil}))
 			}
 		}
 		if errMsg != "" {

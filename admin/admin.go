@@ -97,6 +97,10 @@ type Options struct {
 	Log      *slog.Logger
 	// Now is the clock; nil = the gateway's.
 	Now func() time.Time
+	// AllowedOrigins are the browser origins ("https://console.example.org")
+	// whose pages may send admin writes, besides the admin API's own (config
+	// admin { allowed_origins }). Every other cross-origin write is refused.
+	AllowedOrigins []string
 }
 
 // Handler serves the admin API. Create it with New.
@@ -115,7 +119,7 @@ type Handler struct {
 
 	principals  *principalCache
 	auditFailed prometheus.Counter
-	mux         *http.ServeMux
+	mux         http.Handler // the routes behind the cross-origin check
 
 	treeMu    sync.Mutex // serialises account changes: store, then publish
 	modelsMu  sync.Mutex // serialises team model list changes
@@ -154,18 +158,44 @@ func New(o Options) (*Handler, error) {
 	if err := h.load(context.Background()); err != nil {
 		return nil, err
 	}
-	h.mux = http.NewServeMux()
+	mux := http.NewServeMux()
 	for path, rs := range h.byPath() {
-		h.mux.HandleFunc(path, h.serveMethods(path, rs))
+		mux.HandleFunc(path, h.serveMethods(path, rs))
 	}
-	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		gateway.WriteError(w, h.log, gateway.NotFound(r))
 	})
+	cop := http.NewCrossOriginProtection()
+	for _, o := range o.AllowedOrigins {
+		if err := cop.AddTrustedOrigin(o); err != nil {
+			return nil, fmt.Errorf("new admin handler: allowed origin: %w", err)
+		}
+	}
+	cop.SetDenyHandler(http.HandlerFunc(h.crossOriginRefused))
+	h.mux = cop.Handler(mux)
 	return h, nil
 }
 
+// crossOriginRefused answers an admin write that a browser sent from a
+// page of another origin (net/http's CrossOriginProtection: Sec-Fetch-Site,
+// else Origin against Host) and that Options.AllowedOrigins does not list:
+// 403 in the OpenAI error shape, logged. Reads, and requests without those
+// headers (the CLI, scripts), are not checked.
+func (h *Handler) crossOriginRefused(w http.ResponseWriter, r *http.Request) {
+	h.log.Warn("cross-origin admin write refused", "method", r.Method, "path", r.URL.Path, "origin", r.Header.Get("Origin"),
+		"sec_fetch_site", r.Header.Get("Sec-Fetch-Site"), "remote", r.RemoteAddr)
+	gateway.WriteError(w, h.log, llmflow.Errorf(llmflow.EFORBIDDEN,
+		"cross-origin admin write refused: a browser page of another origin may not change llmflow (admin { allowed_origins } lists the ones that may)"))
+}
+
+// IsPath reports whether path is the admin API's (/admin/…): what With
+// sends to the admin handler, and what a client listener without the
+// admin API refuses.
+func IsPath(path string) bool { return strings.HasPrefix(path, "/admin/") }
+
 // ServeHTTP serves /admin/*; any other path is 404 in the OpenAI error
-// shape.
+// shape. Admin writes from browser pages of other origins are refused
+// (crossOriginRefused).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	gateway.CloseAfterAmbiguousFraming(w, r)
 	h.mux.ServeHTTP(w, r)
@@ -176,7 +206,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // the gateway served its admin routes itself.
 func (h *Handler) With(data http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/admin/") {
+		if IsPath(r.URL.Path) {
 			h.ServeHTTP(w, r)
 			return
 		}

@@ -49,8 +49,7 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) 
 		return nil, fmt.Errorf("read admin account changes: %w", err)
 	}
 	opts := gateway.Options{Config: cfg, Version: s.version, Keys: db, Records: db, Pinger: db, ClampCounter: db, Recorder: s.rec, ShareUsage: db,
-		Registry: reg, Log: s.log, AccountChanges: changes, Admissions: s.counters.source(), KeepUsage: keepUsage}
-	opts.Budgets = db
+		Registry: reg, Log: s.log, AccountChanges: changes, Admissions: s.counters.source(), KeepUsage: keepUsage, Budgets: db}
 	g := &generation{cfg: cfg}
 	// Soft budget limits enqueue alerts into alertOutbox (nil without an
 	// alerts block); the dispatcher delivers them.
@@ -63,10 +62,17 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) 
 	}
 	g.stopAlerts = stopAlerts
 	ok := false
-	defer func() {
-		if !ok {
-			stopAlerts()
+	defer func() { // a generation that does not start leaves nothing running
+		if ok {
+			return
 		}
+		if g.gw != nil {
+			g.gw.Close(context.Background())
+		}
+		if g.imp != nil {
+			g.imp.close()
+		}
+		stopAlerts()
 	}()
 	if cfg.Slurm != nil {
 		if g.imp, err = newSlurmImport(ctx, cfg, db, s.log); err != nil {
@@ -76,35 +82,18 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) 
 		opts.SlurmBudgets = g.imp.budgets(cfg.Alerts.SoftLimitPercent)
 	}
 	if g.gw, err = gateway.New(opts); err != nil {
-		if g.imp != nil {
-			g.imp.close()
-		}
 		return nil, err
 	}
 	// the admin API of this generation: every store capability, and the
 	// bus with Redis (admin.Notifier)
 	g.adm, err = admin.New(admin.Options{Gateway: g.gw, Keys: db, KeyLimits: db, Admin: db, Routing: db, Budgets: db,
-		Spend: db, SyncHistory: db, Notifier: notify, Log: s.log})
+		Spend: db, SyncHistory: db, Notifier: notify, Log: s.log, AllowedOrigins: allowedOrigins(cfg)})
 	if err != nil {
-		g.gw.Close(context.Background())
-		if g.imp != nil {
-			g.imp.close()
-		}
 		return nil, err
 	}
-	if g.handler, g.admin, err = listenerHandlers(cfg.Admin, g.adm, g.gw, s.log); err != nil {
-		g.gw.Close(context.Background())
-		if g.imp != nil {
-			g.imp.close()
-		}
-		return nil, err
-	}
+	g.handler, g.admin = listenerHandlers(cfg.Admin, g.adm, g.gw, s.log)
 	if cfg.Writeback != nil {
 		if g.stopWB, err = startWriteback(ctx, cfg, db, s.log); err != nil {
-			g.gw.Close(context.Background())
-			if g.imp != nil {
-				g.imp.close()
-			}
 			return nil, err
 		}
 	}
@@ -203,6 +192,14 @@ func (s *server) reload(ctx context.Context, old *generation) *generation {
 	}
 	s.log.Info("configuration reloaded", "file", cfg.Filename, "models", len(cfg.Models), "pools", len(cfg.Pools), "orgs", len(cfg.Orgs))
 	return g
+}
+
+// allowedOrigins are the browser origins cfg lets send admin writes.
+func allowedOrigins(cfg *config.Config) []string {
+	if cfg.Admin == nil {
+		return nil
+	}
+	return cfg.Admin.AllowedOrigins
 }
 
 // adminListen is the admin listener's address cfg names ("" for none).

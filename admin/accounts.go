@@ -349,7 +349,7 @@ func accountState(kind llmflow.Kind, disable bool) handlerFunc {
 	if disable {
 		verb, change = "disable", (*Handler).disableAccount
 	}
-	prefix := map[llmflow.Kind]string{llmflow.KindOrg: "org", llmflow.KindTeam: "team", llmflow.KindProject: "project"}[kind]
+	prefix := kind.String()
 	return func(h *Handler, w http.ResponseWriter, r *http.Request, p Principal) error {
 		a, s, err := h.routeAccount(r, p, kind, verb)
 		if err != nil {
@@ -367,7 +367,7 @@ type ShareRequest = adminapi.ShareRequest
 // disable the account. Only an account created here has a share set here;
 // the configuration's and Slurm's are changed there (409).
 func setShare(kind llmflow.Kind) handlerFunc {
-	prefix := map[llmflow.Kind]string{llmflow.KindOrg: "org", llmflow.KindTeam: "team", llmflow.KindProject: "project"}[kind]
+	prefix := kind.String()
 	return func(h *Handler, w http.ResponseWriter, r *http.Request, p Principal) error {
 		var req ShareRequest
 		if err := decodeAdmin(w, r, &req); err != nil {

@@ -79,6 +79,14 @@ type auditView = adminapi.AuditEntry
 // newest first, filtered to the scopes the caller may read (proxy-wide
 // entries, such as users and organisations, to proxy readers only) and the
 // caller's own writes (a member's keys).
+// auditPage is the smallest page GET /admin/audit reads from the store,
+// and auditScan the most entries one request scans for what its caller
+// may see.
+const (
+	auditPage = 500
+	auditScan = 100_000
+)
+
 func (h *Handler) listAudit(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err := knownParams(r, "from", "to", "actor", "limit"); err != nil {
 		return err
@@ -107,12 +115,18 @@ func (h *Handler) listAudit(w http.ResponseWriter, r *http.Request, p Principal)
 	all := p.everywhere(authz.Read)
 	out := []auditView{}
 	// Filtering after the store's limit could return fewer entries than
-	// there are; read in pages until the page is full or the trail ends.
-	for want := f.Limit; ; {
+	// there are; read in pages until enough are found or the trail ends.
+	// Pages are at least auditPage entries, and a reader who may see few
+	// entries scans at most auditScan of them: the newest of those it may
+	// see are answered, never a store query per entry of the whole trail.
+	want := f.Limit
+	f.Limit = max(want, auditPage)
+	for scanned := 0; scanned < auditScan; {
 		es, err := h.store.Audit(r.Context(), f)
 		if err != nil {
 			return err
 		}
+		scanned += len(es)
 		for _, e := range es {
 			if all || (p.User && e.Actor == p.Name) || ((e.Org != "" || e.Team != "") && p.may(authz.Read, authz.Scope{Org: e.Org, Team: e.Team})) {
 				out = append(out, adminapi.AuditEntryOf(e))

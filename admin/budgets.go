@@ -199,11 +199,13 @@ func (h *Handler) putBudget(w http.ResponseWriter, r *http.Request, p Principal)
 	if err := b.Validate(); err != nil {
 		return fieldError(err)
 	}
-	if err := h.checkScope(r.Context(), b.Scope); err != nil {
-		return err
-	}
+	// may first: a caller without the right everywhere gets 403 for a name
+	// it may not know, whether or not it exists (another institution's)
 	as, err := h.mayBudget(r.Context(), p, b.Scope)
 	if err != nil {
+		return err
+	}
+	if err := h.checkScope(r.Context(), b.Scope); err != nil {
 		return err
 	}
 	before := h.budgetOn(b.Scope)
@@ -280,11 +282,7 @@ func (h *Handler) increaseBudget(w http.ResponseWriter, r *http.Request, p Princ
 	if err != nil {
 		return err
 	}
-	found := false
-	for _, b := range h.gw.BudgetTable().Budgets() {
-		found = found || b.Scope == sc
-	}
-	if !found {
+	if h.budgetOn(sc) == nil {
 		e := llmflow.Errorf(llmflow.ENOTFOUND, "no budget on %s to increase; set one first", sc)
 		e.Param = "name"
 		return e

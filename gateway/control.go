@@ -25,8 +25,8 @@ import (
 //	keys       ForgetKey, ForgetAllKeys
 //	models     Models, TeamModels, SetTeamModels
 //	routing    Routing, ApplyRouting, CheckUpstream, CheckAlias, Backends
-//	budgets    BudgetsEnabled, BudgetTable, RefreshBudgets
-//	state      FairshareReport, ReportSync, SyncStatus, Registry, Now
+//	budgets    BudgetTable, RefreshBudgets
+//	state      FairshareReport, ReportSync, Registry, Now
 //	operators  IsMasterKey, CheckMasterKey, OperatorLimited, OperatorFailed
 //	HTTP       WriteError, WriteJSON, MethodNotAllowed, NotFound, ClientNetwork, CloseAfterAmbiguousFraming
 
@@ -270,10 +270,6 @@ func (g *Gateway) Backends(model string) []Backend {
 	return out
 }
 
-// BudgetsEnabled reports whether the gateway enforces budgets (it has a
-// budget store).
-func (g *Gateway) BudgetsEnabled() bool { return g.bud.enabled() }
-
 // BudgetTable returns the budgets in force now, with their live figures.
 func (g *Gateway) BudgetTable() *budgets.Table { return g.bud.mem.Table() }
 
@@ -286,19 +282,6 @@ func (g *Gateway) RefreshBudgets(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(g.bud.every, 5*time.Second))
 	defer cancel()
 	return g.refreshBudgets(ctx)
-}
-
-// SyncStatus returns the last Slurm import reported (ReportSync), nil
-// before the first.
-func (g *Gateway) SyncStatus() *llmflow.SyncRun {
-	s := g.sync
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.last == nil {
-		return nil
-	}
-	run := *s.last
-	return &run
 }
 
 // Now is the gateway's clock (Options.Now).

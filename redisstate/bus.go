@@ -94,10 +94,6 @@ func (b *Bus) Listen(ctx context.Context, rcv Receiver) (done <-chan struct{}) {
 	unwatch := context.AfterFunc(ctx, func() { sub.Close() })
 	d := make(chan struct{})
 	go func() {
-		// Receive does not return when ctx ends while it waits on the
-		// connection: closing the subscription ends the wait.
-		stop := context.AfterFunc(ctx, func() { sub.Close() })
-		defer stop()
 		defer close(d)
 		defer unwatch()
 		defer sub.Close()

@@ -254,7 +254,7 @@ func checkOrigin(o string) error {
 		return err
 	case u.Scheme != "http" && u.Scheme != "https":
 		return fmt.Errorf("want http:// or https://")
-	case u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
+	case u.Host == "" || u.User != nil || u.Path != "" || strings.ContainsAny(o, "?#"):
 		return fmt.Errorf("an origin is scheme://host[:port], without user, path, query or fragment")
 	case strings.ToLower(o) != o:
 		return fmt.Errorf("write it in lower case, as browsers send it")

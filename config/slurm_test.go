@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
 )
 
@@ -78,8 +77,9 @@ func TestWritebackDefaultsAndServiceUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := cfg.Writeback; w.Cluster != llmflow.DefaultSlurmCluster || w.ServiceUser != llmflow.DefaultServiceUser ||
-		w.Schedule != config.DefaultWritebackSchedule || w.Lookback != config.DefaultWritebackLookback || w.Timezone != config.DefaultWritebackTimezone {
+	// the documented values, not the constants the parser assigns
+	if w := cfg.Writeback; w.Cluster != "llm" || w.ServiceUser != "llmflow" ||
+		w.Schedule != "5 * * * *" || w.Lookback != 24*time.Hour || w.Timezone != "UTC" {
 		t.Errorf("writeback defaults %+v", w)
 	}
 	for user, ok := range map[string]bool{"svc.llmflow": true, "LLMflow": true, "llm_flow-2": true, "x y": false, "-x": false, "master": false} {
@@ -100,7 +100,7 @@ func TestRedisDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := cfg.Redis; r.Timeout != config.DefaultRedisTimeout || r.KeyPrefix != config.DefaultRedisKeyPrefix || r.Replicas != 1 {
+	if r := cfg.Redis; r.Timeout != 250*time.Millisecond || r.KeyPrefix != "llmflow:" || r.Replicas != 1 {
 		t.Errorf("redis defaults %+v", r)
 	}
 }

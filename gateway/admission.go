@@ -200,7 +200,19 @@ func (g *Gateway) admitQueue(ctx context.Context, x *exchange) error {
 	if q == nil {
 		return nil
 	}
-	if err := q.acquire(ctx, queueKey{org: x.org, team: x.key.Team, project: x.key.Project, owner: x.key.Owner, class: x.rt.class}, g.now); err != nil {
+	// A request its budgets or key limits already refuse, by this
+	// gateway's figures (in Redis, what is held and spent is at least
+	// that), is refused now rather than after waiting its turn; one that
+	// gets a slot at once is decided by the shared step alone.
+	check := func() error {
+		if r := x.adm.Budget; r != nil {
+			if err := g.bud.mem.Check(x.start, r); err != nil {
+				return g.budgetRefused(err)
+			}
+		}
+		return nil
+	}
+	if err := q.acquireOr(ctx, queueKey{org: x.org, team: x.key.Team, project: x.key.Project, owner: x.key.Owner, class: x.rt.class}, g.now, check); err != nil {
 		return err
 	}
 	x.queued = true
@@ -250,7 +262,7 @@ func (g *Gateway) releaseShared(x *exchange) {
 	if !x.admitted {
 		return
 	}
-	x.admitted, x.bud.reserved = false, false
+	x.admitted = false
 	x.rt.pool.shared.Release(context.Background(), &x.adm, admission.End{At: g.endTime(x), GPUHours: x.rec.GPUHours,
 		Tokens: x.rec.PromptTokens + x.rec.CompletionTokens})
 }

@@ -260,9 +260,7 @@ type keyChain struct {
 type budgetReq struct {
 	req   budgets.Request
 	slots [12]*budgets.Slot // backing array of req.Slots
-	// reserved: the shared admission holds req (admitShared)
-	reserved bool
-	tags     []string // the request's tags: the key's and the header's; nil = the key's
+	tags  []string          // the request's tags: the key's and the header's; nil = the key's
 }
 
 // requestTags returns x's tags: the key's, and those of the allow-listed
@@ -398,21 +396,12 @@ func (g *Gateway) admitBudget(_ context.Context, x *exchange) error {
 	}
 	r.Tokens = int64(rq.promptBytes+3) / 4
 	x.adm.Budget = r
-	if x.rt.pool.queue != nil {
-		// Refused now, not after waiting its turn in the queue, when this
-		// gateway's figures already refuse it (in Redis, what is held and
-		// spent is at least that); the shared step decides the others.
-		if err := b.mem.Check(x.start, r); err != nil {
-			return g.budgetRefused(err)
-		}
-	}
 	return nil
 }
 
 // budgetReserved records the reservation the shared admission made for x
 // and bounds x's output by what was held.
 func (g *Gateway) budgetReserved(x *exchange) {
-	x.bud.reserved = true
 	r, rq := &x.bud.req, x.rq
 	if len(r.Slots) > 0 && r.WantOutput > 0 && r.Output != rq.maxOutput {
 		// Bound what the engine may generate by what was held: a lowered
@@ -476,7 +465,7 @@ func (x *exchange) chain(t *budgets.Table, b *budgetState) *keyChain {
 const outputHeader = "X-LLMflow-Budget-Max-Tokens"
 
 func (g *Gateway) setBudgetHeaders(w http.ResponseWriter, x *exchange) {
-	if x.bud.reserved && x.bud.req.Lowered {
+	if x.admitted && x.adm.Budget != nil && x.bud.req.Lowered { // the shared admission holds req
 		w.Header()[outputHeader] = []string{strconv.FormatInt(x.bud.req.Output, 10)}
 	}
 }

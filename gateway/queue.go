@@ -94,6 +94,12 @@ func (q *queue) follow() <-chan struct{} {
 // turn. It fails with 503 (and Retry-After) when the queue is full or the
 // queue timeout passes, and with ctx's error when the client leaves.
 func (q *queue) acquire(ctx context.Context, k queueKey, now func() time.Time) error {
+	return q.acquireOr(ctx, k, now, nil)
+}
+
+// acquireOr is acquire; beforeWait, when not nil, runs when the request
+// would have to wait (no free slot) and refuses it with its error instead.
+func (q *queue) acquireOr(ctx context.Context, k queueKey, now func() time.Time, beforeWait func() error) error {
 	q.mu.Lock()
 	changed := q.follow()
 	if q.inflight < q.capacity && q.waiting == 0 {
@@ -108,6 +114,12 @@ func (q *queue) acquire(ctx context.Context, k queueKey, now func() time.Time) e
 	if q.waiting >= q.maxWait {
 		q.mu.Unlock()
 		return withRetryAfter(errQueueFull, time.Second)
+	}
+	if beforeWait != nil {
+		if err := beforeWait(); err != nil {
+			q.mu.Unlock()
+			return err
+		}
 	}
 	q.seq++
 	w := &waiter{key: k, arrival: q.seq, ready: make(chan struct{})}

@@ -1,6 +1,7 @@
 package slurmsync
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -80,6 +81,9 @@ func assocFiles(files []string, warn io.Writer) (map[Listing]string, error) {
 				return nil, fmt.Errorf("--file %s is a sacctmgr dump file: pass it alone", f)
 			}
 			data[i] = b
+		}
+		if bytes.Equal(data[0], data[1]) {
+			return nil, fmt.Errorf("--file %s and %s hold the same listing: pass the plain and the withdeleted one", files[0], files[1])
 		}
 		first, err := WithDeletedFirst(data[0], data[1])
 		if err != nil {

@@ -38,6 +38,7 @@ func TestListingFiles(t *testing.T) {
 		{name: "coordinators alone", files: []string{coord}, err: "is a coordinator listing: pass the association listing too"},
 		{name: "two coordinator listings", files: []string{coord, coord, plain}, err: "are both coordinator listings"},
 		{name: "a dump in a pair", files: []string{dump, plain}, err: "is a sacctmgr dump file: pass it alone"},
+		{name: "the same listing twice", files: []string{plain, plain}, err: "hold the same listing"},
 		{name: "three listings", files: []string{plain, plain, withDel}, err: "3 association listings"},
 		{name: "missing", files: []string{filepath.Join(tmp, "nope.psv")}, err: "nope.psv"},
 	} {

@@ -272,12 +272,6 @@ func TestContinueFinalMessageRefusals(t *testing.T) {
 		{"add_generation_prompt left at its default (true)",
 			`"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"tok0 "}],"continue_final_message":true`,
 			"continue_final_message and add_generation_prompt are not compatible."},
-		{"last message the user's",
-			`"messages":[{"role":"assistant","content":"tok0 "},{"role":"user","content":"hi"}],"continue_final_message":true,"add_generation_prompt":false`,
-			"the final message is not the assistant's"},
-		{"last message the system's",
-			`"messages":[{"role":"system","content":"tok0 "}],"continue_final_message":true,"add_generation_prompt":false`,
-			"the final message is not the assistant's"},
 		{"no text to continue",
 			`"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"image_url","image_url":{"url":"x"}}]}],"continue_final_message":true,"add_generation_prompt":false`,
 			"could not find any text to continue"},
@@ -300,6 +294,17 @@ func TestContinueFinalMessageRefusals(t *testing.T) {
 					t.Fatalf("served %d→%d, rejected %d→%d", before.Served, after.Served, before.Rejected, after.Rejected)
 				}
 			})
+		}
+	}
+	// As vLLM, the final message is continued whatever its role: the chat
+	// template checks none.
+	for _, msgs := range []string{
+		`[{"role":"assistant","content":"tok0 "},{"role":"user","content":"tok0 "}]`,
+		`[{"role":"system","content":"tok0 "}]`,
+	} {
+		got := generation(t, hs.URL, true, false, `{"model":"sim/llama","messages":`+msgs+`,"continue_final_message":true,"add_generation_prompt":false,"max_tokens":1`)
+		if got.text != "tok1 " {
+			t.Fatalf("continue a final non-assistant message %s: %+v, want tok1", msgs, got)
 		}
 	}
 	// Completions take no such fields (vLLM ignores unknown ones).

@@ -29,8 +29,9 @@
 // before them (a prompt, a client's own prefill) is any text; a final message
 // that does not end with the answer's first tokens is continued from token 0.
 // As vLLM, chat refuses continue_final_message with add_generation_prompt
-// true (explicit, or left at its default) and, here, when the final message
-// is not the assistant's, with a 400 in vLLM's error shape.
+// true (explicit, or left at its default) and a final message without text,
+// with a 400 in vLLM's error shape; like vLLM's chat template, it continues
+// the final message whatever its role.
 package vllmsim
 
 import (

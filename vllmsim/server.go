@@ -683,13 +683,8 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 					"continue_final_message and add_generation_prompt are not compatible. Use continue_final_message when you want the model to continue the final message, and add_generation_prompt when you want to add a header that will prompt it to start a new assistant message instead.")
 				return
 			}
-			last := msgs[len(msgs)-1]
-			if last.Role != "assistant" {
-				s.writeError(w, rec, http.StatusBadRequest, "BadRequestError",
-					"continue_final_message is set but the final message is not the assistant's (role %q); there is no assistant message to continue.", last.Role)
-				return
-			}
-			text, ok := finalText(last.Content)
+			// as vLLM (the chat template), whatever the final message's role
+			text, ok := finalText(msgs[len(msgs)-1].Content)
 			if !ok {
 				s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "continue_final_message is set but we could not find any text to continue in the final message!")
 				return

@@ -5,10 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-llmflow/llmflow"
 )
+
+// shareChunk is how many usage rows one INSERT of SaveShareUsage writes
+// (3 parameters each, well under SQLite's and PostgreSQL's limits).
+const shareChunk = 500
 
 // SaveShareUsage replaces the saved fair-share usage of pool with usage,
 // taken at at, in one transaction.
@@ -20,11 +25,41 @@ func (a *sqlDB) SaveShareUsage(ctx context.Context, pool string, at time.Time, u
 		if _, err := q.exec(ctx, `DELETE FROM share_usage WHERE pool = ?`, pool); err != nil {
 			return err
 		}
-		for _, u := range usage {
-			if _, err := q.exec(ctx, `INSERT INTO share_usage (pool, path, gpu_hours) VALUES (?, ?, ?)
-ON CONFLICT (pool, path) DO UPDATE SET gpu_hours = excluded.gpu_hours`, pool, a.list(u.Path), u.GPUHours); err != nil {
-				return err
+		// one path once (the last given), then multi-row INSERTs: a round
+		// trip per shareChunk rows, not per row
+		last := make(map[string]int, len(usage))
+		for i, u := range usage {
+			last[strings.Join(u.Path, "\x00")] = i
+		}
+		var sql strings.Builder
+		args := make([]any, 0, 3*min(len(usage), shareChunk))
+		flush := func() error {
+			if len(args) == 0 {
+				return nil
 			}
+			_, err := q.exec(ctx, sql.String(), args...)
+			sql.Reset()
+			args = args[:0]
+			return err
+		}
+		for i, u := range usage {
+			if last[strings.Join(u.Path, "\x00")] != i {
+				continue
+			}
+			if len(args) == 0 {
+				sql.WriteString(`INSERT INTO share_usage (pool, path, gpu_hours) VALUES (?, ?, ?)`)
+			} else {
+				sql.WriteString(`, (?, ?, ?)`)
+			}
+			args = append(args, pool, a.list(u.Path), u.GPUHours)
+			if len(args) == 3*shareChunk {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if err := flush(); err != nil {
+			return err
 		}
 		_, err := q.exec(ctx, `INSERT INTO share_usage_saved (pool, saved_at) VALUES (?, ?)
 ON CONFLICT (pool) DO UPDATE SET saved_at = excluded.saved_at`, pool, a.time(at))

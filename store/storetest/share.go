@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -51,6 +52,34 @@ func testShareUsageRoundTrip(t *testing.T, s Store) {
 	}
 	if other, _, _ := s.ShareUsage(ctx, "other"); len(other) != 1 {
 		t.Errorf("another pool's usage changed: %v", other)
+	}
+	// a large tree (more rows than one statement writes) with a path given
+	// twice: every path once, the last value given
+	var big []llmflow.ShareUsage
+	for i := range 1201 {
+		big = append(big, llmflow.ShareUsage{Path: []string{"org", fmt.Sprintf("u%04d", i)}, GPUHours: float64(i)})
+	}
+	big = append(big, llmflow.ShareUsage{Path: []string{"org", "u0007"}, GPUHours: 0.5})
+	if err := s.SaveShareUsage(ctx, "p", t0.Add(2*time.Minute), big); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err = s.ShareUsage(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1201 {
+		t.Fatalf("%d rows saved of 1201 paths", len(got))
+	}
+	for _, u := range got {
+		var n int
+		fmt.Sscanf(u.Path[1], "u%d", &n)
+		want := float64(n)
+		if u.Path[1] == "u0007" {
+			want = 0.5
+		}
+		if u.GPUHours != want {
+			t.Errorf("%v: %v GPU-hours, want %v", u.Path, u.GPUHours, want)
+		}
 	}
 }
 

@@ -117,6 +117,16 @@ type Record struct {
 	Stream         bool
 	Priority       int // priority sent to the engine
 
+	// Preemptions is how many times the gateway took the request's slot
+	// back for a request within its reservation (pool reclaim =
+	// "preempt") and resumed it; RecomputedTokens the prompt tokens the
+	// engine prefilled again to resume it, not from its prefix cache. The
+	// usage above is the client's (the prompt once, every completion
+	// token); the recomputed tokens are the pool's overhead, charged to no
+	// budget.
+	Preemptions      int
+	RecomputedTokens int64
+
 	Latency time.Duration // arrival to last byte
 	TTFB    time.Duration // arrival to first byte sent to the client; 0 when none was sent
 

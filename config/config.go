@@ -95,7 +95,15 @@ type Pool struct {
 	//     flight and queues the rest in (priority, arrival) order (replicas
 	//     sharing Redis divide Capacity among them);
 	//   - "fcfs": no priority anywhere (the control).
-	Engine   engine.Descriptor
+	Engine engine.Descriptor
+	// Reclaim is how an organisation gets the slots of its reservation
+	// back from borrowers at once (reclaim = "preempt", "holdback" or
+	// "none"; default: the engine's, Engine.DefaultReclaim).
+	Reclaim engine.Reclaim
+	// Headroom is the slots borrowers leave free: all borrowers under
+	// "holdback", those the gateway cannot resume under "preempt"; 0
+	// under "none". Default DefaultHeadroom(Capacity).
+	Headroom int
 	DefRange hcl.Range
 }
 

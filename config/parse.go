@@ -482,6 +482,8 @@ var poolSchema = &hcl.BodySchema{
 		{Name: "queue_timeout"},
 		{Name: "queue_size"},
 		{Name: "gpus"},
+		{Name: "reclaim"},
+		{Name: "headroom"},
 	},
 }
 
@@ -500,11 +502,37 @@ func (d *decoder) decodePools(blocks hcl.Blocks) {
 		intAttr(d, c.Attributes, "gpus", 0, 1<<24, &p.GPUs)
 		d.enum(c.Attributes, "priority_via", &via, "both", "header", "body")
 		p.Engine, _ = engine.For(scheduler, via) // both checked by enum
+		d.decodeReclaim(c.Attributes, &p)
 		if ok {
 			d.cfg.Pools = append(d.cfg.Pools, p)
 		}
 	}
 }
+
+// decodeReclaim decodes a pool's reclaim and headroom (after its capacity
+// and engine): reclaim defaults to the engine's (DefaultReclaim), headroom
+// to DefaultHeadroom of the capacity; it must leave borrowers a slot.
+func (d *decoder) decodeReclaim(attrs hcl.Attributes, p *Pool) {
+	p.Reclaim = p.Engine.DefaultReclaim()
+	name := p.Reclaim.String()
+	if a := d.enum(attrs, "reclaim", &name, "preempt", "holdback", "none"); a != nil {
+		p.Reclaim, _ = engine.ParseReclaim(name)
+		if p.Reclaim == engine.ReclaimPreempt && !p.Engine.Resumes {
+			d.errorf(a.Expr.Range(), "reclaim = \"preempt\" needs an engine that resumes a request from its answer so far (scheduler \"priority\" or \"gateway\"); the %s engines of this pool do not: use \"holdback\" or \"none\"", p.Engine.Name)
+		}
+	}
+	p.Headroom = DefaultHeadroom(p.Capacity)
+	if a := intAttr(d, attrs, "headroom", 0, MaxCapacity, &p.Headroom); a != nil && p.Capacity > 0 && p.Headroom >= p.Capacity {
+		d.errorf(a.Expr.Range(), "headroom must be less than the pool's capacity (%d): borrowers need a slot", p.Capacity)
+	}
+	if p.Reclaim == engine.ReclaimNone {
+		p.Headroom = 0
+	}
+}
+
+// DefaultHeadroom is a pool's headroom when its configuration gives none:
+// a quarter of the capacity, rounded down.
+func DefaultHeadroom(capacity int) int { return capacity / 4 }
 
 var (
 	modelSchema = &hcl.BodySchema{

@@ -66,6 +66,74 @@ type Descriptor struct {
 	Strip []string
 	// Endpoints has bit e set when the engine serves Endpoint e.
 	Endpoints uint8
+
+	// Resumes is true when the engine continues text it is given: a chat
+	// request whose final message is the assistant's answer so far, with
+	// continue_final_message true and add_generation_prompt false, and a
+	// completion whose prompt ends with it. The gateway can then take a
+	// borrower's slot back and resume its answer later (Reclaim).
+	Resumes bool
+	// ContinuousUsage is true when the engine reports the cumulative usage
+	// in every chunk of a stream when asked (vLLM's
+	// stream_options.continuous_usage_stats): the gateway knows how many
+	// tokens a stream it cut had generated.
+	ContinuousUsage bool
+	// PreemptsForPriority is true when the engine itself stops a running
+	// request for a waiting one of higher priority when every slot is busy.
+	// vLLM V1 does not (its scheduler preempts only when KV blocks run out;
+	// vLLM issue #40004): the gateway does it for it (ReclaimPreempt).
+	PreemptsForPriority bool
+}
+
+// Reclaim is how a pool gives an organisation the slots of its reservation
+// back at once when other organisations borrow them all.
+type Reclaim uint8
+
+const (
+	// ReclaimNone leaves it to the engine: on an engine that does not
+	// preempt for priority, a returning owner waits until borrowers finish.
+	ReclaimNone Reclaim = iota
+	// ReclaimPreempt takes the slot of the most junior borrower that can
+	// be resumed (its engine request cancelled, resumed later from the
+	// text it had generated); borrowers that cannot be resumed must leave
+	// the headroom free.
+	ReclaimPreempt
+	// ReclaimHoldback lets borrowers fill only capacity − headroom slots:
+	// an owner finds the headroom free at once, and waits for borrowers
+	// beyond it.
+	ReclaimHoldback
+)
+
+// ParseReclaim returns the Reclaim named s ("none", "preempt",
+// "holdback").
+func ParseReclaim(s string) (Reclaim, bool) {
+	for r := ReclaimNone; r <= ReclaimHoldback; r++ {
+		if r.String() == s {
+			return r, true
+		}
+	}
+	return ReclaimNone, false
+}
+
+// String is the configuration's name of r.
+func (r Reclaim) String() string {
+	switch r {
+	case ReclaimPreempt:
+		return "preempt"
+	case ReclaimHoldback:
+		return "holdback"
+	}
+	return "none"
+}
+
+// DefaultReclaim is a pool's reclaim when its configuration names none:
+// none where the engine preempts for priority itself, preempt where it
+// resumes, none otherwise (an engine whose resume is unknown).
+func (d *Descriptor) DefaultReclaim() Reclaim {
+	if d.Resumes && !d.PreemptsForPriority {
+		return ReclaimPreempt
+	}
+	return ReclaimNone
 }
 
 // Stripped are the client body members no engine gets. vLLM accepts
@@ -104,7 +172,11 @@ func For(scheduler, priorityVia string) (d Descriptor, ok bool) {
 	d = Descriptor{Strip: Stripped, Endpoints: allEndpoints}
 	switch scheduler {
 	case "priority":
+		// vLLM: continue_final_message on chat, a prompt continued on
+		// completions, continuous_usage_stats; no priority preemption at
+		// max_num_seqs (issue #40004).
 		d.Name, d.Scheduling = "vllm", Priority
+		d.Resumes, d.ContinuousUsage = true, true
 		switch priorityVia {
 		case "header":
 			d.PriorityHeader = VLLMPriorityHeader
@@ -116,7 +188,10 @@ func For(scheduler, priorityVia string) (d Descriptor, ok bool) {
 			return Descriptor{}, false
 		}
 	case "gateway":
+		// llama-server takes continue_final_message too (its
+		// assistant-prefill path); no continuous usage.
 		d.Name, d.Scheduling = "llama-server", GatewayQueue
+		d.Resumes = true
 	case "fcfs":
 		d.Name, d.Scheduling = "openai-compatible", FCFS
 	default:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/admission"
+	"github.com/go-llmflow/llmflow/engine"
 	"github.com/go-llmflow/llmflow/fairshare"
 )
 
@@ -54,6 +55,9 @@ func (g *Gateway) admissionSteps() []step {
 		// pool's shared state (a budget's or key limit's refusal has its
 		// own reason, budgetRefusal)
 		{name: "shared", admit: g.admitShared, release: g.releaseShared, reason: reasonQueue, byCode: grpTRESByCode},
+		// reclaim on engines that queue by priority themselves: a slot in
+		// the pool's queue, taken from a borrower if need be (reclaim.go)
+		{name: "slot", admit: g.admitSlot, release: g.releaseQueue, reason: reasonQueue},
 	}
 }
 
@@ -194,35 +198,39 @@ func (g *Gateway) admitModel(_ context.Context, x *exchange) error {
 }
 
 // admitQueue waits for a slot of the pool's gateway-side queue, when the
-// pool has one (engines without a priority scheduler).
+// pool's engines have no priority scheduler (scheduler = "gateway").
 func (g *Gateway) admitQueue(ctx context.Context, x *exchange) error {
-	q := x.rt.pool.queue
-	if q == nil {
+	pl := x.rt.pool
+	x.canResume = pl.reclaim == engine.ReclaimPreempt && x.rq.resumable(x.ep)
+	if pl.queue == nil || pl.engine.Scheduling != engine.GatewayQueue {
 		return nil
 	}
 	// A request its budgets or key limits already refuse, by this
 	// gateway's figures (in Redis, what is held and spent is at least
 	// that), is refused now rather than after waiting its turn; one that
-	// gets a slot at once is decided by the shared step alone.
-	check := func() error {
+	// gets a slot at once is decided by the shared step alone. One within
+	// its organisation's reservation takes a slot back from a borrower.
+	check := func(prio int) error {
 		if r := x.adm.Budget; r != nil {
 			if err := g.bud.mem.Check(x.start, r); err != nil {
 				return g.budgetRefused(err)
 			}
 		}
+		g.reclaimOnWait(x, prio)
 		return nil
 	}
-	if err := q.acquireOr(ctx, queueKey{org: x.org, team: x.key.Team, project: x.key.Project, owner: x.key.Owner, class: x.rt.class}, g.now, check); err != nil {
+	if err := pl.queue.acquireOr(ctx, x.queueKeyOf(), g.now, check, &x.arrival); err != nil {
 		return err
 	}
 	x.queued = true
 	return nil
 }
 
+// releaseQueue gives x's slot of its pool's queue back.
 func (g *Gateway) releaseQueue(x *exchange) {
 	if x.queued {
-		x.rt.pool.queue.release()
-		x.queued = false
+		x.rt.pool.queue.release(x.victim)
+		x.queued, x.victim = false, false
 	}
 }
 

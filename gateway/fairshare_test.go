@@ -67,10 +67,14 @@ func priorities(reqs []recorded) []int {
 
 // With capacity 4, etabA (0.75) holds 3 and etabB (0.25) 1: A's first
 // three requests are within (0), the next ones borrow B's idle slot (10+),
-// and B's request, when it comes, is within (0) again.
+// and B's request, when it comes, is within (0) again. (The pool leaves
+// the engine to order them: reclaim = "none".)
 func TestFairSharePrioritiesReachTheEngine(t *testing.T) {
 	up := newHeldUpstream(t)
-	e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) { o.Config.Pools[0].Capacity = 4 })
+	e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) {
+		o.Config.Pools[0].Capacity = 4
+		o.Config.Pools[0].Reclaim, o.Config.Pools[0].Headroom = engine.ReclaimNone, 0
+	})
 	keyA, keyB := e.key, e.newKey(t, "lab-chem")
 	var wg sync.WaitGroup
 	sent := 0

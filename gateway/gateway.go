@@ -347,11 +347,12 @@ func (g *Gateway) newPools(o Options, view *accountView) error {
 		st := g.admissions.Pool(p.Name, g.cfg.FairShare.HalfLife, g.bud.mem)
 		pl.fs = fairshare.NewPoolGPUs(p.Capacity, p.GPUs, view.tree(), st.Counters, g.started)
 		pl.shared = st.Shared
-		if p.Engine.Scheduling == engine.GatewayQueue {
+		pl.reclaim, pl.victims = p.Reclaim, newReclaimer()
+		if p.Engine.Scheduling == engine.GatewayQueue || p.Reclaim != engine.ReclaimNone {
 			fs := pl.fs
 			pl.queue = newQueue(p.Capacity, p.QueueSize, p.QueueTimeout, func(k queueKey) int {
 				return fs.Peek(fairshare.Path{Org: k.org, Team: k.team, Project: k.project, User: k.owner}, k.class)
-			})
+			}).withHeadroom(p.Headroom)
 			pl.queue.share = st.Share // nil: the capacity is this gateway's alone
 			wait := g.m.queueWait.WithLabelValues(p.Name)
 			pl.queue.waitSeconds = func(d time.Duration) { wait.Observe(d.Seconds()) }

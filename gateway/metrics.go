@@ -20,6 +20,9 @@ type metrics struct {
 	overhead    prometheus.Histogram
 	upstream    *prometheus.HistogramVec // pool
 	queueWait   *prometheus.HistogramVec // pool
+	preemptions *prometheus.CounterVec   // pool
+	resumed     *prometheus.CounterVec   // pool
+	recomputed  *prometheus.CounterVec   // pool
 	authLookups prometheus.Counter
 	connRefused *prometheus.CounterVec // reason
 	acctWritten prometheus.Counter
@@ -75,6 +78,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Time requests waited in a gateway-side queue before being sent.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"pool"}),
+		preemptions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmflow_preemptions_total", Help: "Borrowers' engine requests the gateway cancelled to give their slots back to requests within their reservations (pool reclaim = \"preempt\").",
+		}, []string{"pool"}),
+		resumed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmflow_resumed_total", Help: "Preempted requests sent to the engine again, resuming from the text generated so far.",
+		}, []string{"pool"}),
+		recomputed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmflow_recomputed_tokens_total", Help: "Prompt tokens engines prefilled again to resume preempted requests (not cached): the pool's overhead, charged to no budget.",
+		}, []string{"pool"}),
 		authLookups: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "llmflow_auth_store_lookups_total", Help: "Key lookups that reached the store (cache misses).",
 		}),
@@ -90,7 +102,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		children: make(map[childKey]*children),
 	}
 	reg.MustRegister(m.requests, m.tokens, m.gpuHours, m.estimated, m.denied, m.retries,
-		m.overhead, m.upstream, m.queueWait, m.authLookups, m.acctWritten, m.acctFailed, m.connRefused)
+		m.overhead, m.upstream, m.queueWait, m.preemptions, m.resumed, m.recomputed, m.authLookups, m.acctWritten, m.acctFailed, m.connRefused)
 	return m
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/admission"
 	"github.com/go-llmflow/llmflow/engine"
+	"github.com/go-llmflow/llmflow/fairshare"
 	"github.com/go-llmflow/llmflow/internal/jsonscan"
 	"github.com/go-llmflow/llmflow/sse"
 )
@@ -70,6 +71,18 @@ type exchange struct {
 	// outputLimit, when > 0, is the output limit sent upstream in place
 	// of the client's: what the request's budgets hold for it.
 	outputLimit int64
+
+	// Reclaim (reclaim.go, resume.go). arrival is the request's order in
+	// its pool's queue; canResume: the gateway can resume its answer;
+	// picked: reclaim picked it as a victim (set under the reclaimer's
+	// lock, read by its relay); victim: its queue slot was counted as
+	// coming back when it is released; preempt cancels its current engine
+	// attempt with a cause.
+	arrival   uint64
+	canResume bool
+	picked    atomic.Bool
+	victim    bool
+	preempt   context.CancelCauseFunc
 }
 
 // inference returns the handler of one proxied OpenAI route: admission
@@ -127,6 +140,9 @@ func readAll(r io.Reader, n, limit int64) ([]byte, error) {
 // forward sends the request upstream (retrying before the first byte) and
 // relays the answer. It fills x.rec's outcome, status and usage.
 func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, x *exchange) error {
+	if x.canResume && x.priority >= fairshare.PriorityBandBase {
+		return g.forwardResumable(ctx, w, x) // a borrower reclaim may preempt
+	}
 	rt, pl := x.rt, x.rt.pool
 	ub := upstreamBody{engine: &pl.engine, model: rt.upstreamModel, cacheSalt: x.view.salts[x.org], outputLimit: x.outputLimit}
 	if pl.engine.PriorityBody {

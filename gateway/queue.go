@@ -8,13 +8,19 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/admission"
+	"github.com/go-llmflow/llmflow/fairshare"
 )
 
-// queueKey groups waiting requests that always have the same priority:
-// the same leaf of the account tree and the same class.
+// queueKey groups waiting requests that always have the same priority and
+// limit: the same leaf of the account tree, the same class, and whether,
+// borrowing, they must leave the pool's headroom free.
 type queueKey struct {
 	org, team, project, owner string
 	class                     int
+	// held: a borrower with this key is granted a slot only while the
+	// pool's headroom stays free (reclaim = "holdback", or a request the
+	// gateway cannot resume under "preempt").
+	held bool
 }
 
 // waiter is one request waiting for a slot.
@@ -23,29 +29,39 @@ type waiter struct {
 	arrival uint64        // admission order, for (priority, arrival)
 	ready   chan struct{} // closed when the slot is granted
 	granted bool
+	top     bool // within its organisation's reservation when it began to wait
 	elem    *list.Element
 }
 
-// queue is a pool's gateway-side admission queue, for engines without a
-// priority scheduler (scheduler = "gateway"): at most capacity requests in
-// flight; the others wait and are served in (priority, arrival) order.
-// Nothing has been sent for a waiting request, so its priority is asked
-// again at every dispatch: a request whose organisation dropped back under
-// its reservation moves ahead at once.
+// queue counts a pool's engine slots held by this gateway and makes the
+// requests that may not have one now wait, served in (priority, arrival)
+// order. Engines without a priority scheduler (scheduler = "gateway") get
+// every request through it: at most capacity in flight. Under reclaim =
+// "preempt" or "holdback" the other pools get their borrowers through it
+// (acquire) while requests within their organisation's reservation take a
+// slot at once (take) and wait, if they must, in the engine, ahead of
+// everyone. Nothing has been sent for a waiting request, so its priority is
+// asked again at every dispatch: a request whose organisation dropped back
+// under its reservation moves ahead at once.
 //
-// Waiters are kept in one FIFO per (leaf, class), so a dispatch compares
-// only the heads: O(leaves), not O(waiting).
+// A borrower whose key is held is granted a slot only while headroom slots
+// stay free: what a returning owner is sure to find at once.
+//
+// Waiters are kept in one FIFO per key, so a dispatch compares only the
+// heads: O(leaves), not O(waiting).
 //
 // With replicas sharing the pool's counters (share set), each replica's
-// queue lets through only its part of the capacity, so that all replicas
-// together send the engine no more than one gateway would; the part
-// follows the live replicas without a restart (read at each acquire and
-// release, and by the waiters when it changes: a part that grows
-// dispatches them at once).
+// queue lets through only its part of the capacity (and of the headroom),
+// so that all replicas together send the engine no more than one gateway
+// would; the part follows the live replicas without a restart (read at each
+// acquire and release, and by the waiters when it changes: a part that
+// grows dispatches them at once).
 type queue struct {
 	total    int                     // the pool's capacity
+	headroom int                     // of total, kept free of held borrowers
 	share    admission.CapacityShare // nil: alone, capacity = total
 	capacity int                     // this replica's part of total (mu)
+	room     int                     // this replica's part of headroom (mu)
 	settled  bool                    // capacity is final, not 0 while joining (mu)
 	maxWait  int
 	timeout  time.Duration
@@ -56,6 +72,10 @@ type queue struct {
 	waiting  int
 	seq      uint64
 	fifos    map[queueKey]*list.List
+	// topWaiting counts the waiters within their organisation's
+	// reservation; pending the slots of preempted requests not given back
+	// yet (reclaim = "preempt": reclaim).
+	topWaiting, pending int
 
 	// waitSeconds observes how long granted requests waited; may be nil.
 	waitSeconds func(d time.Duration)
@@ -63,6 +83,12 @@ type queue struct {
 
 func newQueue(capacity, maxWait int, timeout time.Duration, priority func(queueKey) int) *queue {
 	return &queue{total: capacity, capacity: capacity, settled: true, maxWait: maxWait, timeout: timeout, priority: priority, fifos: make(map[queueKey]*list.List)}
+}
+
+// withHeadroom sets the slots held borrowers leave free.
+func (q *queue) withHeadroom(h int) *queue {
+	q.headroom, q.room = h, h
+	return q
 }
 
 var errQueueFull = llmflow.Errorf(llmflow.EUNAVAILABLE, "the pool's queue is full; retry later")
@@ -84,9 +110,19 @@ func (q *queue) follow() <-chan struct{} {
 	q.settled = settled
 	if part != q.capacity {
 		q.capacity = part
+		q.room = q.headroom * part / q.total
 		q.dispatch()
 	}
 	return changed
+}
+
+// limit is how many slots in flight a waiter with key k and priority p may
+// find busy and still be granted one. Called with mu.
+func (q *queue) limit(k queueKey, p int) int {
+	if k.held && p >= fairshare.PriorityBorrowBase {
+		return q.capacity - q.room
+	}
+	return q.capacity
 }
 
 // acquire returns once the request may be sent: at once while fewer than
@@ -94,15 +130,21 @@ func (q *queue) follow() <-chan struct{} {
 // turn. It fails with 503 (and Retry-After) when the queue is full or the
 // queue timeout passes, and with ctx's error when the client leaves.
 func (q *queue) acquire(ctx context.Context, k queueKey, now func() time.Time) error {
-	return q.acquireOr(ctx, k, now, nil)
+	return q.acquireOr(ctx, k, now, nil, nil)
 }
 
-// acquireOr is acquire; beforeWait, when not nil, runs when the request
-// would have to wait (no free slot) and refuses it with its error instead.
-func (q *queue) acquireOr(ctx context.Context, k queueKey, now func() time.Time, beforeWait func() error) error {
+// acquireOr is acquire; beforeWait, when not nil, runs (with the queue
+// locked) when the request would have to wait, with its current priority,
+// and refuses it with its error instead. arrival, when not nil, gets the
+// request's order of admission (for resume).
+func (q *queue) acquireOr(ctx context.Context, k queueKey, now func() time.Time, beforeWait func(prio int) error, arrival *uint64) error {
 	q.mu.Lock()
 	changed := q.follow()
-	if q.inflight < q.capacity && q.waiting == 0 {
+	q.seq++
+	if arrival != nil {
+		*arrival = q.seq
+	}
+	if q.waiting == 0 && (q.inflight < q.capacity-q.room || (q.inflight < q.capacity && (!k.held || q.priority(k) < fairshare.PriorityBorrowBase))) {
 		q.inflight++
 		q.mu.Unlock()
 		return nil
@@ -115,26 +157,60 @@ func (q *queue) acquireOr(ctx context.Context, k queueKey, now func() time.Time,
 		q.mu.Unlock()
 		return withRetryAfter(errQueueFull, time.Second)
 	}
+	p := q.priority(k)
 	if beforeWait != nil {
-		if err := beforeWait(); err != nil {
+		if err := beforeWait(p); err != nil {
 			q.mu.Unlock()
 			return err
 		}
 	}
-	q.seq++
-	w := &waiter{key: k, arrival: q.seq, ready: make(chan struct{})}
+	return q.wait(ctx, k, p, q.seq, q.timeout, changed, now)
+}
+
+// resume makes a request whose slot was taken back (reclaim = "preempt")
+// wait for one again, ahead of the requests of its priority that arrived
+// after it did (arrival is its first admission's order). It waits
+// as long as ctx lets it: its client has been answering for a while.
+func (q *queue) resume(ctx context.Context, k queueKey, arrival uint64, now func() time.Time) error {
+	q.mu.Lock()
+	changed := q.follow()
+	return q.wait(ctx, k, q.priority(k), arrival, 0, changed, now)
+}
+
+// wait queues a waiter and waits for its slot, at most timeout (0: no
+// limit but ctx). Called with mu, which it releases.
+func (q *queue) wait(ctx context.Context, k queueKey, p int, arrival uint64, timeout time.Duration, changed <-chan struct{}, now func() time.Time) error {
+	w := &waiter{key: k, arrival: arrival, ready: make(chan struct{}), top: p < fairshare.PriorityBorrowBase}
 	f := q.fifos[k]
 	if f == nil {
 		f = list.New()
 		q.fifos[k] = f
 	}
-	w.elem = f.PushBack(w)
+	// Keep each FIFO in arrival order: a resumed request goes before the
+	// later arrivals of its key.
+	at := f.Back()
+	for at != nil && at.Value.(*waiter).arrival > arrival {
+		at = at.Prev()
+	}
+	if at == nil {
+		w.elem = f.PushFront(w)
+	} else {
+		w.elem = f.InsertAfter(w, at)
+	}
 	q.waiting++
+	if w.top {
+		q.topWaiting++
+	}
+	q.dispatch() // a slot may be free for it (others waiting could not use it)
 	q.mu.Unlock()
 
 	start := now()
-	t := time.NewTimer(q.timeout)
-	defer t.Stop()
+	var expired <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expired = t.C
+	}
 	for {
 		select {
 		case <-w.ready:
@@ -146,7 +222,7 @@ func (q *queue) acquireOr(ctx context.Context, k queueKey, now func() time.Time,
 			q.mu.Lock()
 			changed = q.follow()
 			q.mu.Unlock()
-		case <-t.C:
+		case <-expired:
 			if q.leave(w) {
 				return withRetryAfter(llmflow.Errorf(llmflow.EUNAVAILABLE,
 					"the pool is saturated: no slot within the queue timeout of %s; retry later", q.timeout), q.timeout)
@@ -156,10 +232,30 @@ func (q *queue) acquireOr(ctx context.Context, k queueKey, now func() time.Time,
 			if q.leave(w) {
 				return ctx.Err()
 			}
-			q.release() // granted in the meantime: give the slot back
+			q.release(false) // granted in the meantime: give the slot back
 			return ctx.Err()
 		}
 	}
+}
+
+// takeReclaiming counts one more request in flight at once, whatever the
+// count: a request within its organisation's reservation on an engine that
+// queues by priority itself (it waits there, if it must, ahead of every
+// borrower). arrival gets its order of admission. When the engine has no
+// slot for it, beyond the slots already being taken back, pick (when not
+// nil) may take one from a borrower: takeReclaiming reports whether it did.
+func (q *queue) takeReclaiming(arrival *uint64, pick func() bool) (picked bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.follow()
+	q.seq++
+	*arrival = q.seq
+	q.inflight++
+	if pick != nil && q.inflight-q.capacity-q.pending > 0 && pick() {
+		q.pending++
+		return true
+	}
+	return false
 }
 
 // leave removes a waiter that gave up; false when it was granted first.
@@ -169,42 +265,72 @@ func (q *queue) leave(w *waiter) bool {
 	if w.granted {
 		return false
 	}
+	q.unlink(w)
+	return true
+}
+
+// unlink takes w out of its FIFO. Called with mu.
+func (q *queue) unlink(w *waiter) {
 	f := q.fifos[w.key]
 	f.Remove(w.elem)
 	if f.Len() == 0 {
 		delete(q.fifos, w.key)
 	}
 	q.waiting--
-	return true
+	if w.top {
+		q.topWaiting--
+	}
 }
 
-// release frees a slot and hands it to the best waiter, if any.
-func (q *queue) release() {
+// release frees a slot and hands it to the best waiter, if any. victim is
+// true for the slot of a request reclaim picked to give its slot back (it
+// may have finished on its own meanwhile).
+func (q *queue) release(victim bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.inflight--
+	if victim {
+		q.pending--
+	}
 	q.follow()
 	q.dispatch()
 }
 
-// dispatch grants free slots in (priority, arrival) order. Called with mu.
+// reclaiming counts one more slot being taken back. Called with mu (from
+// acquireOr's beforeWait).
+func (q *queue) reclaiming() { q.pending++ }
+
+// shortOfSlots is how many waiters within their organisation's reservation
+// (the one about to wait included when it is one) would still wait once the
+// slots being taken back are free. Called with mu.
+func (q *queue) shortOfSlots(self bool) int {
+	n := q.topWaiting - q.pending
+	if self {
+		n++
+	}
+	return n
+}
+
+// dispatch grants free slots in (priority, arrival) order, skipping the
+// held borrowers while the headroom is all that is free. Called with mu.
 func (q *queue) dispatch() {
-	for q.inflight < q.capacity && q.waiting > 0 {
+	for q.waiting > 0 && q.inflight < q.capacity {
 		var best *waiter
 		bestPrio := 0
 		for k, f := range q.fifos {
 			w := f.Front().Value.(*waiter)
 			p := q.priority(k)
+			if q.inflight >= q.limit(k, p) {
+				continue
+			}
 			if best == nil || p < bestPrio || (p == bestPrio && w.arrival < best.arrival) {
 				best, bestPrio = w, p
 			}
 		}
-		f := q.fifos[best.key]
-		f.Remove(best.elem)
-		if f.Len() == 0 {
-			delete(q.fifos, best.key)
+		if best == nil {
+			return // only held borrowers wait, and only the headroom is free
 		}
-		q.waiting--
+		q.unlink(best)
 		q.inflight++
 		best.granted = true
 		close(best.ready)

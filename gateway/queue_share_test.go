@@ -83,14 +83,14 @@ func TestQueue_FollowsShare(t *testing.T) {
 	}
 	sh.set(1, true) // replicas joined: the 4 in flight finish, the waiter waits
 	for range 3 {
-		q.release()
+		q.release(false)
 	}
 	select {
 	case err := <-granted:
 		t.Fatalf("granted (%v) with 1 in flight and a part of 1", err)
 	case <-time.After(20 * time.Millisecond):
 	}
-	q.release()
+	q.release(false)
 	if err := <-granted; err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestQueue_FollowsShare(t *testing.T) {
 
 	// fewer slots than replicas, and this one holds none: refused at once
 	sh.set(0, true)
-	q.release()
+	q.release(false)
 	err := q.acquire(ctx, queueKey{}, time.Now)
 	var ra *retryAfter
 	if llmflow.ErrorCode(err) != llmflow.EUNAVAILABLE || !errors.As(err, &ra) || !strings.Contains(err.Error(), "holds none") {

@@ -35,7 +35,7 @@ func grantOrder(t *testing.T, q *queue, keys []queueKey) []string {
 		gatewaytest.WaitFor(t, func() bool { _, w := q.lengths(); return w == waitingBefore+1 })
 	}
 	for i := range keys {
-		q.release() // the slot goes to the best waiter, who keeps it
+		q.release(false) // the slot goes to the best waiter, who keeps it
 		gatewaytest.WaitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == i+1 })
 	}
 	wg.Wait()
@@ -82,11 +82,11 @@ func TestQueue_PriorityRecomputedWhileWaiting(t *testing.T) {
 		gatewaytest.WaitFor(t, func() bool { _, w := q.lengths(); return (team == "a" && w == 1) || w == 2 })
 	}
 	aPrio.Store(0) // a's organisation dropped back under its reservation
-	q.release()
+	q.release(false)
 	if first := <-granted; first != "a" {
 		t.Fatalf("%s granted first, want a (its priority improved while waiting)", first)
 	}
-	q.release()
+	q.release(false)
 	<-granted
 }
 
@@ -122,7 +122,7 @@ func TestQueue_ClientLeavesWhileWaiting(t *testing.T) {
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("%v, want canceled", err)
 	}
-	q.release()
+	q.release(false)
 	if in, w := q.lengths(); in != 0 || w != 0 {
 		t.Fatalf("in flight %d waiting %d, want 0 and 0", in, w)
 	}
@@ -152,7 +152,7 @@ func TestQueue_Concurrent(t *testing.T) {
 			}
 			time.Sleep(time.Microsecond)
 			cur.Add(-1)
-			q.release()
+			q.release(false)
 		}()
 	}
 	wg.Wait()

@@ -28,7 +28,12 @@ type pool struct {
 	upstreamSeconds prometheus.Observer
 	fs              *fairshare.Pool  // the pool's fair-share state
 	shared          admission.Shared // admits and releases the pool's requests (counters, budgets)
-	queue           *queue           // engine.GatewayQueue: the gateway-side queue; nil otherwise
+	// queue is the pool's gateway-side queue: every request goes through
+	// it on engine.GatewayQueue engines, the borrowers on the others when
+	// the pool reclaims; nil otherwise.
+	queue   *queue
+	reclaim engine.Reclaim
+	victims *reclaimer // the borrowers reclaim may preempt
 }
 
 // route is a client-facing model: where its requests go and what they cost.

@@ -432,7 +432,8 @@ type genRequestBody struct {
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
 	Stream              bool            `json:"stream"`
 	StreamOptions       *struct {
-		IncludeUsage *bool `json:"include_usage"`
+		IncludeUsage         *bool `json:"include_usage"`
+		ContinuousUsageStats bool  `json:"continuous_usage_stats"`
 	} `json:"stream_options"`
 	Priority  *int64          `json:"priority"`
 	CacheSalt json.RawMessage `json:"cache_salt"`
@@ -776,7 +777,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		id = newID("cmpl-")
 	}
 	if req.Stream {
-		s.stream(w, r, g, chat, id, created, req.Model, finish, includeUsage)
+		// vLLM: continuous_usage_stats puts the cumulative usage in every
+		// chunk (with include_usage)
+		continuous := includeUsage && req.StreamOptions != nil && req.StreamOptions.ContinuousUsageStats
+		s.stream(w, r, g, chat, id, created, req.Model, finish, includeUsage, continuous)
 	} else {
 		s.unary(w, r, g, chat, id, created, req.Model, finish)
 	}
@@ -861,7 +865,7 @@ func (s *Server) unary(w http.ResponseWriter, r *http.Request, g *genReq, chat b
 	writeJSON(w, http.StatusOK, resp)
 }
 
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *genReq, chat bool, id string, created int64, model, finish string, includeUsage bool) {
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *genReq, chat bool, id string, created int64, model, finish string, includeUsage, continuous bool) {
 	flusher, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -884,9 +888,14 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *genReq, chat 
 		buf.Write(b)
 		buf.WriteString("\n\n")
 	}
+	sent := 0
 	chunk := func(choice map[string]any) map[string]any {
-		return map[string]any{"id": id, "object": object, "created": created, "model": model,
+		c := map[string]any{"id": id, "object": object, "created": created, "model": model,
 			"choices": []any{choice}}
+		if continuous {
+			c["usage"] = makeUsage(g.seq.PromptTokens, sent, g.cached)
+		}
+		return c
 	}
 	flush := func() bool {
 		if buf.Len() == 0 {
@@ -910,18 +919,19 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *genReq, chat 
 			return
 		}
 	}
-	sent := 0
 	for {
 		gen, done, errMsg, ok := s.wait(r, g)
 		if !ok {
 			return
 		}
-		for ; sent < gen; sent++ {
+		for sent < gen {
+			tok := tokenText(g.offset + sent)
+			sent++ // counted in this chunk's continuous usage
 			if chat {
-				send(chunk(map[string]any{"index": 0, "delta": map[string]any{"content": tokenText(g.offset + sent)},
+				send(chunk(map[string]any{"index": 0, "delta": map[string]any{"content": tok},
 					"logprobs": nil, "finish_reason": nil}))
 			} else {
-				send(chunk(map[string]any{"index": 0, "text": tokenText(g.offset + sent), "logprobs": nil, "finish_reason": nil}))
+				send(chunk(map[string]any{"index": 0, "text": tok, "logprobs": nil, "finish_reason": nil}))
 			}
 		}
 		if errMsg != "" {

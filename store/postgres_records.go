@@ -36,13 +36,16 @@ const pgBatchTable = `CREATE TEMP TABLE IF NOT EXISTS llmflow_batch (
 	ttfb_us           bigint           NOT NULL,
 	tags              text[]           COLLATE "C" NOT NULL,
 	estimate_reason   text             COLLATE "C" NOT NULL,
+	preemptions       bigint           NOT NULL,
+	recomputed_tokens bigint           NOT NULL,
 	ord               integer          NOT NULL
 ) ON COMMIT DELETE ROWS`
 
 var pgBatchColumns = []string{
 	"request_id", "time", "key_id", "project", "team", "org", "model", "pool", "upstream",
 	"prompt_tokens", "completion_tokens", "cached_tokens", "gpu_hours",
-	"status", "outcome", "estimated", "stream", "priority", "latency_us", "ttfb_us", "tags", "estimate_reason", "ord",
+	"status", "outcome", "estimated", "stream", "priority", "latency_us", "ttfb_us", "tags", "estimate_reason",
+	"preemptions", "recomputed_tokens", "ord",
 }
 
 // pgMoveBatch moves the copied batch into records and rolls up what was
@@ -121,7 +124,8 @@ func (s *Postgres) WriteRecords(ctx context.Context, rs []llmflow.Record) error 
 			r.RequestID, pgTime(r.Time), r.KeyID, r.Project, r.Team, r.Org, r.Model, r.Pool, r.Upstream,
 			r.PromptTokens, r.CompletionTokens, r.CachedTokens, r.GPUHours,
 			int64(r.Status), string(r.Outcome), r.Estimated, r.Stream, int64(r.Priority),
-			r.Latency.Microseconds(), r.TTFB.Microseconds(), nonNil(r.Tags), string(r.EstimateReason), int32(i),
+			r.Latency.Microseconds(), r.TTFB.Microseconds(), nonNil(r.Tags), string(r.EstimateReason),
+			int64(r.Preemptions), r.RecomputedTokens, int32(i),
 		}, nil
 	}
 	var err error

@@ -13,7 +13,8 @@ import (
 // Records reads, in this order, in both backends.
 const recordCols = `request_id, time, key_id, project, team, org, model, pool, upstream,
 	prompt_tokens, completion_tokens, cached_tokens, gpu_hours,
-	status, outcome, estimated, stream, priority, latency_us, ttfb_us, tags, estimate_reason`
+	status, outcome, estimated, stream, priority, latency_us, ttfb_us, tags, estimate_reason,
+	preemptions, recomputed_tokens`
 
 // purgeChunk is how many records one purge transaction deletes: a large
 // purge goes in steps, so that accounting writes interleave with it
@@ -75,7 +76,8 @@ FROM records WHERE time >= ? AND time < ? ORDER BY time, request_id`, []any{a.bo
 			)
 			if err := rows.Scan(&r.RequestID, dbTime{&r.Time}, &r.KeyID, &r.Project, &r.Team, &r.Org, &r.Model, &r.Pool, &r.Upstream,
 				&r.PromptTokens, &r.CompletionTokens, &r.CachedTokens, &r.GPUHours,
-				&r.Status, &outcome, &r.Estimated, &r.Stream, &r.Priority, &lat, &ttfb, a.listDest(&r.Tags), &reason); err != nil {
+				&r.Status, &outcome, &r.Estimated, &r.Stream, &r.Priority, &lat, &ttfb, a.listDest(&r.Tags), &reason,
+				&r.Preemptions, &r.RecomputedTokens); err != nil {
 				return r, err
 			}
 			r.Outcome = llmflow.Outcome(outcome)

@@ -11,7 +11,7 @@ import (
 )
 
 // recordColumns is the number of columns insertRecordsSQL binds per row.
-const recordColumns = 24
+const recordColumns = 26
 
 // recordsPerInsert is how many rows one INSERT carries: a batch goes in
 // as few statements as possible, which is where the write throughput
@@ -48,6 +48,8 @@ const batchTable = `CREATE TEMP TABLE IF NOT EXISTS batch (
 	ttfb_us           INTEGER NOT NULL,
 	tags              TEXT    NOT NULL,
 	estimate_reason   TEXT    NOT NULL,
+	preemptions       INTEGER NOT NULL,
+	recomputed_tokens INTEGER NOT NULL,
 	hour              INTEGER NOT NULL,
 	ord               INTEGER NOT NULL
 )`
@@ -122,7 +124,8 @@ func recordArgs(args []any, r *llmflow.Record, ord int) ([]any, error) {
 		r.RequestID, t, r.KeyID, r.Project, r.Team, r.Org, r.Model, r.Pool, r.Upstream,
 		r.PromptTokens, r.CompletionTokens, r.CachedTokens, r.GPUHours,
 		r.Status, string(r.Outcome), r.Estimated, r.Stream, r.Priority,
-		r.Latency.Microseconds(), r.TTFB.Microseconds(), tags, string(r.EstimateReason), hourOf(t), ord,
+		r.Latency.Microseconds(), r.TTFB.Microseconds(), tags, string(r.EstimateReason),
+		r.Preemptions, r.RecomputedTokens, hourOf(t), ord,
 	), nil
 }
 

@@ -587,6 +587,8 @@ func fullRecord(id string, tm time.Time) llmflow.Record {
 		EstimateReason:   llmflow.EstimateIncomplete,
 		Stream:           true,
 		Priority:         -3,
+		Preemptions:      2,
+		RecomputedTokens: 1 << 33, // beyond 32 bits
 		Latency:          1234567 * time.Microsecond,
 		TTFB:             89 * time.Microsecond,
 		Tags:             []string{"teaching", "ünï, \"q\"", "teaching"},

@@ -20,3 +20,21 @@ pool "queue" {
 }
 pool "none" {} # ERROR: Missing required argument; The argument "capacity" is required
 pool "" { capacity = 1 } # ERROR@col=6: pool name must not be empty
+pool "reclaim" {
+  capacity = 4
+  reclaim  = "steal" # ERROR@col=14: reclaim must be one of "preempt", "holdback", "none", got "steal"
+}
+pool "fcfs-preempt" {
+  capacity  = 4
+  scheduler = "fcfs"
+  reclaim   = "preempt" # ERROR@col=15: reclaim = "preempt" needs an engine that resumes a request from its answer so far (scheduler "priority" or "gateway"); the openai-compatible engines of this pool do not: use "holdback" or "none"
+}
+pool "headroom" {
+  capacity = 4
+  reclaim  = "holdback"
+  headroom = 4 # ERROR@col=14: headroom must be less than the pool's capacity (4): borrowers need a slot
+}
+pool "headroom-neg" {
+  capacity = 4
+  headroom = -1 # ERROR@col=14: headroom must be between 0 and 1048576
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/go-llmflow/llmflow/engine"
 	"github.com/go-llmflow/llmflow/fairshare"
 	"github.com/go-llmflow/llmflow/internal/gatewaytest"
+	"github.com/go-llmflow/llmflow/sse"
 	"github.com/go-llmflow/llmflow/vllmsim"
 )
 
@@ -536,4 +537,81 @@ func TestResumedRequest(t *testing.T) {
 	if bytes.Contains(b, []byte("continue_final_message")) || !bytes.Contains(b, []byte(`"stream":true`)) || bytes.Contains(b, []byte("continuous")) {
 		t.Errorf("first attempt %s", b)
 	}
+}
+
+// FuzzResume: whatever a client sends, a request found resumable is
+// resumed as valid JSON with one of each member, the text to continue where
+// the engine continues it.
+func FuzzResume(f *testing.F) {
+	for _, s := range append(rewriteSeeds,
+		`{"model":"m","messages":[{"role":"user","content":"hi"}],"min_tokens":3,"stream":false}`,
+		`{"model":"m","prompt":"once","max_tokens":9}`,
+		`{"model":"m","messages":[ {"role":"user","content":"a"} , {"role":"tool","content":"b"} ] }`) {
+		f.Add([]byte(s), true)
+		f.Add([]byte(s), false)
+	}
+	d, _ := engine.For("priority", "both")
+	f.Fuzz(func(t *testing.T, body []byte, chat bool) {
+		ep := engine.Completions
+		if chat {
+			ep = engine.ChatCompletions
+		}
+		rq, err := parseRequest(body, ep)
+		if err != nil || !rq.resumable(ep) {
+			return
+		}
+		text := "tok0 \"q\" \u2028 "
+		out := rq.resumed(chat, []byte(text), 2, true).encode(upstreamBody{engine: &d, model: "up", outputLimit: 5})
+		var got map[string]any
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("resumed %q from %q: %v", out, body, err)
+		}
+		keys, _ := topLevel(t, out)
+		seen := map[string]bool{}
+		for _, k := range keys {
+			if seen[k] {
+				t.Fatalf("key %q twice in %s", k, out)
+			}
+			seen[k] = true
+		}
+		if chat {
+			msgs, _ := got["messages"].([]any)
+			last, _ := msgs[len(msgs)-1].(map[string]any)
+			if last["role"] != "assistant" || last["content"] != text || got["continue_final_message"] != true {
+				t.Fatalf("resumed chat %s", out)
+			}
+		} else if p, _ := got["prompt"].(string); !strings.HasSuffix(p, text) {
+			t.Fatalf("resumed completion %s", out)
+		}
+	})
+}
+
+// FuzzResumeChunk: a chunk an engine sends is rewritten as one valid JSON
+// object with the first attempt's id and created and the client's model.
+func FuzzResumeChunk(f *testing.F) {
+	f.Add([]byte(`{"id":"chatcmpl-2","object":"chat.completion.chunk","created":2,"model":"up","choices":[{"index":0,"delta":{"content":"x"}}],"usage":{"prompt_tokens":3,"completion_tokens":1}}`))
+	f.Add([]byte(`{"choices":[],"model":7}`))
+	f.Add([]byte(`{"id":"a","id":"b"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) || len(bytes.TrimSpace(data)) == 0 || bytes.TrimSpace(data)[0] != '{' {
+			return
+		}
+		rs := &resumeState{id: []byte(`"chatcmpl-1"`), created: []byte("1"), usage: sse.Usage{PromptTokens: 3}, attempts: 1, generated: 4, prompt: 3}
+		x := &exchange{rq: &clientRequest{model: "m\u2028", continuousOK: true}}
+		out := rs.rewrite(nil, data, x, true)
+		ev, ok := bytes.CutPrefix(out, []byte("data: "))
+		if !ok || !bytes.HasSuffix(ev, []byte("\n\n")) {
+			t.Fatalf("event %q", out)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(ev, &got); err != nil {
+			t.Fatalf("rewrote %q into %q: %v", data, out, err)
+		}
+		if _, has := got["id"]; has && got["id"] != "chatcmpl-1" {
+			t.Fatalf("id %v in %s", got["id"], out)
+		}
+		if _, has := got["model"]; has && got["model"] != "m\u2028" {
+			t.Fatalf("model %v in %s", got["model"], out)
+		}
+	})
 }

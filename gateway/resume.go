@@ -353,8 +353,9 @@ func (rs *resumeState) rewrite(b, data []byte, x *exchange, hasUsage bool) []byt
 			b = append(b, ',')
 		}
 		n++
-		b = appendJSONString(b, string(k))
-		b = append(b, ':')
+		b = append(b, '"')
+		b = append(b, k...) // the raw key, as the engine spelled it
+		b = append(b, '"', ':')
 		b = append(b, v...)
 	}
 	return append(b, "}\n\n"...)

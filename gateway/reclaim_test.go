@@ -27,7 +27,7 @@ import (
 // 1) in front of vllmsim behaving as vLLM V1 at max_num_seqs = 4 with KV to
 // spare: it never preempts a running request for a waiting one of higher
 // priority, so only the gateway can give etabA its slots back at once.
-func reclaimEnv(t *testing.T, reclaim engine.Reclaim, headroom int) (*testEnv, *vllmsim.Server) {
+func reclaimEnv(t *testing.T, reclaim engine.Reclaim, headroom int, mod ...func(*Options)) (*testEnv, *vllmsim.Server) {
 	t.Helper()
 	sim := vllmsim.New(vllmsim.Config{APIKey: gatewaytest.UpstreamKey, StepInterval: 2 * time.Millisecond,
 		Sched: vllmsim.SchedConfig{MaxNumSeqs: 4, KVBlocks: 1 << 16}})
@@ -37,10 +37,10 @@ func reclaimEnv(t *testing.T, reclaim engine.Reclaim, headroom int) (*testEnv, *
 		sim.Close()
 		hs.Close()
 	})
-	e := newEnv(t, []string{hs.URL}, "", func(o *Options) {
+	e := newEnv(t, []string{hs.URL}, "", append([]func(*Options){func(o *Options) {
 		o.Config.Pools[0].Capacity = 4
 		o.Config.Pools[0].Reclaim, o.Config.Pools[0].Headroom = reclaim, headroom
-	})
+	}}, mod...)...)
 	return e, sim
 }
 
@@ -302,6 +302,24 @@ func TestReclaimPreemptsAndResumesStreams(t *testing.T) {
 	if resumed < 3 {
 		t.Errorf("%d resumed requests reached the engine, want ≥ 3", resumed)
 	}
+}
+
+// On an engine without priorities (llama-server: scheduler = "gateway")
+// the owners wait in the gateway's queue, and take the borrowers' slots
+// from there.
+func TestReclaimGatewayQueue(t *testing.T) {
+	e, sim := reclaimEnv(t, engine.ReclaimPreempt, 1, func(o *Options) {
+		o.Config.Pools[0].Engine, _ = engine.For("gateway", "")
+	})
+	keyB := e.newKey(t, "lab-chem")
+	const n = 300
+	ref := ask(t, e, keyB, "/v1/chat/completions", reclaimChat(true)("borrower", n))
+	if ref.text != tokens(0, n) || ref.usage == nil {
+		t.Fatalf("unpreempted answer %q, usage %+v", ref.text, ref.usage)
+	}
+	e.recs.wait(t, 1)
+	answers := reclaimRun(t, e, sim, fixedPath("/v1/chat/completions"), reclaimChat(true), n)
+	checkResumed(t, e, answers, ref)
 }
 
 // A client that did not stream gets one normal answer, the same as

@@ -184,6 +184,10 @@ func (g *Gateway) attempt(ctx context.Context, w http.ResponseWriter, x *exchang
 	switch {
 	case resp.StatusCode == http.StatusOK && isEventStream(resp.Header):
 	case rs.attempts > 0 || rs.header:
+		// an engine that refuses to continue an answer (an old
+		// llama-server): the client's answer breaks off
+		g.log.Warn("engine refused to resume a preempted request", "request_id", x.id, "upstream", x.up.name,
+			"status", resp.StatusCode, "content_type", resp.Header.Get("Content-Type"))
 		return attemptBroken, nil
 	case resp.StatusCode == http.StatusOK:
 		return attemptUnsupported, g.relayBody(w, x, resp) // the engine did not stream

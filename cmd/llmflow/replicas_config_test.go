@@ -20,7 +20,7 @@ func TestReplicasConfiguredBeforeRedis(t *testing.T) {
 	simSrv := httptest.NewServer(sim)
 	t.Cleanup(func() { simSrv.Close(); sim.Close() })
 	dir := t.TempDir()
-	p := startServe(t, replicasConfig(t, dir, simSrv.URL, redisAt(freeAddr(t))+"  replicas = 3\n", `pool "sim" { capacity = 16 }`))
+	p := startServe(t, replicasConfig(t, dir, simSrv.URL, redisAt(freeAddr(t))+"  replicas = 3\n", "pool \"sim\" {\n  capacity = 16\n  reclaim  = \"none\"\n}"))
 	key := createKey(t, p.base)
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	for range 6 {

@@ -101,7 +101,9 @@ func TestThreeReplicasShareReservation(t *testing.T) {
 	simSrv := httptest.NewServer(sim)
 	t.Cleanup(func() { simSrv.Close(); sim.Close() })
 	dir := t.TempDir()
-	reps := startReplicas(t, replicasConfig(t, dir, simSrv.URL, redisAt(rds.addr), `pool "sim" { capacity = 8 }`), dir, 3)
+	// reclaim = "none": the borrowers go to the engine beyond the capacity
+	// (under "preempt" they would wait in the gateways for a slot)
+	reps := startReplicas(t, replicasConfig(t, dir, simSrv.URL, redisAt(rds.addr), "pool \"sim\" {\n  capacity = 8\n  reclaim  = \"none\"\n}"), dir, 3)
 	key := createKey(t, reps[0].base)
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	waitFor(t, 10*time.Second, "every replica sees 3 live replicas (leases)", func() bool {

@@ -484,6 +484,8 @@ var poolSchema = &hcl.BodySchema{
 		{Name: "gpus"},
 		{Name: "reclaim"},
 		{Name: "headroom"},
+		{Name: "engine"},
+		{Name: "priority_order"},
 	},
 }
 
@@ -492,21 +494,66 @@ func (d *decoder) decodePools(blocks hcl.Blocks) {
 	for _, b := range blocks.OfType("pool") {
 		name, ok := d.label(b, "pool", seen)
 		c := d.content(b.Body, poolSchema)
-		scheduler, via := DefaultScheduler, DefaultPriorityVia
 		p := Pool{Name: name,
 			QueueTimeout: DefaultQueueTimeout, QueueSize: DefaultQueueSize, DefRange: b.DefRange}
 		intAttr(d, c.Attributes, "capacity", 1, MaxCapacity, &p.Capacity)
-		d.enum(c.Attributes, "scheduler", &scheduler, "priority", "fcfs", "gateway")
 		d.duration(c.Attributes, "queue_timeout", &p.QueueTimeout)
 		intAttr(d, c.Attributes, "queue_size", 1, 1<<24, &p.QueueSize)
 		intAttr(d, c.Attributes, "gpus", 0, 1<<24, &p.GPUs)
-		d.enum(c.Attributes, "priority_via", &via, "both", "header", "body")
-		p.Engine, _ = engine.For(scheduler, via) // both checked by enum
+		d.decodeEngine(c.Attributes, b.DefRange, &p)
 		d.decodeReclaim(c.Attributes, &p)
 		if ok {
 			d.cfg.Pools = append(d.cfg.Pools, p)
 		}
 	}
+}
+
+// decodeEngine decodes a pool's engine kind and its options (scheduler,
+// priority_via, priority_order). Without a kind the scheduler names it, as
+// before kinds existed: "priority" vLLM, "gateway" llama-server, "fcfs" any
+// OpenAI-compatible engine.
+func (d *decoder) decodeEngine(attrs hcl.Attributes, def hcl.Range, p *Pool) {
+	var kind, scheduler, via, order string
+	ka := d.enum(attrs, "engine", &kind, engine.Kinds...)
+	sa := d.enum(attrs, "scheduler", &scheduler, "priority", "fcfs", "gateway")
+	va := d.enum(attrs, "priority_via", &via, "both", "header", "body")
+	oa := d.enum(attrs, "priority_order", &order, "low_first", "high_first")
+	if d.failed(ka, sa, va, oa, attrs) {
+		return
+	}
+	if kind == "" {
+		if scheduler == "" {
+			scheduler = DefaultScheduler
+		}
+		kind = map[string]string{"priority": "vllm", "gateway": "llama-server", "fcfs": "openai"}[scheduler]
+		if scheduler != "priority" {
+			via = "" // as before kinds: priority_via only matters to a priority scheduler
+		}
+	}
+	e, err := engine.New(kind, engine.Options{Scheduler: scheduler, PriorityVia: via, PriorityOrder: order})
+	if err != nil {
+		at := def
+		for _, a := range []*hcl.Attribute{oa, va, sa, ka} { // the most specific setting given
+			if a != nil {
+				at = a.Expr.Range()
+				break
+			}
+		}
+		d.errorf(at, "%v", err)
+		return
+	}
+	p.Engine = e
+}
+
+// failed reports whether one of the named attributes present in attrs
+// was refused (its decoded pointer is nil).
+func (d *decoder) failed(ka, sa, va, oa *hcl.Attribute, attrs hcl.Attributes) bool {
+	for name, a := range map[string]*hcl.Attribute{"engine": ka, "scheduler": sa, "priority_via": va, "priority_order": oa} {
+		if _, given := attrs[name]; given && a == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // decodeReclaim decodes a pool's reclaim and headroom (after its capacity

@@ -112,7 +112,7 @@ func TestLoad_Examples(t *testing.T) {
 	gateway := defaults("../examples/gateway.hcl")
 	gateway.MasterKeyFile = "/etc/llmflow/master.key"
 	gateway.Orgs = twoOrgs()
-	gateway.Pools = []config.Pool{{Name: "b300", Capacity: 256, QueueTimeout: 30 * time.Second, QueueSize: 10000, Engine: engine.Descriptor{Name: "vllm", Scheduling: engine.Priority, PriorityHeader: engine.VLLMPriorityHeader, PriorityBody: true, Strip: engine.Stripped, Endpoints: 7, Resumes: true, ContinuousUsage: true}, Reclaim: engine.ReclaimPreempt, Headroom: 64}}
+	gateway.Pools = []config.Pool{{Name: "b300", Capacity: 256, QueueTimeout: 30 * time.Second, QueueSize: 10000, Engine: kind("vllm", engine.Options{}), Reclaim: engine.ReclaimPreempt, Headroom: 64}}
 	gateway.Models = []config.Model{{
 		Name:             "llama-3.3-70b",
 		UpstreamModel:    "meta-llama/Llama-3.3-70B-Instruct",
@@ -131,7 +131,7 @@ func TestLoad_Examples(t *testing.T) {
 	quick := defaults("../examples/quickstart.hcl")
 	quick.MasterKeyFile = filepath.Join("..", "examples", "master.key")
 	quick.Orgs = twoOrgs()
-	quick.Pools = []config.Pool{{Name: "sim", Capacity: 16, QueueTimeout: 30 * time.Second, QueueSize: 10000, Engine: engine.Descriptor{Name: "vllm", Scheduling: engine.Priority, PriorityHeader: engine.VLLMPriorityHeader, PriorityBody: true, Strip: engine.Stripped, Endpoints: 7, Resumes: true, ContinuousUsage: true}, Reclaim: engine.ReclaimPreempt, Headroom: 4}}
+	quick.Pools = []config.Pool{{Name: "sim", Capacity: 16, QueueTimeout: 30 * time.Second, QueueSize: 10000, Engine: kind("vllm", engine.Options{}), Reclaim: engine.ReclaimPreempt, Headroom: 4}}
 	quick.Models = []config.Model{{
 		Name:             "sim-llama",
 		UpstreamModel:    "sim/llama",
@@ -259,8 +259,8 @@ func TestParse_Full(t *testing.T) {
 			{Name: "borrower", Share: 0},
 		},
 		Pools: []config.Pool{
-			{Name: "p", Capacity: 1048576, QueueTimeout: 2 * time.Minute, QueueSize: 50, Engine: engine.Descriptor{Name: "llama-server", Scheduling: engine.GatewayQueue, Strip: engine.Stripped, Endpoints: 7, Resumes: true}, Reclaim: engine.ReclaimPreempt, Headroom: 262144},
-			{Name: "q", Capacity: 1, QueueTimeout: 30 * time.Second, QueueSize: 10000, Engine: engine.Descriptor{Name: "vllm", Scheduling: engine.Priority, PriorityBody: true, Strip: engine.Stripped, Endpoints: 7, Resumes: true, ContinuousUsage: true}, Reclaim: engine.ReclaimPreempt},
+			{Name: "p", Capacity: 1048576, QueueTimeout: 2 * time.Minute, QueueSize: 50, Engine: kind("llama-server", engine.Options{}), Reclaim: engine.ReclaimPreempt, Headroom: 262144},
+			{Name: "q", Capacity: 1, QueueTimeout: 30 * time.Second, QueueSize: 10000, Engine: kind("vllm", engine.Options{PriorityVia: "body"}), Reclaim: engine.ReclaimPreempt},
 		},
 		Models: []config.Model{{
 			Name:             "batchy",
@@ -517,4 +517,13 @@ func TestParse_Admin(t *testing.T) {
 	if a := mustParse(t, "gw.hcl", "admin {\n  allowed_origins = [\"https://c.example.org\"]\n}\n").Admin; a == nil || a.Listen != "" {
 		t.Errorf("admin block without listen: %+v", a)
 	}
+}
+
+// kind is the descriptor engine.New gives, for expectations.
+func kind(k string, o engine.Options) engine.Descriptor {
+	d, err := engine.New(k, o)
+	if err != nil {
+		panic(err)
+	}
+	return d
 }

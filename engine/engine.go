@@ -53,11 +53,18 @@ const (
 type Descriptor struct {
 	Name       string // for logs and listings: "vllm", "llama-server", "openai-compatible"
 	Scheduling Scheduling
+	// Kind is the engine kind of the configuration: "vllm", "sglang",
+	// "llama-server" or "openai".
+	Kind string
 	// PriorityHeader is the request header the priority is sent in ("" =
 	// none); PriorityBody sends it as the body's "priority" member. Only
 	// Priority engines get either.
 	PriorityHeader string
 	PriorityBody   bool
+	// PriorityHighFirst is true for an engine that runs the largest
+	// priority value first (SGLang's default): the gateway sends Wire(p),
+	// which reverses its order.
+	PriorityHighFirst bool
 	// Strip lists the top-level client body members never sent to the
 	// engine: they would let a client choose its own priority, request id,
 	// session, KV transfer, prefix-cache partition or llama-server slot.
@@ -83,6 +90,13 @@ type Descriptor struct {
 	// vLLM V1 does not (its scheduler preempts only when KV blocks run out;
 	// vLLM issue #40004): the gateway does it for it (ReclaimPreempt).
 	PreemptsForPriority bool
+
+	// Metrics names the engine's Prometheus series the gateway reads
+	// (capacity, doctor); empty names: the engine has none.
+	Metrics Metrics
+	// Tokenize is how the engine counts a prompt's tokens (TokenizeNone:
+	// it cannot be asked).
+	Tokenize Tokenizer
 }
 
 // Reclaim is how a pool gives an organisation the slots of its reservation
@@ -166,38 +180,14 @@ const VLLMPriorityHeader = "X-Vllm-Priority"
 
 // For returns the descriptor of a pool configured with scheduler
 // ("priority", "gateway" or "fcfs") and priorityVia ("header", "body" or
-// "both", for "priority" only). ok is false for an unknown scheduler or
-// priorityVia; the configuration checks both before.
+// "both", for "priority" only) and no engine kind: the kind the scheduler
+// implies (vLLM, llama-server, any OpenAI-compatible engine). ok is false
+// for an unknown scheduler or priorityVia; the configuration checks both
+// before.
 func For(scheduler, priorityVia string) (d Descriptor, ok bool) {
-	d = Descriptor{Strip: Stripped, Endpoints: allEndpoints}
-	switch scheduler {
-	case "priority":
-		// vLLM: continue_final_message on chat, a prompt continued on
-		// completions, continuous_usage_stats; no priority preemption at
-		// max_num_seqs (issue #40004).
-		d.Name, d.Scheduling = "vllm", Priority
-		d.Resumes, d.ContinuousUsage = true, true
-		switch priorityVia {
-		case "header":
-			d.PriorityHeader = VLLMPriorityHeader
-		case "body":
-			d.PriorityBody = true
-		case "both":
-			d.PriorityHeader, d.PriorityBody = VLLMPriorityHeader, true
-		default:
-			return Descriptor{}, false
-		}
-	case "gateway":
-		// llama-server takes continue_final_message too (its
-		// assistant-prefill path); no continuous usage.
-		d.Name, d.Scheduling = "llama-server", GatewayQueue
-		d.Resumes = true
-	case "fcfs":
-		d.Name, d.Scheduling = "openai-compatible", FCFS
-	default:
-		return Descriptor{}, false
-	}
-	return d, true
+	kind := map[string]string{"priority": "vllm", "gateway": "llama-server", "fcfs": "openai"}[scheduler]
+	d, err := New(kind, Options{Scheduler: scheduler, PriorityVia: priorityVia})
+	return d, err == nil
 }
 
 // Serves reports whether the engine serves e.

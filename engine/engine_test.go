@@ -59,3 +59,50 @@ func TestFor(t *testing.T) {
 		}
 	}
 }
+
+func TestKinds(t *testing.T) {
+	for _, k := range engine.Kinds {
+		d, err := engine.New(k, engine.Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+		if d.Kind != k || d.Name == "" || len(d.Strip) == 0 {
+			t.Errorf("%s: %+v", k, d)
+		}
+	}
+	if _, err := engine.New("tgi", engine.Options{}); err == nil {
+		t.Error("unknown kind accepted")
+	}
+	for _, tc := range []struct {
+		kind string
+		o    engine.Options
+	}{
+		{"llama-server", engine.Options{Scheduler: "priority"}},
+		{"openai", engine.Options{Scheduler: "priority"}},
+		{"vllm", engine.Options{PriorityOrder: "low_first"}},
+		{"sglang", engine.Options{PriorityVia: "header"}},
+		{"sglang", engine.Options{PriorityOrder: "sideways"}},
+		{"vllm", engine.Options{Scheduler: "lottery"}},
+	} {
+		if _, err := engine.New(tc.kind, tc.o); err == nil {
+			t.Errorf("New(%s, %+v) accepted", tc.kind, tc.o)
+		}
+	}
+}
+
+// SGLang runs the largest priority first unless told otherwise: the
+// gateway reverses its order on the wire, and keeps it for vLLM.
+func TestWire(t *testing.T) {
+	sg, _ := engine.New("sglang", engine.Options{})
+	low, _ := engine.New("sglang", engine.Options{PriorityOrder: "low_first"})
+	vl, _ := engine.New("vllm", engine.Options{})
+	for _, pair := range [][2]int{{0, 10}, {1, 2}, {10, 101}} {
+		a, b := pair[0], pair[1] // a runs before b
+		if !(sg.Wire(a) > sg.Wire(b)) || sg.Wire(b) < 0 {
+			t.Errorf("sglang: Wire(%d) = %d, Wire(%d) = %d", a, sg.Wire(a), b, sg.Wire(b))
+		}
+		if low.Wire(a) != a || vl.Wire(a) != a {
+			t.Errorf("low-first engines get the priority as it is")
+		}
+	}
+}

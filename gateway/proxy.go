@@ -146,7 +146,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, x *exchang
 	rt, pl := x.rt, x.rt.pool
 	ub := upstreamBody{engine: &pl.engine, model: rt.upstreamModel, cacheSalt: x.view.salts[x.org], outputLimit: x.outputLimit}
 	if pl.engine.PriorityBody {
-		ub.priority, ub.withPrio = x.priority, true
+		ub.priority, ub.withPrio = pl.engine.Wire(x.priority), true
 	}
 	body := x.rq.encode(ub)
 	if x.rq.stream && g.cfg.Limits.StreamIdleTimeout > 0 {
@@ -214,7 +214,7 @@ func (g *Gateway) roundTrip(ctx context.Context, x *exchange, body []byte) (*htt
 			h["Authorization"] = up.authHdr
 		}
 		if pl.engine.PriorityHeader != "" {
-			h[pl.engine.PriorityHeader] = priorityHeader(x.priority)
+			h[pl.engine.PriorityHeader] = priorityHeader(pl.engine.Wire(x.priority))
 		}
 		req := newUpstreamRequest(ctx, up.urls[x.ep], h, body)
 		if x.sentUp.IsZero() {

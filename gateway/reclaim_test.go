@@ -368,7 +368,11 @@ func TestReclaimNeverPreemptsWhatCannotResume(t *testing.T) {
 	}
 	// one within etabB's reservation and two borrowed: the fourth waits,
 	// the headroom (1) stays free
-	gatewaytest.WaitFor(t, func() bool { _, w := e.gw.pools["p"].queue.lengths(); return w == 1 })
+	gatewaytest.WaitFor(t, func() bool {
+		_, w := e.gw.pools["p"].queue.lengths()
+		return w == 1 && sim.RunningBy(who)["borrower"] == 3
+	})
+	time.Sleep(20 * time.Millisecond) // nothing more gets through
 	if got := sim.RunningBy(who)["borrower"]; got != 3 {
 		t.Fatalf("%d borrowers run, want 3 (capacity 4 less headroom 1)", got)
 	}
@@ -396,7 +400,11 @@ func TestReclaimHoldback(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); ask(t, e, keyB, "/v1/chat/completions", reclaimChat(true)("borrower", 200)) }()
 	}
-	gatewaytest.WaitFor(t, func() bool { _, w := e.gw.pools["p"].queue.lengths(); return w == 2 })
+	gatewaytest.WaitFor(t, func() bool {
+		_, w := e.gw.pools["p"].queue.lengths()
+		return w == 2 && sim.RunningBy(who)["borrower"] == 2
+	})
+	time.Sleep(20 * time.Millisecond) // nothing more gets through
 	if got := sim.RunningBy(who)["borrower"]; got != 2 {
 		t.Fatalf("%d borrowers run, want 2 (capacity 4 less headroom 2)", got)
 	}

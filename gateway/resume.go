@@ -101,7 +101,7 @@ func (g *Gateway) forwardResumable(ctx context.Context, w http.ResponseWriter, x
 		}
 		ub := upstreamBody{engine: &pl.engine, model: rt.upstreamModel, cacheSalt: x.view.salts[x.org], outputLimit: remaining}
 		if pl.engine.PriorityBody {
-			ub.priority, ub.withPrio = x.priority, true
+			ub.priority, ub.withPrio = pl.engine.Wire(x.priority), true
 		}
 		body := x.rq.resumed(rs.chat, rs.text, rs.generated, pl.engine.ContinuousUsage || x.rq.continuousOK).encode(ub)
 		end, err := g.attempt(actx, w, x, rs, body)

@@ -38,3 +38,22 @@ pool "headroom-neg" {
   capacity = 4
   headroom = -1 # ERROR@col=14: headroom must be between 0 and 1048576
 }
+pool "kind" {
+  capacity = 4
+  engine   = "tgi" # ERROR@col=14: engine must be one of "vllm", "sglang", "llama-server", "openai", got "tgi"
+}
+pool "llama-priority" {
+  capacity  = 4
+  engine    = "llama-server"
+  scheduler = "priority" # ERROR@col=15: llama-server has no priority scheduler: use scheduler "gateway" (the default) or "fcfs"
+}
+pool "vllm-order" {
+  capacity       = 4
+  engine         = "vllm"
+  priority_order = "high_first" # ERROR@col=20: priority_order is a setting of SGLang, not of vllm
+}
+pool "sglang-via" {
+  capacity     = 4
+  engine       = "sglang"
+  priority_via = "header" # ERROR@col=18: priority_via is a setting of vLLM's priority scheduler, not of sglang with scheduler "priority"
+}

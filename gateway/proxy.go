@@ -144,7 +144,11 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, x *exchang
 		return g.forwardResumable(ctx, w, x) // a borrower reclaim may preempt
 	}
 	rt, pl := x.rt, x.rt.pool
-	ub := upstreamBody{engine: &pl.engine, model: rt.upstreamModel, cacheSalt: x.view.salts[x.org], outputLimit: x.outputLimit}
+	// A stream's engine reports its running usage in every chunk where it
+	// can: a client that leaves is charged what the engine did (the chunks
+	// reach the client without it unless it asked).
+	ub := upstreamBody{engine: &pl.engine, model: rt.upstreamModel, cacheSalt: x.view.salts[x.org], outputLimit: x.outputLimit,
+		continuous: x.rq.stream && pl.engine.ContinuousUsage}
 	if pl.engine.PriorityBody {
 		ub.priority, ub.withPrio = pl.engine.Wire(x.priority), true
 	}
@@ -354,6 +358,7 @@ func (g *Gateway) relayStream(w http.ResponseWriter, x *exchange, resp *http.Res
 		src = fw.idle
 	}
 	res, err := sse.Copy(fw, src, sse.Options{KeepUsage: x.rq.wantsUsage, Flush: fw.Flush,
+		DropChunkUsage: x.rt.pool.engine.ContinuousUsage && !x.rq.continuousOK,
 		Model: x.rq.model, UpstreamModel: x.rt.upstreamModel})
 	x.upDone = g.now()
 	if !x.recorded { // else recorded at [DONE], final
@@ -398,12 +403,13 @@ func (g *Gateway) streamOutcome(x *exchange, res sse.Result, err error, idle *id
 	case res.HasUsage && !x.validUsage(res.Usage):
 		g.estimate(x, int64(res.Deltas), llmflow.EstimateInvalidUsage)
 		g.logInvalidUsage(x, res.Usage)
-	case res.HasUsage && (res.Done || !x.rq.continuousOK):
+	case res.HasUsage && (res.Done || !(x.rq.continuousOK || x.rt.pool.engine.ContinuousUsage)):
 		x.setUsage(res.Usage) // the final usage chunk came
 	case res.HasUsage:
-		// continuous usage stats of an interrupted stream: a running count
+		// the engine's running count (continuous usage stats) of an
+		// interrupted stream: what it did up to the last chunk read, not an
+		// estimate
 		x.setUsage(res.Usage)
-		x.rec.Estimated, x.rec.EstimateReason = true, reason
 	default:
 		g.estimate(x, int64(res.Deltas), reason)
 	}

@@ -341,9 +341,10 @@ func TestUsageChunkStrippedUnlessAsked(t *testing.T) {
 			if !strings.HasSuffix(string(b), "data: [DONE]\n\n") {
 				t.Errorf("missing [DONE]")
 			}
-			// The engine was always asked for usage.
+			// The engine was always asked for usage, and vLLM for its
+			// running count in every chunk.
 			got := up.requests()
-			if !strings.Contains(string(got[len(got)-1].body), `"stream_options":{"include_usage":true}`) {
+			if !strings.Contains(string(got[len(got)-1].body), `"stream_options":{"include_usage":true,"continuous_usage_stats":true}`) {
 				t.Errorf("upstream body lacks include_usage: %s", got[len(got)-1].body)
 			}
 		})

@@ -188,6 +188,9 @@ type upstreamBody struct {
 	// outputLimit, when > 0, replaces the client's max_tokens and
 	// max_completion_tokens: what the request's budgets pay for.
 	outputLimit int64
+	// continuous asks a stream's engine for its running usage in every
+	// chunk (continuous_usage_stats), whatever the client asked.
+	continuous bool
 }
 
 // encode writes the upstream body: the client's members in their order,
@@ -226,7 +229,7 @@ func (rq *clientRequest) encode(u upstreamBody) []byte {
 	}
 	if rq.stream {
 		b = append(b, `,"stream_options":{"include_usage":true`...)
-		if rq.continuousOK {
+		if rq.continuousOK || u.continuous {
 			b = append(b, `,"continuous_usage_stats":true`...)
 		}
 		b = append(b, '}')

@@ -70,6 +70,13 @@ func BenchmarkCopy_Model(b *testing.B) {
 // goes through the JSON scanner.
 func BenchmarkCopy_ContinuousUsage(b *testing.B) { benchmarkCopy(b, vllmStream(500, true), true) }
 
+// BenchmarkCopy_DropChunkUsage: what the gateway now does with every vLLM
+// stream whose client did not ask for continuous usage: every chunk's
+// running count read and cut out, the model renamed.
+func BenchmarkCopy_DropChunkUsage(b *testing.B) {
+	benchmarkCopyOpt(b, vllmStream(500, true), sse.Options{DropChunkUsage: true, Model: "llama", UpstreamModel: "meta-llama/Llama-3.1-8B-Instruct"})
+}
+
 // smallReads returns at most n bytes per Read, like a slow upstream.
 type smallReads struct {
 	r *bytes.Reader

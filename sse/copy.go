@@ -39,6 +39,13 @@ type Options struct {
 
 	// UpstreamModel is the name the engine serves the model under.
 	UpstreamModel string
+
+	// DropChunkUsage removes the "usage" member of content chunks (the
+	// running count vLLM's continuous_usage_stats puts in every chunk)
+	// before they are forwarded, cutting its exact bytes: a client that did
+	// not ask for it gets the chunks the engine sends without it. The count
+	// is still reported in Result.
+	DropChunkUsage bool
 }
 
 // Result describes a stream that Copy forwarded.
@@ -143,8 +150,9 @@ func Copy(dst io.Writer, src io.Reader, opt Options) (res Result, err error) {
 	}()
 
 	// rename is the client's model name as a JSON string, nil when events
-	// keep the engine's; out holds a renamed event, reused across events.
-	var rename, out []byte
+	// keep the engine's; out holds a renamed event, reused across events,
+	// cut one whose usage was cut out.
+	var rename, out, cut []byte
 	if opt.Model != "" && opt.Model != opt.UpstreamModel {
 		rename, _ = json.Marshal(opt.Model) // a string always marshals
 	}
@@ -188,8 +196,16 @@ func Copy(dst io.Writer, src io.Reader, opt Options) (res Result, err error) {
 		}
 		res.Events++
 		raw := ev.Raw
+		if c.hasUsage && c.choices && opt.DropChunkUsage {
+			raw, cut = cutMember(cut, raw, ev.Data, "usage")
+		}
 		if rename != nil {
-			raw, out = renameModel(out, ev.Raw, ev.Data, rename)
+			data := ev.Data
+			if &raw[0] != &ev.Raw[0] { // cut: rename in what is left
+				data = raw[dataOffset(raw, []byte("{")):]
+				data = data[:bytes.LastIndexByte(data, '}')+1]
+			}
+			raw, out = renameModel(out, raw, data, rename)
 		}
 		if err := forward(dst, raw, opt.Flush, &res); err != nil {
 			return res, err
@@ -216,6 +232,52 @@ func renameModel(buf, raw, data, name []byte) ([]byte, []byte) {
 	buf = append(buf, raw[off+e:]...)
 	return buf, buf
 }
+
+// cutMember returns raw (an event whose data is data) without the
+// top-level member name of data and its separating comma, built in buf; or
+// raw itself when the member is absent, spelled otherwise than plainly, or
+// data is not found whole in raw. The second result is the buffer to reuse.
+func cutMember(buf, raw, data []byte, name string) ([]byte, []byte) {
+	s, e, ok := jsonscan.Member(data, name)
+	off := dataOffset(raw, data)
+	if !ok || off < 0 {
+		return raw, buf
+	}
+	// back from the value over `"name"\s*:\s*`
+	i := s
+	for i > 0 && isSpace(data[i-1]) {
+		i--
+	}
+	if i == 0 || data[i-1] != ':' {
+		return raw, buf
+	}
+	i--
+	for i > 0 && isSpace(data[i-1]) {
+		i--
+	}
+	key := `"` + name + `"`
+	if i < len(key) || string(data[i-len(key):i]) != key {
+		return raw, buf
+	}
+	from, to := i-len(key), e
+	j := from
+	for j > 0 && isSpace(data[j-1]) {
+		j--
+	}
+	if j > 0 && data[j-1] == ',' {
+		from = j - 1 // `,"usage":{…}` after another member
+	} else {
+		k := jsonscan.SkipWS(data, e)
+		if k < len(data) && data[k] == ',' {
+			to = jsonscan.SkipWS(data, k+1) // the first member: `"usage":{…},`
+		}
+	}
+	buf = append(buf[:0], raw[:off+from]...)
+	buf = append(buf, raw[off+to:]...)
+	return buf, buf
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 var dataField = []byte("data:")
 

@@ -357,9 +357,13 @@ func (g *Gateway) relayStream(w http.ResponseWriter, x *exchange, resp *http.Res
 		defer fw.idle.stop()
 		src = fw.idle
 	}
-	res, err := sse.Copy(fw, src, sse.Options{KeepUsage: x.rq.wantsUsage, Flush: fw.Flush,
+	res, err := sse.Copy(fw, src, sse.Options{
+		KeepUsage:      x.rq.wantsUsage,
 		DropChunkUsage: x.rt.pool.engine.ContinuousUsage && !x.rq.continuousOK,
-		Model: x.rq.model, UpstreamModel: x.rt.upstreamModel})
+		Flush:          fw.Flush,
+		Model:          x.rq.model,
+		UpstreamModel:  x.rt.upstreamModel,
+	})
 	x.upDone = g.now()
 	if !x.recorded { // else recorded at [DONE], final
 		g.streamOutcome(x, res, err, fw.idle)

@@ -357,13 +357,19 @@ func (g *Gateway) relayStream(w http.ResponseWriter, x *exchange, resp *http.Res
 		defer fw.idle.stop()
 		src = fw.idle
 	}
-	res, err := sse.Copy(fw, src, sse.Options{
+	opt := sse.Options{
 		KeepUsage:      x.rq.wantsUsage,
 		DropChunkUsage: x.rt.pool.engine.ContinuousUsage && !x.rq.continuousOK,
 		Flush:          fw.Flush,
 		Model:          x.rq.model,
 		UpstreamModel:  x.rt.upstreamModel,
-	})
+		// an error event's text is scrubbed as an error answer's is
+		ScrubError: func(data []byte) []byte { return scrubberFor(x).json(data) },
+	}
+	if fw.idle != nil {
+		opt.OnEvent = fw.idle.event
+	}
+	res, err := sse.Copy(fw, src, opt)
 	x.upDone = g.now()
 	if !x.recorded { // else recorded at [DONE], final
 		g.streamOutcome(x, res, err, fw.idle)
@@ -420,13 +426,17 @@ func (g *Gateway) streamOutcome(x *exchange, res sse.Result, err error, idle *id
 }
 
 // idleReader reads a stream's upstream body and cancels the upstream
-// request when one read waits longer than d. It arms one timer per stream,
-// stopped after each read and reset before the next: no allocation per
-// event, and time spent writing to a slow client is not idle time.
+// request when no whole event arrives for d: an engine dripping a byte now
+// and then without ever completing an event is idle all the same. The timer
+// runs from the first read after an event until the next event completes
+// (event, which Copy calls through sse.Options.OnEvent before it writes),
+// so time spent writing to a slow client is not idle time. One timer per
+// stream, no allocation per event.
 type idleReader struct {
 	r     io.Reader
 	d     time.Duration
 	t     *time.Timer
+	armed bool        // the timer runs: waiting for an event
 	fired atomic.Bool // the timer went off: the request was cancelled
 }
 
@@ -441,10 +451,17 @@ func newIdleReader(r io.Reader, d time.Duration, cancel context.CancelFunc) *idl
 }
 
 func (ir *idleReader) Read(p []byte) (int, error) {
-	ir.t.Reset(ir.d)
-	n, err := ir.r.Read(p)
+	if !ir.armed {
+		ir.t.Reset(ir.d)
+		ir.armed = true
+	}
+	return ir.r.Read(p)
+}
+
+// event stops the timer: a whole event arrived.
+func (ir *idleReader) event() {
 	ir.t.Stop()
-	return n, err
+	ir.armed = false
 }
 
 func (ir *idleReader) stop() { ir.t.Stop() }

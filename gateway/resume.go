@@ -201,7 +201,11 @@ func (g *Gateway) attempt(ctx context.Context, w http.ResponseWriter, x *exchang
 		defer idle.stop()
 		src = idle
 	}
-	end := g.relayChunks(ctx, w, x, rs, src)
+	onEvent := func() {}
+	if idle != nil {
+		onEvent = idle.event
+	}
+	end := g.relayChunks(ctx, w, x, rs, src, onEvent)
 	x.upDone = g.now()
 	if end == attemptBroken && idle != nil && idle.fired.Load() {
 		x.rec.EstimateReason = llmflow.EstimateIdleTimeout
@@ -225,7 +229,7 @@ type chunkView struct {
 
 // relayChunks reads one attempt's events and forwards the chunks it takes
 // (streamed clients), until [DONE], the end of src, or a preemption.
-func (g *Gateway) relayChunks(ctx context.Context, w http.ResponseWriter, x *exchange, rs *resumeState, src io.Reader) attemptEnd {
+func (g *Gateway) relayChunks(ctx context.Context, w http.ResponseWriter, x *exchange, rs *resumeState, src io.Reader, onEvent func()) attemptEnd {
 	pl := x.rt.pool
 	rd := sse.NewReader(src, 0)
 	var out []byte
@@ -237,6 +241,7 @@ func (g *Gateway) relayChunks(ctx context.Context, w http.ResponseWriter, x *exc
 			}
 			return attemptBroken
 		}
+		onEvent()
 		if ev.Data == nil { // a comment (keep-alive)
 			if x.rq.stream && !g.writeEvent(w, x, rs, ev.Raw) {
 				return attemptClientGone
@@ -253,9 +258,14 @@ func (g *Gateway) relayChunks(ctx context.Context, w http.ResponseWriter, x *exc
 			Error   json.RawMessage `json:"error"`
 		}
 		if json.Unmarshal(ev.Data, &ch) != nil || (len(ch.Error) > 0 && string(ch.Error) != "null") {
-			// an error event (or not a chunk at all): relayed as it is
-			rs.errorEvent = rs.errorEvent || len(ch.Error) > 0
-			if x.rq.stream && !g.writeEvent(w, x, rs, ev.Raw) {
+			// an error event (scrubbed as an error answer is), or not a
+			// chunk at all (relayed as it is)
+			raw := ev.Raw
+			if hasValue(ch.Error) {
+				rs.errorEvent = true
+				raw = append(append([]byte("data: "), scrubberFor(x).json(ev.Data)...), "\n\n"...)
+			}
+			if x.rq.stream && !g.writeEvent(w, x, rs, raw) {
 				return attemptClientGone
 			}
 			continue

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 
@@ -33,16 +34,18 @@ import (
 //     text are kept. The client's own priority never reaches the engine
 //     (engine.Stripped), so a masked number was the gateway's.
 //  3. The upstream model name becomes the client's model name when the two
-//     differ, so a client sees only its own names. Both names are matched
-//     in one left-to-right pass, the longer one first, so a client name
-//     that contains the upstream name (or the other way round) is neither
-//     replaced twice nor cut in half.
+//     differ, so a client sees only its own names, where it stands as a
+//     whole name: not preceded or followed by a character that names use
+//     (letters, digits, "-", "_", ".", "/", ":"), so a short upstream name
+//     ("m") never cuts into other words, and a client name that contains
+//     the upstream name is not replaced again.
 //
 // The zero scrubber returns text unchanged.
 type scrubber struct {
-	secrets []string          // for redact.String
-	prio    string            // the gateway's priority as sent; "" = none sent
-	models  *strings.Replacer // upstream → client model name; nil = same name
+	secrets []string // for redact.String
+	prio    string   // the gateway's priority as sent; "" = none sent
+	// upstream → client model name; "" = the same name
+	upstream, client string
 }
 
 // scrubberFor is the scrubber of x's upstream exchange.
@@ -56,10 +59,10 @@ func scrubberFor(x *exchange) *scrubber {
 	}
 	if x.rt != nil {
 		if x.rt.pool.engine.SendsPriority() {
-			s.prio = strconv.Itoa(x.priority)
+			s.prio = strconv.Itoa(x.rt.pool.engine.Wire(x.priority))
 		}
-		if x.rq != nil {
-			s.models = modelReplacer(x.rt.upstreamModel, x.rq.model)
+		if x.rq != nil && x.rt.upstreamModel != x.rq.model && x.rq.model != "" {
+			s.upstream, s.client = x.rt.upstreamModel, x.rq.model
 		}
 	}
 	return s
@@ -80,32 +83,82 @@ func (s *scrubber) addSecret(v string) {
 	}
 }
 
-// modelReplacer replaces upstream by client, or is nil when they are equal.
-func modelReplacer(upstream, client string) *strings.Replacer {
-	if upstream == "" || client == "" || upstream == client {
-		return nil
-	}
-	// At one position strings.Replacer tries its pairs in argument order:
-	// the longer name first, so the shorter one never matches inside it.
-	if len(client) >= len(upstream) {
-		return strings.NewReplacer(client, client, upstream, client)
-	}
-	return strings.NewReplacer(upstream, client, client, client)
-}
-
 // String returns text scrubbed by the rule of scrubber.
 func (s *scrubber) String(text string) string {
 	if s == nil {
 		return text
 	}
+	return s.scrub(text, s.client)
+}
+
+// json returns the JSON text data (an error event of a stream) scrubbed by
+// the rule of scrubber, still valid JSON: the client's model name goes in
+// JSON-escaped. Should the result not be valid JSON, a generic error event
+// takes its place.
+func (s *scrubber) json(data []byte) []byte {
+	client := string(appendJSONString(nil, s.client))
+	out := []byte(s.scrub(string(data), client[1:len(client)-1]))
+	if !json.Valid(out) {
+		return []byte(`{"error":{"message":"the engine failed","type":"server_error","code":502}}`)
+	}
+	return out
+}
+
+func (s *scrubber) scrub(text, client string) string {
 	text = redact.String(text, s.secrets...)
 	if s.prio != "" {
 		text = maskPriority(text, s.prio)
 	}
-	if s.models != nil {
-		text = s.models.Replace(text)
+	if s.upstream != "" {
+		text = replaceName(text, s.upstream, client)
 	}
 	return text
+}
+
+// replaceName replaces name by with in text where it stands as a whole
+// name (rule 3 of scrubber).
+func replaceName(text, name, with string) string {
+	var b strings.Builder
+	last := 0
+	for i := 0; ; {
+		j := strings.Index(text[i:], name)
+		if j < 0 {
+			break
+		}
+		start, end := i+j, i+j+len(name)
+		i = start + 1
+		if (start > 0 && isNameByte(text[start-1])) || !nameEnds(text, end) {
+			continue
+		}
+		b.WriteString(text[last:start])
+		b.WriteString(with)
+		last, i = end, end
+	}
+	if last == 0 {
+		return text
+	}
+	b.WriteString(text[last:])
+	return b.String()
+}
+
+// nameEnds reports whether a name ends at text[end]: the end of text, a
+// byte no name uses, or punctuation a name may hold (".", ":", "/") that
+// no name byte follows ("model up: …", "… up.").
+func nameEnds(text string, end int) bool {
+	if end >= len(text) || !isNameByte(text[end]) {
+		return true
+	}
+	switch text[end] {
+	case '.', ':', '/':
+		return end+1 >= len(text) || !isNameByte(text[end+1])
+	}
+	return false
+}
+
+// isNameByte reports whether c may be part of a model name.
+func isNameByte(c byte) bool {
+	l := c | 0x20
+	return 'a' <= l && l <= 'z' || isDigit(c) || c == '-' || c == '_' || c == '.' || c == '/' || c == ':' || c >= 0x80
 }
 
 // maskPriority replaces prio by redact.Mask where it is the value of a

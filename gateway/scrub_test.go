@@ -18,7 +18,7 @@ import (
 )
 
 func TestScrubber_String(t *testing.T) {
-	s := &scrubber{prio: "12", models: modelReplacer("sim/llama", "m")}
+	s := &scrubber{prio: "12", upstream: "sim/llama", client: "m"}
 	s.addSecret("k3y<&>é")
 	s.addSecret("SALTsalt")
 	for _, c := range []struct {
@@ -55,20 +55,36 @@ func TestScrubber_String(t *testing.T) {
 	}
 }
 
-func TestModelReplacer(t *testing.T) {
+// The upstream name is replaced only where it stands as a whole name: a
+// short one never cuts into words, a client name holding it is not
+// replaced again.
+func TestReplaceName(t *testing.T) {
 	for _, c := range []struct {
 		upstream, client, in, want string
 	}{
 		{"llama", "llama-chat", "llama-chat is not llama", "llama-chat is not llama-chat"},
 		{"llama-70b", "llama", "llama-70b, llama", "llama, llama"},
 		{"sim/llama", "m", "sim/llama sim/llama", "m m"},
+		{"m", "my-model", "the model m is missing: max_tokens", "the model my-model is missing: max_tokens"},
+		{"m", "x", `{"model":"m","message":"m m"}`, `{"model":"x","message":"x x"}`},
+		{"gpt", "llama", "gpt-4 gpt4 gpt. gpt", "gpt-4 gpt4 llama. llama"},
+		{"up", "m", "model up: no; models/up, up.json", "model m: no; models/up, up.json"},
 	} {
-		if got := modelReplacer(c.upstream, c.client).Replace(c.in); got != c.want {
-			t.Errorf("upstream %q, client %q: Replace(%q) = %q, want %q", c.upstream, c.client, c.in, got, c.want)
+		if got := replaceName(c.in, c.upstream, c.client); got != c.want {
+			t.Errorf("upstream %q, client %q: %q → %q, want %q", c.upstream, c.client, c.in, got, c.want)
 		}
 	}
-	if modelReplacer("m", "m") != nil {
-		t.Error("equal names: want no replacer")
+}
+
+// An error event inside a stream is scrubbed like an error answer, and
+// stays JSON whatever the client's model name.
+func TestScrubberJSON(t *testing.T) {
+	s := &scrubber{prio: "12", upstream: "up", client: `my "model"`}
+	s.addSecret("SALTsalt")
+	got := s.json([]byte(`{"error":{"message":"model up: priority 12, cache_salt SALTsalt","type":"InternalServerError","code":500}}`))
+	want := `{"error":{"message":"model my \"model\": priority [redacted], cache_salt [redacted]","type":"InternalServerError","code":500}}`
+	if string(got) != want || !json.Valid(got) {
+		t.Errorf("json = %s\nwant   %s", got, want)
 	}
 }
 
@@ -210,6 +226,37 @@ func TestEngineErrorsAreScrubbed(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// An error event in the middle of a stream reaches the client scrubbed as
+// an error answer is: no engine key, cache_salt, priority or upstream
+// model name.
+func TestStreamErrorEventScrubbed(t *testing.T) {
+	up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req struct {
+			Salt     string `json:"cache_salt"`
+			Priority int    `json:"priority"`
+		}
+		json.Unmarshal(body, &req)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, vllmEvents[0])
+		fmt.Fprintf(w, "data: {\"error\":{\"message\":\"model sim/llama failed: %s salt %s priority %d\",\"type\":\"InternalServerError\",\"code\":500}}\n\ndata: [DONE]\n\n",
+			r.Header.Get("Authorization"), req.Salt, req.Priority)
+	})
+	e := newEnv(t, []string{up.srv.URL}, "")
+	resp := e.post(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`)
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	s := string(got)
+	if strings.Contains(s, gatewaytest.UpstreamKey) || strings.Contains(s, "sim/llama") || !strings.Contains(s, "model m failed: Bearer [redacted] salt ") || !strings.Contains(s, "priority [redacted]") {
+		t.Errorf("client got %s", s)
+	}
+	for _, line := range strings.Split(s, "\n") {
+		if d, ok := strings.CutPrefix(line, "data: "); ok && d != "[DONE]" && !json.Valid([]byte(d)) {
+			t.Errorf("not JSON: %s", d)
 		}
 	}
 }

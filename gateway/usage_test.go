@@ -153,6 +153,41 @@ func TestStreamIdleTimeout(t *testing.T) {
 	}
 }
 
+// An engine that drips a byte now and then without ever completing an
+// event is idle all the same: the timeout counts whole events, not bytes.
+func TestStreamIdleTimeout_Drip(t *testing.T) {
+	cancelled := make(chan struct{})
+	up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		io.WriteString(w, vllmEvents[0])
+		rc.Flush()
+		for {
+			select { // one byte of an event that never ends, every 20ms
+			case <-r.Context().Done():
+				close(cancelled)
+				return
+			case <-time.After(20 * time.Millisecond):
+				io.WriteString(w, " ")
+				rc.Flush()
+			}
+		}
+	})
+	e := newEnv(t, []string{up.srv.URL}, "limits {\n  stream_idle_timeout = \"200ms\"\n}\n")
+	resp := e.post(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hello"}],"stream":true}`)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	select {
+	case <-cancelled:
+	case <-time.After(time.Minute):
+		t.Fatal("a dripping engine kept the stream alive")
+	}
+	rec := e.recs.wait(t, 1)[0]
+	if rec.Outcome != llmflow.OutcomeIncomplete || rec.EstimateReason != llmflow.EstimateIdleTimeout {
+		t.Errorf("record outcome %q reason %q, want incomplete, %q", rec.Outcome, rec.EstimateReason, llmflow.EstimateIdleTimeout)
+	}
+}
+
 // TestStreamIdleTimeout_SlowButAlive: gaps shorter than the idle timeout
 // never cut a stream, however long it lasts in all; "0" disables the
 // timeout.

@@ -40,6 +40,17 @@ type Options struct {
 	// UpstreamModel is the name the engine serves the model under.
 	UpstreamModel string
 
+	// OnEvent, when not nil, is called when a whole event has been read,
+	// before it is written (the gateway's idle timer counts events, not
+	// bytes).
+	OnEvent func()
+
+	// ScrubError, when not nil, rewrites the data of an error event (a
+	// non-null top-level "error") before it is forwarded: the gateway
+	// removes from an engine's error text what it put in the request
+	// itself. It must return one line of JSON.
+	ScrubError func(data []byte) []byte
+
 	// DropChunkUsage removes the "usage" member of content chunks (the
 	// running count vLLM's continuous_usage_stats puts in every chunk)
 	// before they are forwarded, cutting its exact bytes: a client that did
@@ -167,6 +178,9 @@ func Copy(dst io.Writer, src io.Reader, opt Options) (res Result, err error) {
 		default:
 			return res, err
 		}
+		if opt.OnEvent != nil {
+			opt.OnEvent()
+		}
 		if ev.Data == nil {
 			if err := forward(dst, ev.Raw, opt.Flush, &res); err != nil {
 				return res, err
@@ -187,6 +201,15 @@ func Copy(dst io.Writer, src io.Reader, opt Options) (res Result, err error) {
 		}
 		if c.isError {
 			res.ErrorEvent = true
+			if opt.ScrubError != nil {
+				scrubbed := opt.ScrubError(ev.Data)
+				out = append(append(append(out[:0], "data: "...), scrubbed...), "\n\n"...)
+				res.Events++
+				if err := forward(dst, out, opt.Flush, &res); err != nil {
+					return res, err
+				}
+				continue
+			}
 		}
 		if c.hasUsage && c.emptyChoices && !opt.KeepUsage {
 			continue

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/engine"
@@ -622,9 +623,14 @@ func FuzzResumeChunk(f *testing.F) {
 		if !json.Valid(data) || len(bytes.TrimSpace(data)) == 0 || bytes.TrimSpace(data)[0] != '{' {
 			return
 		}
+		if c, ok := scanChunk(data); ok { // an engine's chunk is read without panicking
+			if txt, ok := appendText(nil, c.content); ok && !utf8.Valid(txt) && utf8.Valid(c.content) {
+				t.Fatalf("content %q decoded to invalid UTF-8", c.content)
+			}
+		}
 		rs := &resumeState{id: []byte(`"chatcmpl-1"`), created: []byte("1"), usage: sse.Usage{PromptTokens: 3}, attempts: 1, generated: 4, prompt: 3}
 		x := &exchange{rq: &clientRequest{model: "m\u2028", continuousOK: true}}
-		out := rs.rewrite(nil, data, x, true)
+		out := rs.rewrite(nil, data, x, appendJSONString(nil, x.rq.model), true)
 		ev, ok := bytes.CutPrefix(out, []byte("data: "))
 		if !ok || !bytes.HasSuffix(ev, []byte("\n\n")) {
 			t.Fatalf("event %q", out)

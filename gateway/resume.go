@@ -213,26 +213,126 @@ func (g *Gateway) attempt(ctx context.Context, w http.ResponseWriter, x *exchang
 	return end, nil
 }
 
-// chunkView is what relayChunks reads of one chunk's first choice.
-type chunkView struct {
-	Delta *struct {
-		Role             *string         `json:"role"`
-		Content          *string         `json:"content"`
-		ReasoningContent *string         `json:"reasoning_content"`
-		Reasoning        *string         `json:"reasoning"`
-		ToolCalls        json.RawMessage `json:"tool_calls"`
-		FunctionCall     json.RawMessage `json:"function_call"`
-	} `json:"delta"`
-	Text         *string         `json:"text"`
-	FinishReason json.RawMessage `json:"finish_reason"`
+// chunk is what relayChunks reads of one event's data, without decoding
+// it: raw values of the top-level members and of the first choice's.
+type chunk struct {
+	id, created, choices, errVal []byte
+	// the first choice
+	delta, text, finish []byte
+	// its delta
+	role, content, reasoning, toolCalls, functionCall []byte
+	reasonKey                                          string
 }
 
+// scanChunk reads data; ok is false when it is not a JSON object.
+func scanChunk(data []byte) (c chunk, ok bool) {
+	it, ok := jsonscan.NewObject(data)
+	if !ok {
+		return c, false
+	}
+	for {
+		k, v, more := it.Next()
+		if !more {
+			break
+		}
+		switch string(k) {
+		case "id":
+			c.id = v
+		case "created":
+			c.created = v
+		case "choices":
+			c.choices = v
+		case "error":
+			c.errVal = v
+		}
+	}
+	if it.Bad() {
+		return c, false
+	}
+	if it, ok := jsonscan.NewObject(firstElement(c.choices)); ok {
+		for {
+			k, v, more := it.Next()
+			if !more {
+				break
+			}
+			switch string(k) {
+			case "delta":
+				c.delta = v
+			case "text":
+				c.text = v
+			case "finish_reason":
+				c.finish = v
+			}
+		}
+	}
+	if it, ok := jsonscan.NewObject(c.delta); ok {
+		for {
+			k, v, more := it.Next()
+			if !more {
+				break
+			}
+			switch string(k) {
+			case "role":
+				c.role = v
+			case "content":
+				c.content = v
+			case "reasoning_content", "reasoning":
+				if !isNull(v) {
+					c.reasoning, c.reasonKey = v, string(k)
+				}
+			case "tool_calls":
+				c.toolCalls = v
+			case "function_call":
+				c.functionCall = v
+			}
+		}
+	}
+	return c, true
+}
+
+// firstElement is the first element of the JSON array arr, nil when arr
+// is not a non-empty array.
+func firstElement(arr []byte) []byte {
+	if len(arr) == 0 || arr[0] != '[' {
+		return nil
+	}
+	i := jsonscan.SkipWS(arr, 1)
+	e := jsonscan.SkipValue(arr, i)
+	if e <= i {
+		return nil
+	}
+	return arr[i:e]
+}
+
+// appendText appends the JSON string v decoded to dst; ok is false when v
+// is not a string. Strings without escapes (most deltas) are copied as
+// they are.
+func appendText(dst, v []byte) ([]byte, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return dst, false
+	}
+	if bytes.IndexByte(v, '\\') < 0 {
+		return append(dst, v[1:len(v)-1]...), true
+	}
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		return dst, false
+	}
+	return append(dst, s...), true
+}
+
+// isString reports whether v is a non-empty JSON string.
+func isString(v []byte) bool { return len(v) > 2 && v[0] == '"' }
+
 // relayChunks reads one attempt's events and forwards the chunks it takes
-// (streamed clients), until [DONE], the end of src, or a preemption.
+// (streamed clients), until [DONE], the end of src, or a preemption. It
+// reads each chunk without decoding it (scanChunk): a borrower's stream
+// costs little more than one sse.Copy relays.
 func (g *Gateway) relayChunks(ctx context.Context, w http.ResponseWriter, x *exchange, rs *resumeState, src io.Reader, onEvent func()) attemptEnd {
 	pl := x.rt.pool
 	rd := sse.NewReader(src, 0)
 	var out []byte
+	model := appendJSONString(nil, x.rq.model)
 	for {
 		ev, err := rd.Next()
 		if err != nil {
@@ -251,17 +351,12 @@ func (g *Gateway) relayChunks(ctx context.Context, w http.ResponseWriter, x *exc
 		if bytes.HasPrefix(ev.Data, []byte("[DONE]")) {
 			return attemptDone
 		}
-		var ch struct {
-			ID      json.RawMessage `json:"id"`
-			Created json.RawMessage `json:"created"`
-			Choices []chunkView     `json:"choices"`
-			Error   json.RawMessage `json:"error"`
-		}
-		if json.Unmarshal(ev.Data, &ch) != nil || (len(ch.Error) > 0 && string(ch.Error) != "null") {
+		c, ok := scanChunk(ev.Data)
+		if !ok || hasValue(c.errVal) {
 			// an error event (scrubbed as an error answer is), or not a
 			// chunk at all (relayed as it is)
 			raw := ev.Raw
-			if hasValue(ch.Error) {
+			if ok {
 				rs.errorEvent = true
 				raw = append(append([]byte("data: "), scrubberFor(x).json(ev.Data)...), "\n\n"...)
 			}
@@ -271,47 +366,38 @@ func (g *Gateway) relayChunks(ctx context.Context, w http.ResponseWriter, x *exc
 			continue
 		}
 		u, hasU := sse.ParseUsage(ev.Data)
-		if len(ch.Choices) == 0 {
+		if firstElement(c.choices) == nil {
 			if hasU {
 				rs.final, rs.hasFinal = u, true // the final usage chunk
 			}
 			continue
 		}
-		c := &ch.Choices[0]
-		var content, reasoning *string
-		if c.Delta != nil {
-			content = c.Delta.Content
-			if reasoning = c.Delta.ReasoningContent; reasoning != nil {
-				rs.reasonKey = "reasoning_content"
-			} else if reasoning = c.Delta.Reasoning; reasoning != nil {
-				rs.reasonKey = "reasoning"
+		content := c.content
+		if c.delta == nil {
+			content = c.text
+		}
+		if !rs.pinned && (isString(c.reasoning) || hasValue(c.toolCalls) || hasValue(c.functionCall)) {
+			// no faithful resume from here on
+			if !pl.victims.pin(x) {
+				return attemptPreempted
 			}
-			if !rs.pinned && ((reasoning != nil && *reasoning != "") || hasValue(c.Delta.ToolCalls) || hasValue(c.Delta.FunctionCall)) {
-				// no faithful resume from here on
-				if !pl.victims.pin(x) {
-					return attemptPreempted
-				}
-				rs.pinned = true
-			}
-		} else {
-			content = c.Text
+			rs.pinned = true
 		}
 		if !rs.pinned && x.pickedNow() {
 			return attemptPreempted // this chunk is regenerated by the resumed attempt
 		}
 		if rs.id == nil {
-			rs.id, rs.created = append([]byte(nil), ch.ID...), append([]byte(nil), ch.Created...)
+			rs.id, rs.created = append([]byte(nil), c.id...), append([]byte(nil), c.created...)
 		}
-		roleOnly := c.Delta != nil && c.Delta.Role != nil && (content == nil || *content == "") && reasoning == nil &&
-			!hasValue(c.FinishReason) && !hasValue(c.Delta.ToolCalls)
+		roleOnly := c.delta != nil && c.role != nil && !isString(content) && c.reasoning == nil &&
+			!hasValue(c.finish) && !hasValue(c.toolCalls)
 		if rs.attempts > 0 && roleOnly {
 			continue // the client has it from the first attempt
 		}
-		if content != nil {
-			rs.text = append(rs.text, *content...)
-		}
-		if reasoning != nil && !x.rq.stream {
-			rs.reasoning = append(rs.reasoning, *reasoning...)
+		rs.text, _ = appendText(rs.text, content)
+		if c.reasoning != nil && !x.rq.stream {
+			rs.reasoning, _ = appendText(rs.reasoning, c.reasoning)
+			rs.reasonKey = c.reasonKey
 		}
 		if !roleOnly {
 			rs.deltas++
@@ -319,11 +405,11 @@ func (g *Gateway) relayChunks(ctx context.Context, w http.ResponseWriter, x *exc
 		if hasU {
 			rs.usage, rs.hasUsage = u, true
 		}
-		if hasValue(c.FinishReason) {
-			rs.finish = append(rs.finish[:0], c.FinishReason...)
+		if hasValue(c.finish) {
+			rs.finish = append(rs.finish[:0], c.finish...)
 		}
 		if x.rq.stream {
-			out = rs.rewrite(out[:0], ev.Data, x, hasU)
+			out = rs.rewrite(out[:0], ev.Data, x, model, hasU)
 			if !g.writeEvent(w, x, rs, out) {
 				return attemptClientGone
 			}
@@ -331,7 +417,7 @@ func (g *Gateway) relayChunks(ctx context.Context, w http.ResponseWriter, x *exc
 	}
 }
 
-func hasValue(v json.RawMessage) bool { return len(v) > 0 && string(v) != "null" && string(v) != "[]" }
+func hasValue(v []byte) bool { return len(v) > 0 && string(v) != "null" && string(v) != "[]" }
 
 // pickedNow reports whether reclaim picked x (its engine request is being
 // cancelled).
@@ -341,7 +427,7 @@ func (x *exchange) pickedNow() bool { return x.picked.Load() }
 // created those of the first attempt, its model the client's, and its
 // usage the client's cumulative one when the client asked for continuous
 // usage (else none).
-func (rs *resumeState) rewrite(b, data []byte, x *exchange, hasUsage bool) []byte {
+func (rs *resumeState) rewrite(b, data []byte, x *exchange, model []byte, hasUsage bool) []byte {
 	b = append(b, "data: {"...)
 	it, _ := jsonscan.NewObject(data)
 	n := 0
@@ -356,7 +442,7 @@ func (rs *resumeState) rewrite(b, data []byte, x *exchange, hasUsage bool) []byt
 		case "created":
 			v = rs.created
 		case "model":
-			v = appendJSONString(nil, x.rq.model)
+			v = model
 		case "usage":
 			if !x.rq.continuousOK || !hasUsage {
 				continue

@@ -55,6 +55,7 @@ type exchange struct {
 	priority int  // the fair-share priority sent to the engine (or the queue's order)
 	queued   bool // holds a slot of the pool's gateway-side queue
 	up       *upstream
+	tried    *upstream // the last upstream the request was sent to
 	sentUp   time.Time // first upstream attempt
 	upDone   time.Time // upstream answer read
 	first    time.Time // first byte to the client
@@ -167,6 +168,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, x *exchang
 			x.rec.Outcome = llmflow.OutcomeClientGone
 			x.rec.Status = statusClientGone
 			g.estimate(x, 0, llmflow.EstimateClientGone)
+			g.countedPrompt(x) // it may have been prefilled; what was generated is unknown
 			return nil
 		}
 		x.rec.Status = statusOf(err)
@@ -225,6 +227,7 @@ func (g *Gateway) roundTrip(ctx context.Context, x *exchange, body []byte) (*htt
 			x.sentUp = now
 		}
 		up.b.inflight.Add(1)
+		x.tried = up
 		resp, err := pl.transport.RoundTrip(req)
 		if err == nil {
 			switch resp.StatusCode {
@@ -422,6 +425,9 @@ func (g *Gateway) streamOutcome(x *exchange, res sse.Result, err error, idle *id
 		x.setUsage(res.Usage)
 	default:
 		g.estimate(x, int64(res.Deltas), reason)
+		if reason != llmflow.EstimateUpstreamError && reason != llmflow.EstimateNoUsage {
+			g.countedPrompt(x) // the engine counts the prompt, the chunks forwarded the rest
+		}
 	}
 }
 
@@ -510,6 +516,7 @@ func (g *Gateway) relayBody(w http.ResponseWriter, x *exchange, resp *http.Respo
 		if x.r.Context().Err() != nil {
 			x.rec.Outcome, x.rec.Status = llmflow.OutcomeClientGone, statusClientGone
 			g.estimate(x, 0, llmflow.EstimateClientGone)
+			g.countedPrompt(x) // the prompt was prefilled; what was generated is unknown
 			return nil
 		}
 		x.rec.Outcome = llmflow.OutcomeIncomplete

@@ -159,6 +159,7 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, false) })
 	s.mux.HandleFunc("POST /v1/embeddings", s.embeddings)
 	s.mux.HandleFunc("GET /v1/models", s.listModels)
+	s.mux.HandleFunc("POST /tokenize", s.tokenize)
 	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	s.wg.Add(1)
@@ -1083,4 +1084,42 @@ func (s *Server) registerMetrics() {
 			Help: "Number of generation tokens processed.", ConstLabels: labels},
 			read(func(st *Stats) float64 { return float64(st.GenerationTokens) })),
 	)
+}
+
+// tokenize answers vLLM's POST /tokenize: {"model", "prompt"} or {"model",
+// "messages"} (the chat template applied) gives {"count", "max_model_len",
+// "tokens"}, the prompt tokens the sim counts for a generation request with
+// that prompt. Like vLLM's other root routes it is outside --api-key.
+func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Model    string          `json:"model"`
+		Prompt   json.RawMessage `json:"prompt"`
+		Messages json.RawMessage `json:"messages"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 16<<20)).Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: errorInfo{Message: "invalid request: " + err.Error(), Type: "BadRequestError", Code: http.StatusBadRequest}})
+		return
+	}
+	var n int
+	switch {
+	case len(req.Messages) > 0:
+		_, bytes, err := parseMessages(req.Messages)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, errorBody{Error: errorInfo{Message: err.Error(), Type: "BadRequestError", Code: http.StatusBadRequest}})
+			return
+		}
+		n = textTokens(bytes)
+	default:
+		count, _, err := promptTokens(req.Prompt)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, errorBody{Error: errorInfo{Message: err.Error(), Type: "BadRequestError", Code: http.StatusBadRequest}})
+			return
+		}
+		n = count
+	}
+	tokens := make([]int, n)
+	for i := range tokens {
+		tokens[i] = i
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"count": n, "max_model_len": s.maxLen, "tokens": tokens})
 }

@@ -163,3 +163,107 @@ func TestQueue_Concurrent(t *testing.T) {
 		t.Errorf("in flight %d waiting %d at the end", in, w)
 	}
 }
+
+// Held borrowers (priority ≥ 10 with a held key) are granted a slot only
+// while the headroom stays free; requests within their reservation and
+// borrowers that are not held may use it.
+func TestQueue_HeadroomForHeldBorrowers(t *testing.T) {
+	prio := map[string]int{"owner": 0, "borrower": 12}
+	q := newQueue(4, 100, time.Minute, func(k queueKey) int { return prio[k.team] }).withHeadroom(2)
+	ctx := context.Background()
+	held := queueKey{team: "borrower", held: true}
+	for range 2 {
+		if err := q.acquire(ctx, held, time.Now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	granted := make(chan error, 4)
+	go func() { granted <- q.acquire(ctx, held, time.Now) }()
+	gatewaytest.WaitFor(t, func() bool { _, w := q.lengths(); return w == 1 })
+	// not held: the headroom is open to it
+	if err := q.acquire(ctx, queueKey{team: "borrower"}, time.Now); err != nil {
+		t.Fatal(err)
+	}
+	// an owner gets the last slot though the held borrower waits first
+	if err := q.acquire(ctx, queueKey{team: "owner", held: true}, time.Now); err != nil {
+		t.Fatal(err)
+	}
+	if in, w := q.lengths(); in != 4 || w != 1 {
+		t.Fatalf("in flight %d, waiting %d: want 4, 1", in, w)
+	}
+	q.release(false)
+	q.release(false) // 2 in flight: not below capacity − headroom
+	select {
+	case err := <-granted:
+		t.Fatalf("a held borrower was granted a slot of the headroom (%v)", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	q.release(false) // 1 in flight: the held borrower goes
+	if err := <-granted; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A preempted request waiting to resume goes before the requests of its
+// priority that arrived after it, not behind them.
+func TestQueue_ResumeKeepsArrival(t *testing.T) {
+	q := newQueue(1, 100, time.Minute, func(queueKey) int { return 10 })
+	ctx := context.Background()
+	k := queueKey{team: "a"}
+	var first uint64
+	if err := q.acquireOr(ctx, k, time.Now, nil, &first); err != nil {
+		t.Fatal(err)
+	}
+	order := make(chan string, 3)
+	go func() { q.acquire(ctx, k, time.Now); order <- "second" }()
+	gatewaytest.WaitFor(t, func() bool { _, w := q.lengths(); return w == 1 })
+	// the first is preempted: its slot goes to the second, and it waits to
+	// resume with its own arrival
+	q.mu.Lock()
+	q.reclaiming()
+	q.mu.Unlock()
+	q.release(true)
+	if got := <-order; got != "second" {
+		t.Fatal(got)
+	}
+	go func() { q.resume(ctx, k, first, time.Now); order <- "first, resumed" }()
+	gatewaytest.WaitFor(t, func() bool { _, w := q.lengths(); return w == 1 })
+	go func() { q.acquire(ctx, k, time.Now); order <- "third" }()
+	gatewaytest.WaitFor(t, func() bool { _, w := q.lengths(); return w == 2 })
+	q.release(false) // the second ends
+	if got := <-order; got != "first, resumed" {
+		t.Fatalf("%s got the slot before the resumed first", got)
+	}
+	q.release(false)
+	<-order
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.pending != 0 || q.inflight != 1 || q.waiting != 0 {
+		t.Errorf("pending %d, in flight %d, waiting %d", q.pending, q.inflight, q.waiting)
+	}
+}
+
+// takeReclaiming takes a slot whatever the count and picks a victim only
+// for what the engine lacks beyond the slots already coming back.
+func TestQueue_TakeReclaiming(t *testing.T) {
+	q := newQueue(2, 100, time.Minute, func(queueKey) int { return 0 })
+	picks := 0
+	pick := func() bool { picks++; return true }
+	var a uint64
+	for range 2 {
+		if q.takeReclaiming(&a, pick) {
+			t.Fatal("picked with a free slot")
+		}
+	}
+	if !q.takeReclaiming(&a, pick) || !q.takeReclaiming(&a, pick) || picks != 2 {
+		t.Fatalf("%d picks for two requests beyond the capacity", picks)
+	}
+	if q.takeReclaiming(&a, func() bool { return false }) {
+		t.Fatal("no victim, yet reported one")
+	}
+	q.release(true)
+	q.release(true)
+	if in, _ := q.lengths(); in != 3 || q.pending != 0 {
+		t.Fatalf("in flight %d, pending %d", in, q.pending)
+	}
+}

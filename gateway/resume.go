@@ -221,7 +221,7 @@ type chunk struct {
 	delta, text, finish []byte
 	// its delta
 	role, content, reasoning, toolCalls, functionCall []byte
-	reasonKey                                          string
+	reasonKey                                         string
 }
 
 // scanChunk reads data; ok is false when it is not a JSON object.

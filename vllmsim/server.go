@@ -107,6 +107,7 @@ type genReq struct {
 	gen      int           // tokens generated so far (under Server.mu)
 	cached   int           // prefix-cached prompt tokens
 	offset   int           // answer position of its first token: tokens already in the prompt (resume)
+	seqs     int           // sequences generated: n (or best_of) × prompts; each as long as seq
 	done     bool
 	err      string // set when aborted by Close
 	received *Received
@@ -438,6 +439,10 @@ type genRequestBody struct {
 	} `json:"stream_options"`
 	Priority  *int64          `json:"priority"`
 	CacheSalt json.RawMessage `json:"cache_salt"`
+	// N and BestOf: sequences per prompt (vLLM: best_of ≥ n are generated,
+	// n returned; the sim returns all it generated).
+	N      *int `json:"n"`
+	BestOf *int `json:"best_of"`
 
 	// Chat only. vLLM's default for add_generation_prompt is true.
 	AddGenerationPrompt  *bool `json:"add_generation_prompt"`
@@ -575,6 +580,40 @@ func promptTokens(raw json.RawMessage) (n, offset int, err error) {
 	return 0, 0, errors.New("'prompt' must be a string, a list of strings or a list of token ids")
 }
 
+// sequences is how many sequences a request generates, as vLLM: n per
+// prompt (best_of when larger), times the prompts of a /v1/completions
+// list of prompts (strings or token-id lists). The sim schedules them as
+// one sequence of the scheduler and reports each one's tokens in usage.
+func sequences(req genRequestBody, chat bool) (int, error) {
+	n := 1
+	if req.N != nil {
+		if *req.N < 1 {
+			return 0, errors.New("n must be at least 1")
+		}
+		n = *req.N
+	}
+	if req.BestOf != nil {
+		if *req.BestOf < n {
+			return 0, errors.New("best_of must be greater than or equal to n")
+		}
+		n = *req.BestOf
+	}
+	prompts := 1
+	if !chat {
+		var list []json.RawMessage
+		if json.Unmarshal(req.Prompt, &list) == nil && len(list) > 0 && (list[0][0] == '"' || list[0][0] == '[') {
+			prompts = len(list)
+		}
+	}
+	if n*prompts > maxSequences {
+		return 0, fmt.Errorf("at most %d sequences per request", maxSequences)
+	}
+	return n * prompts, nil
+}
+
+// maxSequences caps n × prompts (vLLM: VLLM_MAX_N_SEQUENCES, 16384).
+const maxSequences = 16384
+
 // tokenText is the deterministic text of the answer's token i (its position
 // in the whole answer, counting the tokens a resumed request already holds).
 func tokenText(i int) string { return "tok" + strconv.Itoa(i) + " " }
@@ -702,6 +741,11 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		}
 		nPrompt, offset, promptKey = n, k, req.Prompt
 	}
+	seqs, err := sequences(req, chat)
+	if err != nil {
+		s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "%v", err)
+		return
+	}
 
 	maxTokens, explicit := 0, false
 	switch {
@@ -749,6 +793,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 			PromptTokens: nPrompt, MaxTokens: maxTokens},
 		notify:   make(chan struct{}, 1),
 		offset:   offset,
+		seqs:     seqs,
 		received: rec,
 	}
 	rec.SeqID = g.seq.ID
@@ -836,30 +881,29 @@ func (s *Server) unary(w http.ResponseWriter, r *http.Request, g *genReq, chat b
 	for i := range gen {
 		text.WriteString(tokenText(g.offset + i))
 	}
-	usage := makeUsage(g.seq.PromptTokens, gen, g.cached)
-	var resp any
-	if chat {
-		resp = map[string]any{
-			"id": id, "object": "chat.completion", "created": created, "model": model,
-			"choices": []any{map[string]any{
-				"index":         0,
+	usage := makeUsage(g.seq.PromptTokens, gen*g.seqs, g.cached)
+	choices := make([]any, g.seqs)
+	for i := range choices {
+		if chat {
+			choices[i] = map[string]any{
+				"index":         i,
 				"message":       map[string]any{"role": "assistant", "content": text.String()},
 				"logprobs":      nil,
 				"finish_reason": finish,
 				"stop_reason":   nil,
-			}},
-			"usage": usage,
-		}
-	} else {
-		resp = map[string]any{
-			"id": id, "object": "text_completion", "created": created, "model": model,
-			"choices": []any{map[string]any{
-				"index": 0, "text": text.String(), "logprobs": nil,
+			}
+		} else {
+			choices[i] = map[string]any{
+				"index": i, "text": text.String(), "logprobs": nil,
 				"finish_reason": finish, "stop_reason": nil,
-			}},
-			"usage": usage,
+			}
 		}
 	}
+	object := "text_completion"
+	if chat {
+		object = "chat.completion"
+	}
+	resp := map[string]any{"id": id, "object": object, "created": created, "model": model, "choices": choices, "usage": usage}
 	s.mu.Lock()
 	g.received.Status = http.StatusOK
 	s.mu.Unlock()
@@ -894,7 +938,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *genReq, chat 
 		c := map[string]any{"id": id, "object": object, "created": created, "model": model,
 			"choices": []any{choice}}
 		if continuous {
-			c["usage"] = makeUsage(g.seq.PromptTokens, sent, g.cached)
+			c["usage"] = makeUsage(g.seq.PromptTokens, sent*g.seqs, g.cached)
 		}
 		return c
 	}
@@ -914,8 +958,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *genReq, chat 
 		return true
 	}
 	if chat {
-		send(chunk(map[string]any{"index": 0, "delta": map[string]any{"role": "assistant", "content": ""},
-			"logprobs": nil, "finish_reason": nil}))
+		for c := range g.seqs {
+			send(chunk(map[string]any{"index": c, "delta": map[string]any{"role": "assistant", "content": ""},
+				"logprobs": nil, "finish_reason": nil}))
+		}
 		if !flush() {
 			return
 		}
@@ -928,11 +974,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *genReq, chat 
 		for sent < gen {
 			tok := tokenText(g.offset + sent)
 			sent++ // counted in this chunk's continuous usage
-			if chat {
-				send(chunk(map[string]any{"index": 0, "delta": map[string]any{"content": tok},
-					"logprobs": nil, "finish_reason": nil}))
-			} else {
-				send(chunk(map[string]any{"index": 0, "text": tok, "logprobs": nil, "finish_reason": nil}))
+			for c := range g.seqs {
+				if chat {
+					send(chunk(map[string]any{"index": c, "delta": map[string]any{"content": tok},
+						"logprobs": nil, "finish_reason": nil}))
+				} else {
+					send(chunk(map[string]any{"index": c, "text": tok, "logprobs": nil, "finish_reason": nil}))
+				}
 			}
 		}
 		if errMsg != "" {
@@ -948,16 +996,18 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *genReq, chat 
 			return
 		}
 	}
-	if chat {
-		send(chunk(map[string]any{"index": 0, "delta": map[string]any{}, "logprobs": nil,
-			"finish_reason": finish, "stop_reason": nil}))
-	} else {
-		send(chunk(map[string]any{"index": 0, "text": "", "logprobs": nil,
-			"finish_reason": finish, "stop_reason": nil}))
+	for c := range g.seqs {
+		if chat {
+			send(chunk(map[string]any{"index": c, "delta": map[string]any{}, "logprobs": nil,
+				"finish_reason": finish, "stop_reason": nil}))
+		} else {
+			send(chunk(map[string]any{"index": c, "text": "", "logprobs": nil,
+				"finish_reason": finish, "stop_reason": nil}))
+		}
 	}
 	if includeUsage {
 		send(map[string]any{"id": id, "object": object, "created": created, "model": model,
-			"choices": []any{}, "usage": makeUsage(g.seq.PromptTokens, sent, g.cached)})
+			"choices": []any{}, "usage": makeUsage(g.seq.PromptTokens, sent*g.seqs, g.cached)})
 	}
 	buf.WriteString("data: [DONE]\n\n")
 	flush()

@@ -377,13 +377,16 @@ func (g *Gateway) admitBudget(_ context.Context, x *exchange) error {
 	}
 	r.Key, r.Limits, r.Start = kc.ks, limits, x.start
 	rq, rt := x.rq, x.rt
-	if rq.badOutput != "" && len(r.Slots) > 0 {
-		return invalid(rq.badOutput, "%s must be a positive integer", rq.badOutput)
+	if len(r.Slots) > 0 {
+		if f := cmp.Or(rq.badOutput, rq.badSeqs); f != "" {
+			return invalid(f, "%s must be a positive integer", f)
+		}
 	}
-	promptUpper := min(int64(rq.promptBytes), rt.maxTokens) // a token is at least a byte
 	inPrice := max(rt.cost.InputPerMTok, rt.cost.CachedPerMTok)
-	r.PromptCost = float64(promptUpper) * inPrice / 1e6
-	r.OutputCost = rt.cost.OutputPerMTok / 1e6
+	r.PromptCost = float64(x.promptBound()) * inPrice / 1e6
+	// The output limit bounds each sequence the engine generates (n,
+	// best_of, a list of prompts): a token of it costs that many.
+	r.OutputCost = rt.cost.OutputPerMTok / 1e6 * float64(rq.seqs)
 	r.WantOutput = 0
 	switch {
 	case x.ep == engine.Embeddings:

@@ -755,7 +755,7 @@ func testBudgetOutputLimitUpstream(t *testing.T, mod ...func(*Options)) *testEnv
 	}
 	// A limit the gateway cannot bound the engine by is a 400 under a
 	// budget (the engine might read 10.0 as 10, or not at all).
-	for _, bad := range []string{`"max_tokens":10.0`, `"max_tokens":0`, `"max_completion_tokens":"5"`, `"max_tokens":-1`, `"max_tokens":1e3`} {
+	for _, bad := range []string{`"max_tokens":10.0`, `"max_tokens":0`, `"max_completion_tokens":"5"`, `"max_tokens":-1`, `"max_tokens":1e3`, `"n":0`, `"best_of":1.5`} {
 		resp := e.post(t, "/v1/chat/completions", `{"model":"m",`+msgs+`,`+bad+`}`)
 		var eb errorBody
 		gatewaytest.DecodeJSON(t, resp, &eb)

@@ -40,6 +40,11 @@ type clientRequest struct {
 	// other than a positive integer ("" = none): under a budget that is a
 	// 400, since the gateway could not bound the engine by it.
 	badOutput string
+	// prompts and seqs: the prompts of the request and the sequences the
+	// engine generates for it (parseSequences); badSeqs names an n or
+	// best_of that is not a positive integer.
+	prompts, seqs int64
+	badSeqs       string
 }
 
 func invalid(param, format string, args ...any) error {
@@ -116,7 +121,7 @@ func parseRequest(body []byte, ep engine.Endpoint) (*clientRequest, error) {
 		rq.wantsUsage = so.IncludeUsage != nil && *so.IncludeUsage
 		rq.continuousOK = so.ContinuousUsageStats != nil && *so.ContinuousUsageStats
 	}
-	for _, f := range [...]string{"messages", "prompt", "input"} {
+	for _, f := range [...]string{"messages", "prompt", "input", "tools", "functions"} {
 		rq.promptBytes += len(rq.get(f))
 	}
 	if raw := rq.get("max_completion_tokens"); raw != nil && string(raw) != "null" {
@@ -129,6 +134,7 @@ func parseRequest(body []byte, ep engine.Endpoint) (*clientRequest, error) {
 			rq.badOutput = "max_tokens"
 		}
 	}
+	rq.parseSequences(ep)
 	return rq, nil
 }
 

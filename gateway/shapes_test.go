@@ -18,8 +18,8 @@ import (
 // shapeRun is what a burst of one request shape did against a budget.
 type shapeRun struct {
 	served, refused, other int
-	completion           int64 // completion tokens the engine reported to clients
-	firstOther           string
+	completion             int64 // completion tokens the engine reported to clients
+	firstOther             string
 }
 
 // burst sends n copies of body concurrently with secret and reads every

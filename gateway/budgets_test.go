@@ -235,7 +235,7 @@ func TestBudgetNeverOverspent(t *testing.T) {
 		}
 	}
 	st = budgetStatus(t, e, team)
-	minHold := float64(len(`[{"role":"user","content":"Tell me a long story about budgets."}]`))*1/1e6 + 10/1e6
+	minHold := float64(len(`[{"role":"user","content":"Tell me a long story about budgets."}]`)+chatTemplateTokens)*1/1e6 + 10/1e6
 	if left := 1 - st.Spent; left >= minHold || st.Spent > 1 {
 		t.Fatalf("spent %v: %v left pays for a request (%v)", st.Spent, left, minHold)
 	}
@@ -717,8 +717,9 @@ func testBudgetOutputLimitUpstream(t *testing.T, mod ...func(*Options)) *testEnv
 	up := newRecordingUpstream(t, nil)
 	e, _ := budgetEnv(t, []string{up.srv.URL}, "", mod...)
 	// 1 GPU-hour per million prompt tokens, 10 per million output tokens:
-	// a 0.001 budget pays for at most 96 output tokens after the prompt
-	// hold (37 bytes), fewer as the requests before spend it.
+	// a 0.001 budget pays for at most 93 output tokens after the prompt
+	// hold (32 bytes and a chat template's 32 tokens), fewer as the
+	// requests before spend it.
 	putBudget(t, e, `{"kind":"team","name":"lab-nlp","period":"day","max_cost":0.001}`)
 	msgs := `"messages":[{"role":"user","content":"hi"}]`
 	for _, tc := range []struct {
@@ -727,9 +728,9 @@ func testBudgetOutputLimitUpstream(t *testing.T, mod ...func(*Options)) *testEnv
 		header      bool
 	}{
 		{`{"model":"m",` + msgs + `,"max_tokens":10}`, "max_tokens", 10, false},
-		{`{"model":"m",` + msgs + `,"max_tokens":500}`, "max_tokens", 96, true},
-		{`{"model":"m",` + msgs + `,"max_tokens":500,"max_completion_tokens":400}`, "max_completion_tokens", 96, true},
-		{`{"model":"m",` + msgs + `}`, "max_tokens", 96, true},
+		{`{"model":"m",` + msgs + `,"max_tokens":500}`, "max_tokens", 93, true},
+		{`{"model":"m",` + msgs + `,"max_tokens":500,"max_completion_tokens":400}`, "max_completion_tokens", 93, true},
+		{`{"model":"m",` + msgs + `}`, "max_tokens", 93, true},
 	} {
 		resp := e.post(t, "/v1/chat/completions", tc.body)
 		io.Copy(io.Discard, resp.Body)

@@ -368,12 +368,17 @@ func (g *Gateway) relayStream(w http.ResponseWriter, x *exchange, resp *http.Res
 		UpstreamModel:  x.rt.upstreamModel,
 		// an error event's text is scrubbed as an error answer's is
 		ScrubError: func(data []byte) []byte { return scrubberFor(x).json(data) },
+		// an engine generating past its output limit is cut
+		MaxDeltas: x.maxDeltas(),
 	}
 	if fw.idle != nil {
 		opt.OnEvent = fw.idle.event
 	}
 	res, err := sse.Copy(fw, src, opt)
 	x.upDone = g.now()
+	if err == sse.ErrTooManyDeltas {
+		g.cutStream(fw, x)
+	}
 	if !x.recorded { // else recorded at [DONE], final
 		g.streamOutcome(x, res, err, fw.idle)
 	}
@@ -387,6 +392,9 @@ func (g *Gateway) streamOutcome(x *exchange, res sse.Result, err error, idle *id
 	var we *sse.WriteError
 	reason := llmflow.EstimateNoUsage
 	switch {
+	case err == sse.ErrTooManyDeltas:
+		x.rec.Outcome = llmflow.OutcomeUpstreamError
+		reason = llmflow.EstimateInvalidUsage
 	case errors.As(err, &we) || (x.r.Context().Err() != nil && !res.Done):
 		// A client that leaves once it has [DONE] (the OpenAI SDKs close
 		// at once) was served in full: only a failed write, or a departure
@@ -413,16 +421,13 @@ func (g *Gateway) streamOutcome(x *exchange, res sse.Result, err error, idle *id
 		x.rec.Outcome = llmflow.OutcomeOK
 	}
 	switch {
-	case res.HasUsage && !x.validUsage(res.Usage):
-		g.estimate(x, int64(res.Deltas), llmflow.EstimateInvalidUsage)
-		g.logInvalidUsage(x, res.Usage)
 	case res.HasUsage && (res.Done || !(x.rq.continuousOK || x.rt.pool.engine.ContinuousUsage)):
-		x.setUsage(res.Usage) // the final usage chunk came
+		g.takeUsage(x, res.Usage, int64(res.Deltas)) // the final usage chunk came
 	case res.HasUsage:
 		// the engine's running count (continuous usage stats) of an
 		// interrupted stream: what it did up to the last chunk read, not an
-		// estimate
-		x.setUsage(res.Usage)
+		// estimate (within what the gateway let it do: takeUsage)
+		g.takeUsage(x, res.Usage, int64(res.Deltas))
 	default:
 		g.estimate(x, int64(res.Deltas), reason)
 		if reason != llmflow.EstimateUpstreamError && reason != llmflow.EstimateNoUsage {
@@ -473,13 +478,14 @@ func (ir *idleReader) event() {
 func (ir *idleReader) stop() { ir.t.Stop() }
 
 // validUsage reports whether usage the engine reported can be believed:
-// well-formed integers, none negative, cached ≤ prompt, and at most the
-// model's max_context_tokens prompt tokens and as many completion tokens.
+// well-formed integers, none negative, cached ≤ prompt, and no more than
+// the gateway let it use (usage_bounds.go): prompt tokens within the
+// prompt's bound, completion tokens within the output limit of each
+// sequence.
 func (x *exchange) validUsage(u sse.Usage) bool {
-	limit := x.rt.maxTokens
 	return !u.Malformed &&
-		u.PromptTokens >= 0 && u.PromptTokens <= limit &&
-		u.CompletionTokens >= 0 && u.CompletionTokens <= limit &&
+		u.PromptTokens >= 0 && u.PromptTokens <= x.promptBound() &&
+		u.CompletionTokens >= 0 && u.CompletionTokens <= x.completionBound() &&
 		u.CachedTokens >= 0 && u.CachedTokens <= u.PromptTokens
 }
 
@@ -494,14 +500,15 @@ func (x *exchange) setUsage(u sse.Usage) {
 	x.rec.PromptTokens, x.rec.CompletionTokens, x.rec.CachedTokens = u.PromptTokens, u.CompletionTokens, u.CachedTokens
 }
 
-// estimate charges prompt bytes / 4 and the content deltas already
-// forwarded, and flags the record with why.
-func (g *Gateway) estimate(x *exchange, deltas int64, why llmflow.EstimateReason) {
+// estimate charges prompt bytes / 4 and the completion estimate (the
+// content deltas already forwarded, or a whole answer's bytes / 4), at
+// most what the engine may have generated, and flags the record with why.
+func (g *Gateway) estimate(x *exchange, completion int64, why llmflow.EstimateReason) {
 	if x.rq == nil {
 		return
 	}
-	x.rec.PromptTokens = int64(x.rq.promptBytes+3) / 4
-	x.rec.CompletionTokens = deltas
+	x.rec.PromptTokens = x.promptEstimate()
+	x.rec.CompletionTokens = min(completion, x.completionBound())
 	x.rec.CachedTokens = 0
 	x.rec.Estimated = true
 	x.rec.EstimateReason = why
@@ -532,15 +539,12 @@ func (g *Gateway) relayBody(w http.ResponseWriter, x *exchange, resp *http.Respo
 		x.rec.Status = statusOf(e)
 		return e
 	}
-	switch u, ok := sse.ParseUsage(b); {
-	case !ok:
-		g.estimate(x, 0, llmflow.EstimateNoUsage)
-	case !x.validUsage(u):
-		// The answer still goes to the client as the engine sent it.
-		g.estimate(x, 0, llmflow.EstimateInvalidUsage)
-		g.logInvalidUsage(x, u)
-	default:
-		x.setUsage(u)
+	// The answer goes to the client as the engine sent it, whatever its
+	// usage; the completion, when not believed, is estimated by its size.
+	if u, ok := sse.ParseUsage(b); ok {
+		g.takeUsage(x, u, bodyTokens(b))
+	} else {
+		g.estimate(x, bodyTokens(b), llmflow.EstimateNoUsage)
 	}
 	x.rec.Outcome, x.rec.Status = llmflow.OutcomeOK, http.StatusOK
 	if x.rq.model != x.rt.upstreamModel {

@@ -43,7 +43,9 @@ var usageAttacks = []struct {
 	{"Exponent", `{"prompt_tokens":1e308,"completion_tokens":2}`, true},
 	{"NaNString", `{"prompt_tokens":"NaN","completion_tokens":2}`, true},
 	{"Overflow", `{"prompt_tokens":99999999999999999999,"completion_tokens":2}`, true},
-	{"AtContext", `{"prompt_tokens":1048576,"completion_tokens":1048576,"prompt_tokens_details":{"cached_tokens":1048576}}`, false},
+	// within the model's context, but more than the gateway sent or allowed
+	{"AtContext", `{"prompt_tokens":1048576,"completion_tokens":1048576,"prompt_tokens_details":{"cached_tokens":1048576}}`, true},
+	{"PromptBeyondSent", `{"prompt_tokens":100,"completion_tokens":2}`, true},
 }
 
 // checkUsageRecord checks the record of a request whose engine sent

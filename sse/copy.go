@@ -3,6 +3,7 @@ package sse
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"sync"
 
@@ -57,6 +58,11 @@ type Options struct {
 	// not ask for it gets the chunks the engine sends without it. The count
 	// is still reported in Result.
 	DropChunkUsage bool
+
+	// MaxDeltas, when > 0, stops Copy with ErrTooManyDeltas at the first
+	// chunk with choices beyond that many (not forwarded): an engine that
+	// generates past the output limit it was given is cut off.
+	MaxDeltas int
 }
 
 // Result describes a stream that Copy forwarded.
@@ -117,6 +123,9 @@ var readerPool sync.Pool
 // maxPooledRaw bounds the event buffer a pooled Reader may keep, so that one
 // huge event does not pin memory forever.
 const maxPooledRaw = 64 << 10
+
+// ErrTooManyDeltas is Copy's error when a stream passes Options.MaxDeltas.
+var ErrTooManyDeltas = errors.New("sse: more chunks with choices than the output limit allows")
 
 // Copy reads events from src and writes each one to dst as soon as it is
 // complete, calling opt.Flush after each, until the [DONE] event, the end of
@@ -215,7 +224,10 @@ func Copy(dst io.Writer, src io.Reader, opt Options) (res Result, err error) {
 			continue
 		}
 		if c.choices {
-			res.Deltas++
+			if res.Deltas++; opt.MaxDeltas > 0 && res.Deltas > opt.MaxDeltas {
+				res.Deltas--
+				return res, ErrTooManyDeltas
+			}
 		}
 		res.Events++
 		raw := ev.Raw

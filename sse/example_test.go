@@ -24,5 +24,5 @@ func ExampleCopy() {
 	//
 	// data: [DONE]
 	//
-	// usage {PromptTokens:5 CompletionTokens:1 TotalTokens:6 CachedTokens:0 Malformed:false}, done true, deltas 1
+	// usage {PromptTokens:5 CompletionTokens:1 TotalTokens:6 CachedTokens:0 Malformed:false NoPrompt:false NoCompletion:false}, done true, deltas 1
 }

@@ -17,6 +17,9 @@ type Usage struct {
 	// an object…); that count reads as 0. Callers should not believe such
 	// a usage.
 	Malformed bool
+	// NoPrompt and NoCompletion are set when that count is absent or
+	// null: not reported, to be estimated (never taken as 0).
+	NoPrompt, NoCompletion bool
 }
 
 // ParseUsage extracts the top-level "usage" object of a JSON response body
@@ -61,6 +64,7 @@ func parseUsageObject(v []byte) (u Usage, ok bool) {
 	}
 	// Per count, as its value: the last of duplicate members wins.
 	var badP, badC, badT, badK bool
+	u.NoPrompt, u.NoCompletion = true, true
 	for {
 		k, v, more := it.Next()
 		if !more {
@@ -69,8 +73,10 @@ func parseUsageObject(v []byte) (u Usage, ok bool) {
 		switch string(k) {
 		case "prompt_tokens":
 			u.PromptTokens = parseCount(v, &badP)
+			u.NoPrompt = string(v) == "null"
 		case "completion_tokens":
 			u.CompletionTokens = parseCount(v, &badC)
+			u.NoCompletion = string(v) == "null"
 		case "total_tokens":
 			u.TotalTokens = parseCount(v, &badT)
 		case "prompt_tokens_details":

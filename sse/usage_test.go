@@ -43,19 +43,19 @@ func TestParseUsage(t *testing.T) {
 		{
 			name:   "Embeddings",
 			body:   `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.0023,-0.0093,1e-3]}],"model":"bge-m3","usage":{"prompt_tokens":8,"total_tokens":8}}`,
-			want:   sse.Usage{PromptTokens: 8, TotalTokens: 8},
+			want:   sse.Usage{PromptTokens: 8, TotalTokens: 8, NoCompletion: true},
 			wantOK: true,
 		},
 		{
 			name:   "Whitespace",
 			body:   "{\n  \"usage\" : {\n    \"prompt_tokens\" : 3 ,\n    \"prompt_tokens_details\" : { \"cached_tokens\" : 2 }\n  }\n}\n",
-			want:   sse.Usage{PromptTokens: 3, CachedTokens: 2},
+			want:   sse.Usage{PromptTokens: 3, CachedTokens: 2, NoCompletion: true},
 			wantOK: true,
 		},
 		{
 			name:   "LastWins",
 			body:   `{"usage":{"prompt_tokens":1},"usage":{"prompt_tokens":2}}`,
-			want:   sse.Usage{PromptTokens: 2},
+			want:   sse.Usage{PromptTokens: 2, NoCompletion: true},
 			wantOK: true,
 		},
 		{
@@ -67,19 +67,19 @@ func TestParseUsage(t *testing.T) {
 		{
 			name:   "NullCountsAreAbsent",
 			body:   `{"usage":{"prompt_tokens":null,"completion_tokens":-0,"prompt_tokens_details":{"cached_tokens":null}}}`,
-			want:   sse.Usage{},
+			want:   sse.Usage{NoPrompt: true},
 			wantOK: true,
 		},
 		{
 			name:   "LastDuplicateWins",
 			body:   `{"usage":{"prompt_tokens":1e3,"prompt_tokens":7}}`,
-			want:   sse.Usage{PromptTokens: 7},
+			want:   sse.Usage{PromptTokens: 7, NoCompletion: true},
 			wantOK: true,
 		},
 		{
 			name:   "NegativeIsNotMalformed",
 			body:   `{"usage":{"prompt_tokens":-5,"prompt_tokens_details":{"cached_tokens":"x"}}}`,
-			want:   sse.Usage{PromptTokens: -5, Malformed: true},
+			want:   sse.Usage{PromptTokens: -5, Malformed: true, NoCompletion: true},
 			wantOK: true,
 		},
 		{name: "Missing", body: `{"choices":[],"nested":{"usage":{"prompt_tokens":1}}}`},
@@ -88,7 +88,7 @@ func TestParseUsage(t *testing.T) {
 		{name: "Array", body: `[{"usage":{"prompt_tokens":1}}]`},
 		{name: "Truncated", body: `{"usage":{"prompt_tokens":1}`},
 		{name: "Malformed", body: `{"usage":{"prompt_tokens":1,}}`},
-		{name: "TrailingGarbageIsNotChecked", body: `{"usage":{"prompt_tokens":1}} x`, want: sse.Usage{PromptTokens: 1}, wantOK: true},
+		{name: "TrailingGarbageIsNotChecked", body: `{"usage":{"prompt_tokens":1}} x`, want: sse.Usage{PromptTokens: 1, NoCompletion: true}, wantOK: true},
 		{name: "Empty", body: ``},
 		{name: "Error", body: `{"error":{"message":"x","type":"BadRequestError","param":null,"code":400}}`},
 	}
@@ -141,6 +141,8 @@ func refParseUsage(body []byte) (sse.Usage, bool) {
 		CachedTokens:     num(d, "cached_tokens"),
 	}
 	us.Malformed = malformed
+	absent := func(k string) bool { v, ok := u[k]; return !ok || string(v) == "null" }
+	us.NoPrompt, us.NoCompletion = absent("prompt_tokens"), absent("completion_tokens")
 	return us, true
 }
 

@@ -106,6 +106,11 @@ type Refusal struct {
 	Scope      Scope  // the exhausted budget's scope (Reason "budget")
 	RetryAfter time.Duration
 	Message    string
+	// Of a budget refusal: Held, requests in flight hold part of the
+	// exhausted budget (one that settles for less than its hold may leave
+	// enough); Reset, when its period ends and the budget starts afresh.
+	Held  bool
+	Reset time.Time
 }
 
 func (e *Refusal) Error() string { return e.Message }
@@ -503,7 +508,7 @@ func (m *Mem) Check(now time.Time, r *Request) error {
 			}
 		}
 		if avail < units(r.PromptCost+r.OutputCost*float64(min(r.WantOutput, 1))) {
-			return &Refusal{Reason: "budget", Scope: tight.scope, Message: tight.exhausted()}
+			return tight.refusal()
 		}
 	}
 	return nil
@@ -553,8 +558,13 @@ func (m *Mem) hold(r *Request) error {
 			return nil
 		}
 	}
-	sc := tight.scope
-	return &Refusal{Reason: "budget", Scope: sc, Message: tight.exhausted()}
+	return tight.refusal()
+}
+
+// refusal is the refusal of a request by the budget of s.
+func (s *Slot) refusal() *Refusal {
+	_, end := s.Period()
+	return &Refusal{Reason: "budget", Scope: s.scope, Message: s.exhausted(), Held: s.held.Load() > 0, Reset: end}
 }
 
 // exhausted is the message of a budget refusal on s.

@@ -430,12 +430,37 @@ func (g *Gateway) budgetRefused(err error) error {
 	g.bud.refused.WithLabelValues(rf.Reason).Inc()
 	e := &budgetRefusal{reason: rf.Reason, err: &llmflow.Error{Code: llmflow.ERATELIMIT, Message: rf.Message}}
 	if rf.Reason == reasonBudget {
-		// Waiting does not help before the period ends or an admin
-		// raises the budget: no Retry-After.
-		e.err.Message += " (what is left does not pay for the prompt and one output token)"
-		return e
+		return budgetExhausted(e, rf, g.now())
 	}
 	return withRetryAfter(e, rf.RetryAfter)
+}
+
+// heldRetry is the Retry-After of a budget refusal while requests in
+// flight hold part of the budget: one may settle for less than it holds.
+const heldRetry = 5 * time.Second
+
+// budgetExhausted says when retrying a request an exhausted budget
+// refused can help: soon while requests in flight hold part of it
+// (Retry-After: heldRetry), else not before its period ends (Retry-After
+// until then, and, further than a minute, x-should-retry: false with
+// OpenAI's insufficient_quota code: the SDKs would retry a 429 at once
+// for nothing).
+func budgetExhausted(e *budgetRefusal, rf *budgets.Refusal, now time.Time) error {
+	e.err.Message += " (what is left does not pay for the prompt and one output token)"
+	if rf.Held {
+		e.err.Message += "; requests in flight hold part of it: retry shortly"
+		return withRetryAfter(e, heldRetry)
+	}
+	reset := rf.Reset.Sub(now)
+	if reset <= 0 {
+		return withRetryAfter(e, time.Second)
+	}
+	if reset <= time.Minute {
+		return withRetryAfter(e, reset)
+	}
+	e.err.Code = equota
+	e.err.Message += "; it starts afresh at " + rf.Reset.UTC().Format(time.RFC3339) + " unless an administrator raises it"
+	return &noRetry{withRetryAfter(e, reset)}
 }
 
 // endTime is when x's settlement counts: the end finish set, else (a later

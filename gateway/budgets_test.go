@@ -682,8 +682,8 @@ func TestBudgetOutputLimitUpstreamRedis(t *testing.T) {
 	resp := e.post(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "" {
-		t.Fatalf("over budget: %d Retry-After %q, want 429 without", resp.StatusCode, resp.Header.Get("Retry-After"))
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("X-Should-Retry") != "false" {
+		t.Fatalf("over budget: %d x-should-retry %q, want 429 with false (nothing held: only the period's end helps)", resp.StatusCode, resp.Header.Get("X-Should-Retry"))
 	}
 	if n := metricValue(e.metricsText(t), `llmflow_denied_total{reason="budget"}`); n != 1 {
 		t.Fatalf("llmflow_denied_total{reason=\"budget\"} = %v, want 1", n)

@@ -31,11 +31,17 @@ var errorKinds = map[string]errorKind{
 	llmflow.ETIMEOUT:      {http.StatusGatewayTimeout, "server_error", "upstream_timeout"},
 	llmflow.EINTERNAL:     {http.StatusInternalServerError, "server_error", "internal_error"},
 	emethod:               {http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed"},
+	equota:                {http.StatusTooManyRequests, "insufficient_quota", "insufficient_quota"},
 }
 
 // emethod is an error kind of the HTTP layer alone: a route called with
 // a method it does not serve.
 const emethod = "method_not_allowed"
+
+// equota is an exhausted budget that nothing in flight can give back
+// before its period ends: OpenAI's insufficient_quota, which retrying
+// does not help (noRetry).
+const equota = "insufficient_quota"
 
 // retryAfter is attached to errors that tell the client when to come back.
 type retryAfter struct {
@@ -48,6 +54,14 @@ func (r *retryAfter) Unwrap() error { return r.err }
 
 // withRetryAfter wraps err so that writeError sets a Retry-After header.
 func withRetryAfter(err error, d time.Duration) error { return &retryAfter{err: err, after: d} }
+
+// noRetry is attached to errors that retrying soon cannot help:
+// writeError sets x-should-retry: false, which the OpenAI SDKs honour
+// (they retry a 429 otherwise).
+type noRetry struct{ err error }
+
+func (r *noRetry) Error() string { return r.err.Error() }
+func (r *noRetry) Unwrap() error { return r.err }
 
 // statusOf is the HTTP status writeError uses for err.
 func statusOf(err error) int {
@@ -83,6 +97,10 @@ func writeError(w http.ResponseWriter, log *slog.Logger, err error) {
 	if errors.As(err, &ra) && ra.after > 0 {
 		secs := int((ra.after + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
+	}
+	var nr *noRetry
+	if errors.As(err, &nr) {
+		w.Header().Set("X-Should-Retry", "false")
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")

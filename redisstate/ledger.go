@@ -117,7 +117,9 @@ func (l *Ledger) setLocal(m *budgets.Mem) { l.local.Store(m) }
 // max in-flight, RPM, TPM, tokens, now (unix s), in-flight TTL (s),
 // prompt cost, output cost (GPU-hours), output wanted, units per
 // GPU-hour, then per slot: limit, floor (units), expiry (unix s).
-// It returns {"ok", held, output} or {reason, retry-after s, slot index}.
+// It returns {"ok", held, output} or {reason, retry-after s, slot index}
+// ("budget": 1 for retry-after when requests in flight hold part of the
+// exhausted budget, else 0).
 var reserveScript = redis.NewScript(ledgerReserveLua + "return ledger_reserve(KEYS, ARGV)\n")
 
 // ledgerReserveLua defines ledger_reserve(KEYS, ARGV), the body of
@@ -202,17 +204,17 @@ if nslots > 0 then
     if not (g > 0) then return 0 end
     return math.ceil(g * upg * (1 - 1e-12))
   end
-  local avail, tight = nil, 1
+  local avail, tight, theld = nil, 1, 0
   for i = 1, nslots do
     local j = 12 + (i - 1) * 3
     local limit, floor = tonumber(ARGV[j]), tonumber(ARGV[j + 1])
     local h, charged = live(KEYS[i + 2], 'h:')
     local used = h + math.max(charged or 0, floor)
     local a = limit - used
-    if avail == nil or a < avail then avail, tight = a, i end
+    if avail == nil or a < avail then avail, tight, theld = a, i, h end
   end
   local minOut = math.min(want, 1)
-  if avail < cost(minOut) then return {'budget', 0, tight} end
+  if avail < cost(minOut) then return {'budget', theld > 0 and 1 or 0, tight} end
   local prompt = cost(0)
   if oc > 0 then
     local afford = math.floor((avail - prompt) / (oc * upg))
@@ -375,7 +377,8 @@ func (l *Ledger) reserved(v []any, r *budgets.Request, sec int64) (err error, ok
 			i = 0
 		}
 		sc := r.Slots[i].Scope()
-		return &budgets.Refusal{Reason: reason, Scope: sc,
+		_, end := r.Slots[i].Period()
+		return &budgets.Refusal{Reason: reason, Scope: sc, Held: n > 0, Reset: end,
 			Message: fmt.Sprintf("the budget of %s is exhausted for this %s", sc, periodOf(r.Slots[i]))}, true
 	}
 	return nil, false

@@ -397,7 +397,9 @@ func (g *Gateway) admitBudget(_ context.Context, x *exchange) error {
 	default:
 		r.WantOutput = rt.maxOutput
 	}
-	r.Tokens = int64(rq.promptBytes+3) / 4
+	// The key's TPM window holds the prompt's bound and the output's, as
+	// budgets do; Settle corrects it to the real count.
+	r.Tokens = x.promptBound() + r.WantOutput*rq.seqs
 	x.adm.Budget = r
 	return nil
 }

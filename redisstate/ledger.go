@@ -45,6 +45,13 @@ type Ledger struct {
 	timeout time.Duration
 	ifTTL   time.Duration
 	log     *slog.Logger
+	// replica names this process in the holds and in-flight places it
+	// takes, and in the leases (leaseKey, a sorted set of replica →
+	// expiry, Redis's clock) renewed at each reservation and beat: what a
+	// replica whose lease expired holds no longer counts.
+	replica  string
+	leaseKey string
+	lease    time.Duration
 
 	local atomic.Pointer[budgets.Mem]
 
@@ -81,6 +88,12 @@ type LedgerOptions struct {
 	// that died left held counts for at most twice this long.
 	InFlightTTL time.Duration
 	Log         *slog.Logger
+	// Replica names this process (default: a random name); Lease is how
+	// long its holds count after its last reservation or beat (default
+	// 3 s, three beats of Run at 1 s): a replica killed with requests in
+	// flight stops holding budgets and key places within it.
+	Replica string
+	Lease   time.Duration
 	// Replicas returns the number of live replicas (nil: 1): while Redis
 	// is away, budgets and key limits are divided by it.
 	Replicas func() int64
@@ -89,7 +102,15 @@ type LedgerOptions struct {
 // NewLedger returns a Ledger over rdb. Its fallback is the gateway's Mem
 // (Shared.Pool hands it over); until then, a Mem of its own.
 func NewLedger(rdb redis.UniversalClient, o LedgerOptions) *Ledger {
-	l := &Ledger{rdb: rdb, prefix: o.Prefix, timeout: o.Timeout, ifTTL: o.InFlightTTL, log: o.Log, replicas: o.Replicas}
+	l := &Ledger{rdb: rdb, prefix: o.Prefix, timeout: o.Timeout, ifTTL: o.InFlightTTL, log: o.Log, replicas: o.Replicas,
+		replica: o.Replica, lease: o.Lease}
+	if l.replica == "" {
+		l.replica = NewReplicaID()
+	}
+	if l.lease <= 0 {
+		l.lease = 3 * time.Second
+	}
+	l.lease = max(l.lease.Truncate(time.Second), time.Second)
 	if l.replicas == nil {
 		l.replicas = func() int64 { return 1 }
 	}
@@ -97,6 +118,7 @@ func NewLedger(rdb redis.UniversalClient, o LedgerOptions) *Ledger {
 	if l.prefix == "" {
 		l.prefix = "llmflow:ledger:"
 	}
+	l.leaseKey = l.prefix + "live"
 	if l.timeout <= 0 {
 		l.timeout = config.DefaultRedisTimeout
 	}
@@ -116,7 +138,8 @@ func (l *Ledger) setLocal(m *budgets.Mem) { l.local.Store(m) }
 // counter, its window hash, then one hash per budget slot. ARGV: has key,
 // max in-flight, RPM, TPM, tokens, now (unix s), in-flight TTL (s),
 // prompt cost, output cost (GPU-hours), output wanted, units per
-// GPU-hour, then per slot: limit, floor (units), expiry (unix s).
+// GPU-hour, then per slot: limit, floor (units), expiry (unix s), and
+// last the replica, the leases' key and the lease (s).
 // It returns {"ok", held, output} or {reason, retry-after s, slot index}
 // ("budget": 1 for retry-after when requests in flight hold part of the
 // exhausted budget, else 0).
@@ -130,11 +153,28 @@ local maxif, rpm, tpm = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local toks, now, ifttl = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local pc, oc, want, upg = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
 local nslots = #KEYS - 2
+local rep, lkey, lsecs = ARGV[#ARGV - 2], ARGV[#ARGV - 1], tonumber(ARGV[#ARGV])
 local function I(x) return string.format('%d', x) end
 -- holds and in-flight counts are kept per bucket of ifttl seconds (the
--- longest a request may run): a bucket older than the previous one can
--- only hold what a replica that died left, and is dropped
+-- longest a request may run) and replica ('h:<bucket>:<replica>'): a
+-- bucket older than the previous one can only hold what a replica that
+-- died left, and is dropped; so is what a replica whose lease expired
+-- or was given up holds (it was killed, or stopped: its requests are
+-- gone with it); a replica writes its lease before its first hold
 local cur = math.floor(now / ifttl)
+local tnow = tonumber(redis.call('TIME')[1])
+redis.call('ZADD', lkey, tnow + lsecs, rep)
+local gone = {}
+local function dead(r)
+  if r == '' then return false end
+  local d = gone[r]
+  if d == nil then
+    local s = redis.call('ZSCORE', lkey, r)
+    d = (not s) or tonumber(s) < tnow
+    gone[r] = d
+  end
+  return d
+end
 local function live(key, prefix)
   local h = redis.call('HGETALL', key)
   local sum, charged = 0, nil
@@ -143,8 +183,9 @@ local function live(key, prefix)
     if f == 'charged' then
       charged = tonumber(h[i + 1])
     elseif string.sub(f, 1, 2) == prefix then
-      local b = tonumber(string.sub(f, 3))
-      if b == nil or b < cur - 1 then
+      local bs, r = string.match(f, '^..(%-?%d+):?(.*)$')
+      local b = tonumber(bs)
+      if b == nil or b < cur - 1 or dead(r) then
         redis.call('HDEL', key, f)
       else
         sum = sum + tonumber(h[i + 1])
@@ -228,12 +269,12 @@ if nslots > 0 then
   for i = 1, nslots do
     local j = 12 + (i - 1) * 3
     redis.call('HSETNX', KEYS[i + 2], 'charged', ARGV[j + 1])
-    redis.call('HINCRBY', KEYS[i + 2], 'h:' .. cur, I(held))
+    redis.call('HINCRBY', KEYS[i + 2], 'h:' .. cur .. ':' .. rep, I(held))
     redis.call('EXPIREAT', KEYS[i + 2], ARGV[j + 2])
   end
 end
 if hasKey == 1 then
-  redis.call('HINCRBY', KEYS[1], 'i:' .. cur, 1)
+  redis.call('HINCRBY', KEYS[1], 'i:' .. cur .. ':' .. rep, 1)
   redis.call('EXPIRE', KEYS[1], 2 * ifttl + 60)
   if rpm > 0 or tpm > 0 then
     redis.call('HINCRBY', KEYS[2], 'r:' .. now, 1)
@@ -248,7 +289,8 @@ end
 // settleScript gives back what reserveScript took and charges the real
 // cost. KEYS as reserveScript's. ARGV: has key, windowed, second of
 // admission, tokens to add to that second (real − counted), now, held,
-// charge (units), bucket width (s), then per slot: floor, expiry. Nothing goes below 0:
+// charge (units), bucket width (s), then per slot: floor, expiry, and
+// last the replica that reserved. Nothing goes below 0:
 // after Redis lost its data, a settle finds nothing to give back.
 var settleScript = redis.NewScript(ledgerSettleLua + "return ledger_settle(KEYS, ARGV)\n")
 
@@ -258,6 +300,7 @@ const ledgerSettleLua = `local function ledger_settle(KEYS, ARGV)
 local hasKey, windowed = tonumber(ARGV[1]), tonumber(ARGV[2])
 local sec, dtok, now = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local held, charge, ifttl = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local rep = ':' .. ARGV[#ARGV]
 local function I(x) return string.format('%d', x) end
 -- give back to the bucket of the admission, if it was not dropped
 local function back(key, f, n)
@@ -267,7 +310,7 @@ local function back(key, f, n)
 end
 local b = math.floor(sec / ifttl)
 if hasKey == 1 then
-  back(KEYS[1], 'i:' .. b, 1)
+  back(KEYS[1], 'i:' .. b .. rep, 1)
   if windowed == 1 and sec > now - 60 and redis.call('EXISTS', KEYS[2]) == 1 then
     local f = 't:' .. sec
     if redis.call('HINCRBY', KEYS[2], f, I(dtok)) < 0 then redis.call('HSET', KEYS[2], f, 0) end
@@ -276,7 +319,7 @@ end
 for i = 3, #KEYS do
   local j = 9 + (i - 3) * 2
   if redis.call('EXISTS', KEYS[i]) == 1 then
-    back(KEYS[i], 'h:' .. b, held)
+    back(KEYS[i], 'h:' .. b .. rep, held)
     redis.call('HINCRBY', KEYS[i], 'charged', I(charge))
   else
     redis.call('HSET', KEYS[i], 'charged', I(tonumber(ARGV[j]) + charge))
@@ -335,7 +378,7 @@ func (l *Ledger) reserveCall(now time.Time, r *budgets.Request) (keys []string, 
 	keys = make([]string, 0, 2+len(r.Slots))
 	keys = append(keys, ik, wk)
 	sec = now.Unix()
-	args = make([]any, 0, 11+3*len(r.Slots))
+	args = make([]any, 0, 14+3*len(r.Slots))
 	args = append(args, b01(r.Key != nil), r.Limits.MaxInFlight, r.Limits.RPM, r.Limits.TPM, r.Tokens, sec,
 		int64(l.ifTTL/time.Second), r.PromptCost, r.OutputCost, r.WantOutput, int64(budgets.UnitsPerGPUHour))
 	for _, s := range r.Slots {
@@ -343,6 +386,7 @@ func (l *Ledger) reserveCall(now time.Time, r *budgets.Request) (keys []string, 
 		keys = append(keys, k)
 		args = append(args, s.Limit(), s.Spent(), exp)
 	}
+	args = append(args, l.replica, l.leaseKey, int64(l.lease/time.Second))
 	return keys, args, sec
 }
 
@@ -451,7 +495,7 @@ func (l *Ledger) settleCall(now time.Time, r *budgets.Request, cost float64, tok
 	keys = make([]string, 0, 2+len(r.Slots))
 	keys = append(keys, ik, wk)
 	windowed := r.Key != nil && (r.Limits.RPM > 0 || r.Limits.TPM > 0)
-	args = make([]any, 0, 8+2*len(r.Slots))
+	args = make([]any, 0, 9+2*len(r.Slots))
 	args = append(args, b01(r.Key != nil), b01(windowed), sec, tokens-r.Tokens, now.Unix(), r.HeldUnits(), budgets.Units(cost),
 		int64(l.ifTTL/time.Second))
 	for _, s := range r.Slots {
@@ -459,6 +503,7 @@ func (l *Ledger) settleCall(now time.Time, r *budgets.Request, cost float64, tok
 		keys = append(keys, k)
 		args = append(args, s.Spent(), exp)
 	}
+	args = append(args, l.replica)
 	r.SetHeld(0)
 	if len(r.Slots) > 0 {
 		l.local.Load().Charge(now, r, cost) // this gateway's figures, after Spent was read
@@ -545,19 +590,56 @@ func (l *Ledger) Probe() {
 	l.downSince.Store(0)
 }
 
-// Run probes Redis every interval while in fallback (and keeps the
-// fallback's slice to the live replicas), until ctx ends.
+// Run renews this replica's lease every interval, and probes Redis
+// while in fallback (keeping the fallback's slice to the live replicas),
+// until ctx ends; then it gives up the lease.
 func (l *Ledger) Run(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			l.release()
 			return
 		case <-t.C:
-			l.Probe()
+			if l.down.Load() {
+				l.Probe()
+			} else {
+				l.Beat()
+			}
 		}
 	}
+}
+
+// renewScript renews a replica's lease. KEYS: the leases. ARGV: the
+// replica, the lease (s), how long the lease of a replica gone is kept
+// (s: its holds are dropped by then).
+var renewScript = redis.NewScript(`
+local t = tonumber(redis.call('TIME')[1])
+redis.call('ZADD', KEYS[1], t + tonumber(ARGV[2]), ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', t - tonumber(ARGV[3]))
+return 1
+`)
+
+// Beat renews this replica's lease, so that the holds of its requests
+// in flight keep counting while it lives (a reservation renews it too).
+// A Redis that does not answer starts the fallback.
+func (l *Ledger) Beat() {
+	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+	defer cancel()
+	keep := int64(2*l.ifTTL/time.Second) + 60
+	if err := renewScript.Run(ctx, l.rdb, []string{l.leaseKey}, l.replica, int64(l.lease/time.Second), keep).Err(); err != nil {
+		l.fail(fmt.Errorf("redis lease: %w", err))
+	}
+}
+
+// release gives up the lease of a replica that stops: its holds are
+// settled by then (a gateway drains first), and a restarted process is
+// another replica.
+func (l *Ledger) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+	defer cancel()
+	l.rdb.ZRem(ctx, l.leaseKey, l.replica)
 }
 
 // LedgerHealth is the state of the shared ledger.

@@ -73,9 +73,11 @@ func TestLedgerRaceNearlySpent(t *testing.T) {
 	b := newReplica(t, rdb, prefix, now, 1, 0.9)
 	var ok atomic.Int64
 	var mu sync.Mutex
-	var held []*budgets.Request
-	var by [2]*Ledger
-	by[0], by[1] = a.l, b.l
+	type reserved struct {
+		r  *budgets.Request
+		by *Ledger // settles where it reserved (its replica's holds)
+	}
+	var held []reserved
 	var wg sync.WaitGroup
 	for i := range 40 {
 		wg.Add(1)
@@ -90,7 +92,7 @@ func TestLedgerRaceNearlySpent(t *testing.T) {
 			if err == nil {
 				ok.Add(1)
 				mu.Lock()
-				held = append(held, r)
+				held = append(held, reserved{r, p.l})
 				mu.Unlock()
 				return
 			}
@@ -111,8 +113,8 @@ func TestLedgerRaceNearlySpent(t *testing.T) {
 	if a.l.Health().Fallback || b.l.Health().Fallback {
 		t.Fatal("fell back")
 	}
-	for i, r := range held {
-		by[i%2].Settle(now, r, false, 0.01, 10)
+	for _, x := range held {
+		x.by.Settle(now, x.r, false, 0.01, 10)
 	}
 	h, c = slotHash(t, rdb, prefix, now)
 	if h != 0 || c < budgets.Units(0.9)+10*budgets.Units(0.01)-10 {
@@ -365,7 +367,8 @@ func TestLedgerDeadReplicaHoldsExpire(t *testing.T) {
 	ttl := 10 * time.Minute
 	mk := func() *replica {
 		p := newReplica(t, rdb, prefix, now, 1, 0)
-		p.l = NewLedger(rdb, LedgerOptions{Prefix: prefix, InFlightTTL: ttl})
+		// a lease longer than the test: the buckets alone drop the holds
+		p.l = NewLedger(rdb, LedgerOptions{Prefix: prefix, InFlightTTL: ttl, Lease: time.Hour})
 		p.l.setLocal(p.mem)
 		return p
 	}
@@ -391,5 +394,86 @@ func TestLedgerDeadReplicaHoldsExpire(t *testing.T) {
 	live.l.Settle(at, r, false, 0.1, 1)
 	if h, _ := slotHash(t, rdb, prefix, now); h != 0 {
 		t.Fatalf("held %d at the end", h)
+	}
+}
+
+// TestLedgerKilledReplicaLeaseExpires: a replica killed with a request in
+// flight (reserved, never settled; it stops renewing its lease) holds
+// the budget and the key's in-flight place while it lives, and no longer
+// once its lease expires: in seconds, not after the InFlightTTL buckets
+// (an hour and more). A replica that stops gives its lease up: what it
+// left held stops counting at once.
+func TestLedgerKilledReplicaLeaseExpires(t *testing.T) {
+	rdb, prefix := testRedis(t)
+	now := time.Now()
+	mk := func() *replica {
+		p := newReplica(t, rdb, prefix, now, 1, 0)
+		p.l = NewLedger(rdb, LedgerOptions{Prefix: prefix, Lease: time.Second})
+		p.l.setLocal(p.mem)
+		return p
+	}
+	killed, live := mk(), mk()
+	ctx, kill := context.WithCancel(context.Background())
+	beating := make(chan struct{})
+	go func() { // its beats, as Run's, until it is killed
+		defer close(beating)
+		for ctx.Err() == nil {
+			killed.l.Beat()
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	lim := budgets.KeyLimits{MaxInFlight: 1}
+	if _, err := killed.l.Reserve(now, killed.request(now, "k", lim, 0.6)); err != nil {
+		t.Fatal(err)
+	}
+	// While it lives, its place and hold count: the key's one place is
+	// taken, and what is left of the budget does not pay for 0.6.
+	for i := range 3 {
+		if _, err := live.l.Reserve(now, live.request(now, "k", lim, 0.6)); err == nil {
+			t.Fatalf("reservation %d admitted while the replica holding the key's place lives", i)
+		}
+		time.Sleep(500 * time.Millisecond) // a lease and a half in all: renewed meanwhile
+	}
+	if _, err := live.l.Reserve(now, live.request(now, "", budgets.KeyLimits{}, 0.6)); !errors.Is(err, budgets.ErrExhausted) {
+		t.Fatalf("budget reservation while the hold's replica lives: %v", err)
+	}
+	kill() // as kill -9: no settle, its beats stop, its lease is not given up
+	<-beating
+	start := time.Now()
+	deadline := start.Add(10 * time.Second)
+	for {
+		r := live.request(now, "k", lim, 0.6)
+		if _, err := live.l.Reserve(now, r); err == nil {
+			live.l.Settle(now, r, false, 0, 0)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the killed replica's hold and place still count after 10 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("the killed replica's hold expired %v after its last beat", time.Since(start).Round(100*time.Millisecond))
+	if h, _ := slotHash(t, rdb, prefix, now); h != 0 {
+		t.Fatalf("held %d at the end", h)
+	}
+}
+
+// TestLedgerStoppedReplicaReleasesLease: a replica whose Run ends gives up
+// its lease; a hold it left (a settle lost) stops counting at once.
+func TestLedgerStoppedReplicaReleasesLease(t *testing.T) {
+	rdb, prefix := testRedis(t)
+	now := time.Now()
+	stopped, live := newReplica(t, rdb, prefix, now, 1, 0), newReplica(t, rdb, prefix, now, 1, 0)
+	if _, err := stopped.l.Reserve(now, stopped.request(now, "", budgets.KeyLimits{}, 0.6)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := live.l.Reserve(now, live.request(now, "", budgets.KeyLimits{}, 0.6)); !errors.Is(err, budgets.ErrExhausted) {
+		t.Fatalf("while the replica holding 0.6 of 1 runs: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	stopped.l.Run(ctx, time.Hour) // returns at once, giving up the lease
+	if _, err := live.l.Reserve(now, live.request(now, "", budgets.KeyLimits{}, 0.6)); err != nil {
+		t.Fatalf("after the replica stopped: %v", err)
 	}
 }

@@ -83,7 +83,7 @@ func NewShared(rdb redis.UniversalClient, o SharedOptions) *Shared {
 		replica: o.Replica, replicas: max(o.Replicas, 1), log: o.Log, pools: map[string]*Counters{}}
 	s.run, s.stop = context.WithCancel(context.Background())
 	s.ledger = NewLedger(rdb, LedgerOptions{Prefix: o.Prefix + "ledger:", Timeout: o.Timeout,
-		InFlightTTL: o.InFlightTTL, Log: o.Log, Replicas: s.liveReplicas})
+		InFlightTTL: o.InFlightTTL, Log: o.Log, Replicas: s.liveReplicas, Replica: o.Replica})
 	s.beating.Go(func() { s.ledger.Run(s.run, time.Second) })
 	return s
 }

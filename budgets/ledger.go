@@ -144,6 +144,10 @@ type Slot struct {
 	spent  atomic.Int64
 	soft   atomic.Int64 // units; 0 = none
 	active atomic.Bool
+	// shared is the budget's used (spent + held, every replica's) in the
+	// ledger the replicas share, at this gateway's last reservation
+	// there (SetShared); 0 = none this period. A slice counts from it.
+	shared atomic.Int64
 
 	mu      sync.Mutex
 	scope   Scope
@@ -383,10 +387,12 @@ func (s *Slot) setSlice(n int64) {
 	s.recap()
 }
 
-// baseline takes the figures the slice counts from. s.mu is held.
+// baseline takes the figures the slice counts from: used, at least
+// what the shared ledger last said it was (the holds of every replica in
+// flight then, and spend not in the store yet, count). s.mu is held.
 func (s *Slot) baseline() {
 	h := s.held.Load() // used is spent + held; spent moves under s.mu only
-	s.floor0, s.own0, s.fresh = s.spent.Load()+h, s.local+h, !s.refreshed
+	s.floor0, s.own0, s.fresh = max(s.spent.Load()+h, s.shared.Load()), s.local+h, !s.refreshed
 }
 
 // recap sets what admissions check used against: the limit or, sliced,
@@ -776,6 +782,7 @@ func (m *Mem) Apply(bs []Budget, incs []Increase, now time.Time) *Table {
 				}
 			}
 			s.stored = 0
+			s.shared.Store(0)
 			// The slot counted from the period's start (it existed then):
 			// nothing of the period came before it.
 			s.origin, s.hasBase = 0, !s.created.After(start)

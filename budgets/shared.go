@@ -34,6 +34,13 @@ func (s *Slot) Period() (start, end time.Time) {
 	return s.start, s.period.End(s.start)
 }
 
+// SetShared records the budget's used (spent and held, in units) in a
+// ledger shared with other replicas, as it answered a reservation: a
+// slice (SetSlice) that begins while it is away counts from it, so that
+// the holds of every replica in flight then count before anything new is
+// admitted.
+func (s *Slot) SetShared(used int64) { s.shared.Store(used) }
+
 // SetHeld records the units another ledger held on each of r.Slots (what
 // Held reports).
 func (r *Request) SetHeld(u int64) { r.held = u }

@@ -140,7 +140,8 @@ func (l *Ledger) setLocal(m *budgets.Mem) { l.local.Store(m) }
 // prompt cost, output cost (GPU-hours), output wanted, units per
 // GPU-hour, then per slot: limit, floor (units), expiry (unix s), and
 // last the replica, the leases' key and the lease (s).
-// It returns {"ok", held, output} or {reason, retry-after s, slot index}
+// It returns {"ok", held, output, {each slot's used (held + charged) after
+// it}} or {reason, retry-after s, slot index}
 // ("budget": 1 for retry-after when requests in flight hold part of the
 // exhausted budget, else 0).
 var reserveScript = redis.NewScript(ledgerReserveLua + "return ledger_reserve(KEYS, ARGV)\n")
@@ -239,6 +240,7 @@ if hasKey == 1 then
   end
 end
 local held, out = 0, want
+local useds = {}
 if nslots > 0 then
   local function cost(o)
     local g = pc + oc * o
@@ -251,6 +253,7 @@ if nslots > 0 then
     local limit, floor = tonumber(ARGV[j]), tonumber(ARGV[j + 1])
     local h, charged = live(KEYS[i + 2], 'h:')
     local used = h + math.max(charged or 0, floor)
+    useds[i] = used
     local a = limit - used
     if avail == nil or a < avail then avail, tight, theld = a, i, h end
   end
@@ -271,6 +274,7 @@ if nslots > 0 then
     redis.call('HSETNX', KEYS[i + 2], 'charged', ARGV[j + 1])
     redis.call('HINCRBY', KEYS[i + 2], 'h:' .. cur .. ':' .. rep, I(held))
     redis.call('EXPIREAT', KEYS[i + 2], ARGV[j + 2])
+    useds[i] = useds[i] + held
   end
 end
 if hasKey == 1 then
@@ -282,7 +286,7 @@ if hasKey == 1 then
     redis.call('EXPIRE', KEYS[2], 61)
   end
 end
-return {'ok', held, out}
+return {'ok', held, out, useds}
 end
 `
 
@@ -394,7 +398,7 @@ func (l *Ledger) reserveCall(now time.Time, r *budgets.Request) (keys []string, 
 // was admitted, its *budgets.Refusal when not; ok false when v is not an
 // answer of the script.
 func (l *Ledger) reserved(v []any, r *budgets.Request, sec int64) (err error, ok bool) {
-	if len(v) != 3 {
+	if len(v) != 3 && len(v) != 4 {
 		return nil, false
 	}
 	reason, _ := v[0].(string)
@@ -405,6 +409,16 @@ func (l *Ledger) reserved(v []any, r *budgets.Request, sec int64) (err error, ok
 		r.SetHeld(n)
 		r.Output, r.Lowered = x, x < r.WantOutput
 		r.Sec = sec
+		if len(v) == 4 {
+			// what every replica holds and spent: a fallback's slice
+			// counts from it
+			used, _ := v[3].([]any)
+			for i, u := range used {
+				if n, ok := u.(int64); ok && i < len(r.Slots) {
+					r.Slots[i].SetShared(n)
+				}
+			}
+		}
 		return nil, true
 	case "max_inflight":
 		return &budgets.Refusal{Reason: reason, RetryAfter: time.Second,

@@ -477,3 +477,67 @@ func TestLedgerStoppedReplicaReleasesLease(t *testing.T) {
 		t.Fatalf("after the replica stopped: %v", err)
 	}
 }
+
+// TestLedgerFallbackCountsHoldsInFlight: two replicas hold 0.3 GPU-hours
+// each of a budget of 1 in Redis when it dies mid-burst. Each falls back
+// to its half of what was left counting every replica's holds in flight
+// as Redis last told it (0.4 / 2), not of what it alone knew (1 / 2): the
+// holds in flight and everything admitted in the fallback together stay
+// within the budget (before, 1.6 of 1). What another replica reserved
+// after a replica's last reservation is the residual risk: here each
+// reserved (a request without cost) after the other's hold.
+func TestLedgerFallbackCountsHoldsInFlight(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a redis-server")
+	}
+	srv := startOwnRedis(t, "")
+	rdb := redis.NewClient(&redis.Options{Addr: srv.addr(), MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	defer rdb.Close()
+	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	mk := func() *replica {
+		p := newReplica(t, rdb, "t:", now, 1, 0)
+		p.l = NewLedger(rdb, LedgerOptions{Prefix: "t:", Timeout: 200 * time.Millisecond, Replicas: func() int64 { return 2 }})
+		p.l.setLocal(p.mem)
+		return p
+	}
+	a, b := mk(), mk()
+	var inFlight []*budgets.Request
+	for _, p := range []*replica{a, b} {
+		r := p.request(now, "", budgets.KeyLimits{}, 0.3)
+		if local, err := p.l.Reserve(now, r); err != nil || local {
+			t.Fatalf("reserve in redis: %v (local %v; %+v)", err, local, p.l.Health())
+		}
+		inFlight = append(inFlight, r)
+	}
+	if _, err := a.l.Reserve(now, a.request(now, "", budgets.KeyLimits{}, 0)); err != nil {
+		t.Fatal(err)
+	}
+	srv.kill()
+	total := 0.6 // held in flight
+	for _, p := range []*replica{a, b} {
+		for range 100 {
+			r := p.request(now, "", budgets.KeyLimits{}, 0.01)
+			local, err := p.l.Reserve(now, r)
+			if err != nil {
+				break
+			}
+			if !local {
+				t.Fatal("reserved in a dead redis")
+			}
+			total += 0.01
+		}
+	}
+	t.Logf("in flight and admitted in the fallback: %.2f of 1", total)
+	if total > 1+1e-9 {
+		t.Fatalf("%.2f GPU-hours held or admitted of a budget of 1", total)
+	}
+	if total < 0.9 {
+		t.Fatalf("only %.2f of 1 used: the slices are too small", total)
+	}
+	for i, p := range []*replica{a, b} { // kept to replay: nothing lost
+		p.l.Settle(now, inFlight[i], false, 0.3, 1)
+	}
+	if h := a.l.Health(); h.Pending != 1 {
+		t.Fatalf("a's pending settles: %+v", h)
+	}
+}

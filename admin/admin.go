@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -117,7 +118,11 @@ type Handler struct {
 	log       *slog.Logger
 	now       func() time.Time
 
-	principals  *principalCache
+	principals *principalCache
+	// adminGen is the highest admin generation this handler read from
+	// the store: a principal cached at an older one is never served
+	// stale (something changed since, a revocation maybe).
+	adminGen    atomic.Int64
 	auditFailed prometheus.Counter
 	mux         http.Handler // the routes behind the cross-origin check
 

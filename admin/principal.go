@@ -93,7 +93,12 @@ var (
 // a principal confirmed within staleFor (the cache's TTL: each
 // confirmation puts it again) keeps working: admin reads (and writes,
 // which then fail on the store themselves) stay available through a short
-// outage; after that the admin API answers 503.
+// outage; after that the admin API answers 503. Only a principal
+// confirmed at the latest generation this gateway read (at a request, at
+// a reload, at another replica's notice) is served so: after any change
+// it could not read again, a revocation maybe, the outage answers 503 to
+// it; and a token the store refused leaves the cache at once. So a
+// revocation seen anywhere is never undone by a stale cache.
 type principalCache = boundedcache.Cache[[32]byte, *cachedPrincipal]
 
 type cachedPrincipal struct {
@@ -157,16 +162,43 @@ func (h *Handler) resolveToken(ctx context.Context, hash [32]byte, now time.Time
 	cached, _, fresh := h.principals.Get(hash, now)
 	gen, err := h.store.AdminGeneration(ctx)
 	if err != nil {
-		if cached != nil && fresh {
+		if cached != nil && fresh && cached.gen >= h.adminGen.Load() {
 			h.log.Warn("admin store unavailable: serving a cached admin principal", "user", cached.user.Name, "err", err)
 			return cached, nil
 		}
 		return nil, &llmflow.Error{Code: llmflow.EUNAVAILABLE, Message: "admin store unavailable", Err: err}
 	}
+	h.sawGeneration(gen)
 	if cached != nil && cached.gen == gen {
 		h.principals.Put(hash, cached, now) // confirmed current as of now
 		return cached, nil
 	}
+	e, err := h.readPrincipal(ctx, hash, gen)
+	if err == errAdminAuth {
+		h.principals.Remove(hash) // refused by the store: never served stale
+		return nil, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	h.principals.Put(hash, e, now)
+	return e, nil
+}
+
+// sawGeneration records an admin generation read from the store.
+func (h *Handler) sawGeneration(gen int64) {
+	for {
+		g := h.adminGen.Load()
+		if gen <= g || h.adminGen.CompareAndSwap(g, gen) {
+			return
+		}
+	}
+}
+
+// readPrincipal reads the principal of an admin token's hash from the
+// store, at admin generation gen: errAdminAuth when the token, or its
+// user, is unknown or inactive.
+func (h *Handler) readPrincipal(ctx context.Context, hash [32]byte, gen int64) (*cachedPrincipal, error) {
 	t, err := h.store.AdminTokenByHash(ctx, hash)
 	switch {
 	case errors.Is(err, llmflow.ErrNotFound) || llmflow.ErrorCode(err) == llmflow.ENOTFOUND:
@@ -189,9 +221,7 @@ func (h *Handler) resolveToken(ctx context.Context, hash [32]byte, now time.Time
 	if err != nil {
 		return nil, &llmflow.Error{Code: llmflow.EUNAVAILABLE, Message: "admin store unavailable", Err: err}
 	}
-	e := &cachedPrincipal{token: t, user: u, roles: roles, gen: gen}
-	h.principals.Put(hash, e, now)
-	return e, nil
+	return &cachedPrincipal{token: t, user: u, roles: roles, gen: gen}, nil
 }
 
 // principalOf places a user's grants in the tree served now: a team

@@ -55,8 +55,12 @@ func (h *Handler) AdminChanged(ctx context.Context) error {
 // the generation read.
 func (h *Handler) reloadAdmin(ctx context.Context, seen int64) (int64, error) {
 	gen, err := h.store.AdminGeneration(ctx)
-	if err != nil || gen == seen {
+	if err != nil {
 		return seen, err
+	}
+	h.sawGeneration(gen) // a cached principal of an older one is not served stale
+	if gen == seen {
+		return seen, nil
 	}
 	if err := h.load(ctx); err != nil {
 		return seen, err

@@ -109,6 +109,9 @@ type Queue struct {
 	written, failed, dropped atomic.Uint64
 	abandoned                atomic.Uint64 // not written because Close's ctx ended
 	storeErrors              atomic.Uint64 // failed WriteRecords calls
+	// atRisk is set while neither the store nor the spool takes records
+	// (AtRisk): kept by noteRisk under mu, read without it.
+	atRisk atomic.Bool
 	lastWarn                 atomic.Int64  // unix nanoseconds of the last drop warning
 	wakeups                  atomic.Uint64 // writer wake-ups, for tests
 
@@ -334,6 +337,7 @@ func (q *Queue) write(b []llmflow.Record) {
 	} else if err == nil {
 		q.storeErr = nil
 	}
+	q.noteRisk()
 	q.mu.Unlock()
 	if err == nil {
 		q.written.Add(uint64(n))

@@ -65,6 +65,7 @@ func (q *Queue) enqueueSpooled(rec *llmflow.Record) bool {
 			return true
 		}
 		q.spoolDown = err
+		q.noteRisk()
 		q.logSpoolDown(err)
 	}
 	if len(q.pending) >= q.size {
@@ -180,6 +181,7 @@ func (q *Queue) drainSpooled(cur *spool.Cursor, buf *[]llmflow.Record) bool {
 		n := min(len(q.pending), q.batch)
 		if n == 0 {
 			q.spoolDown = nil // memory is empty: try the spool again
+			q.noteRisk()
 			q.mu.Unlock()
 			return true
 		}
@@ -216,6 +218,7 @@ func (q *Queue) rescue() {
 	clear(q.pending[len(q.pending):cap(q.pending)])
 	if len(q.pending) == 0 {
 		q.spoolDown = nil
+		q.noteRisk()
 		q.log.Info("accounting spool takes records again", "dir", q.sp.Dir(), "moved_from_memory", i)
 	}
 }
@@ -251,12 +254,14 @@ func (q *Queue) noteStoreResult(err error) {
 				"spooled", pending)
 		}
 		q.storeErr = nil
+		q.noteRisk()
 		return
 	}
 	if q.storeErr == nil {
 		q.failingSince = now
 	}
 	q.storeErr = err
+	q.noteRisk()
 	q.storeErrors.Add(1)
 	if now.Sub(q.lastFailLog) >= time.Duration(q.warnGap) {
 		q.lastFailLog = now
@@ -309,6 +314,18 @@ type Health struct {
 	Dropped      uint64
 	Failed       uint64 // records given up
 }
+
+// noteRisk updates AtRisk after a change of the spool's or the store's
+// state. q.mu is held.
+func (q *Queue) noteRisk() {
+	q.atRisk.Store(q.storeErr != nil && (q.sp == nil || q.spoolDown != nil))
+}
+
+// AtRisk reports whether neither the store nor the spool takes records
+// now: store writes fail and there is no spool, or it refuses appends
+// (its disk is full, it holds its maximum). Records are then held in
+// memory only, and dropped once it is full. It reads one atomic word.
+func (q *Queue) AtRisk() bool { return q.atRisk.Load() }
 
 // Health returns the queue's state.
 func (q *Queue) Health() Health {

@@ -1,13 +1,39 @@
 package gateway
 
 import (
+	"context"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/accounting"
 )
+
+// reasonAccounting is the llmflow_denied_total reason of a request refused
+// because its record could be kept nowhere (admitAccounting).
+const reasonAccounting = "accounting"
+
+// accountingRetry is the Retry-After of that refusal: about the pause
+// between two attempts at a failing store.
+const accountingRetry = 5 * time.Second
+
+var errRecordsAtRisk = &llmflow.Error{Code: llmflow.EUNAVAILABLE,
+	Message: "the gateway cannot account for requests now (neither its store nor its spool takes records); retry later"}
+
+// admitAccounting refuses a request, before anything is sent upstream,
+// while neither the store nor the spool takes records
+// (accounting.Queue.AtRisk): served, it would be a record dropped. With
+// store { fail_closed = false } the administrator chose to serve on; the
+// records then wait in memory, and beyond its size are dropped (counted).
+// It reads one atomic word.
+func (g *Gateway) admitAccounting(_ context.Context, _ *exchange) error {
+	if g.rec == nil || !g.cfg.Store.FailClosed || !g.rec.AtRisk() {
+		return nil
+	}
+	return withRetryAfter(errRecordsAtRisk, accountingRetry)
+}
 
 // RecordWriter is what the gateway needs of a store to keep accounting
 // records: WriteRecords must be idempotent per RequestID and return once
@@ -49,7 +75,8 @@ type acctHealth struct {
 // store writes, a growing spool or a spool that refuses records make the
 // status "degraded" (records are kept, but not yet where reports see
 // them); with store.fail_closed, records at risk (the spool refuses them,
-// or there is no spool and writes fail) make it "unavailable" (503). It
+// or there is no spool and writes fail) make it "unavailable" (503):
+// requests are refused then (admitAccounting). It
 // updates status and code and returns the details (nil without a queue).
 func (g *Gateway) accountingHealth(status *string, code *int) *acctHealth {
 	if g.rec == nil {

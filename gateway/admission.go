@@ -42,6 +42,7 @@ func (g *Gateway) admissionSteps() []step {
 	return []step{
 		{name: "auth", admit: g.admitKey, reason: reasonAuth, byCode: authByCode},
 		{name: "key_state", admit: g.admitKeyState, reason: reasonDisabled},
+		{name: "accounting", admit: g.admitAccounting, reason: reasonAccounting}, // a record that could be kept nowhere
 		{name: "request", admit: g.admitRequest, reason: reasonBadRequest,
 			byCode: map[string]string{llmflow.ETOOLARGE: reasonTooLarge}},
 		{name: "model", admit: g.admitModel, reason: reasonModel},

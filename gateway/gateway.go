@@ -672,7 +672,9 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 			if body.Status == "ok" {
 				body.Status = "degraded"
 			}
-			if g.cfg.Store.FailClosed {
+			// Requests are served on (keys cached, records in the spool):
+			// unavailable only when there is no spool to take the records.
+			if g.cfg.Store.FailClosed && (g.rec == nil || !g.rec.Health().Spool) {
 				body.Status = "unavailable"
 				status = http.StatusServiceUnavailable
 			}

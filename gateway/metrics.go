@@ -166,7 +166,7 @@ func (c *children) request(m *metrics, status int) {
 var deniedReasons = []string{
 	reasonAuth, reasonAuthLimited, reasonBadRequest, reasonTooLarge, reasonModel,
 	reasonNoUpstream, reasonDisabled, reasonQueue, reasonGrpTRES, reasonAdminAuth, reasonAdminAuthLimited,
-	reasonClientGone, reasonBudget, reasonRPM, reasonTPM, reasonMaxInFlight, reasonStale, reasonBadTags,
+	reasonClientGone, reasonBudget, reasonRPM, reasonTPM, reasonMaxInFlight, reasonStale, reasonBadTags, reasonAccounting,
 }
 
 // initSeries creates at zero the series of fixed label sets (denial and

@@ -109,11 +109,12 @@ type Queue struct {
 	written, failed, dropped atomic.Uint64
 	abandoned                atomic.Uint64 // not written because Close's ctx ended
 	storeErrors              atomic.Uint64 // failed WriteRecords calls
+	lastWarn                 atomic.Int64  // unix nanoseconds of the last drop warning
+	wakeups                  atomic.Uint64 // writer wake-ups, for tests
+
 	// atRisk is set while neither the store nor the spool takes records
 	// (AtRisk): kept by noteRisk under mu, read without it.
 	atRisk atomic.Bool
-	lastWarn                 atomic.Int64  // unix nanoseconds of the last drop warning
-	wakeups                  atomic.Uint64 // writer wake-ups, for tests
 
 	sp           *spool.Spool // nil: memory only
 	spooledState              // spool mode (spooled.go), under mu

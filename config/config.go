@@ -9,6 +9,7 @@
 package config
 
 import (
+	"net/netip"
 	"net/url"
 	"time"
 
@@ -242,6 +243,13 @@ type Limits struct {
 	// client network (an IPv4 address, an IPv6 /64), refused the same way.
 	// Default 256, 0 disables.
 	MaxConnectionsPerNetwork int
+	// TrustedProxies are the networks of the proxies in front of the
+	// gateway (nginx, a chat front end): their connections do not count
+	// per network, and the requests they forward count, per network, at
+	// the client address X-Forwarded-For gives (its last address outside
+	// these networks), against MaxConnectionsPerNetwork requests at once
+	// and the auth failure limit. Default none.
+	TrustedProxies []netip.Prefix
 }
 
 // Health configures active upstream health checks.

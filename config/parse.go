@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -815,6 +816,7 @@ var limitsSchema = &hcl.BodySchema{
 		{Name: "auth_failures_per_minute"},
 		{Name: "max_connections"},
 		{Name: "max_connections_per_network"},
+		{Name: "trusted_proxies"},
 	},
 }
 
@@ -854,6 +856,21 @@ func (d *decoder) decodeLimits(b *hcl.Block) {
 	intAttr(d, c.Attributes, "auth_failures_per_minute", 0, math.MaxInt32, &l.AuthFailuresPerMinute)
 	intAttr(d, c.Attributes, "max_connections", 0, math.MaxInt32, &l.MaxConnections)
 	intAttr(d, c.Attributes, "max_connections_per_network", 0, math.MaxInt32, &l.MaxConnectionsPerNetwork)
+	var proxies []string
+	if at := d.strList(c.Attributes, "trusted_proxies", &proxies); at != nil {
+		for _, p := range proxies {
+			n, err := netip.ParsePrefix(p)
+			if err != nil {
+				a, aerr := netip.ParseAddr(p)
+				if aerr != nil {
+					d.errorf(at.Expr.Range(), "trusted_proxies: %q is neither a network (10.0.0.0/8) nor an address", p)
+					continue
+				}
+				n = netip.PrefixFrom(a, a.BitLen())
+			}
+			l.TrustedProxies = append(l.TrustedProxies, n.Masked())
+		}
+	}
 }
 
 var healthSchema = &hcl.BodySchema{

@@ -527,3 +527,19 @@ func kind(k string, o engine.Options) engine.Descriptor {
 	}
 	return d
 }
+
+func TestParse_TrustedProxies(t *testing.T) {
+	l := mustParse(t, "gw.hcl", "limits {\n  trusted_proxies = [\"127.0.0.1\", \"10.1.2.3/8\", \"fd00::/8\"]\n}\n").Limits
+	want := []string{"127.0.0.1/32", "10.0.0.0/8", "fd00::/8"}
+	if len(l.TrustedProxies) != len(want) {
+		t.Fatalf("trusted_proxies: %v", l.TrustedProxies)
+	}
+	for i, w := range want {
+		if l.TrustedProxies[i].String() != w {
+			t.Errorf("trusted_proxies[%d] = %v, want %s", i, l.TrustedProxies[i], w)
+		}
+	}
+	if _, err := config.Parse("gw.hcl", []byte("limits {\n  trusted_proxies = [\"nginx.local\"]\n}\n")); err == nil || !strings.Contains(err.Error(), "trusted_proxies") {
+		t.Errorf("a host name: %v, want an error naming trusted_proxies", err)
+	}
+}

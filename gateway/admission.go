@@ -152,7 +152,7 @@ func (g *Gateway) release(x *exchange) {
 
 // admitKey authenticates the client key.
 func (g *Gateway) admitKey(ctx context.Context, x *exchange) error {
-	ck, err := g.auth.authenticate(ctx, x.r.Header.Get("Authorization"), x.r.RemoteAddr, x.start)
+	ck, err := g.auth.authenticate(ctx, x.r.Header.Get("Authorization"), g.clientAddr(x.r), x.start)
 	if err != nil {
 		if ke, ok := err.(*knownKeyError); ok {
 			x.key = ke.key // refused, but accounted to its team

@@ -49,7 +49,10 @@ const maxRefusing = 64
 type connLimiter struct {
 	net.Listener
 	max, perNetwork int
-	refused         func(reason string) // counts refusals; may be nil
+	refused         func(reason string, c net.Conn) // counts and logs refusals; may be nil
+	// trusted proxies' connections are not counted per network: their
+	// requests are, per forwarded client (admitProxied)
+	trusted trustedProxies
 
 	open     atomic.Int64
 	mu       sync.Mutex
@@ -66,12 +69,16 @@ func (g *Gateway) LimitListener(l net.Listener) net.Listener {
 	if lim.MaxConnections <= 0 && lim.MaxConnectionsPerNetwork <= 0 {
 		return l
 	}
-	return newConnLimiter(l, lim.MaxConnections, lim.MaxConnectionsPerNetwork, func(reason string) {
+	cl := newConnLimiter(l, lim.MaxConnections, lim.MaxConnectionsPerNetwork, func(reason string, c net.Conn) {
 		g.m.connRefused.WithLabelValues(reason).Inc()
+		addr := c.RemoteAddr().String()
+		g.logRefusal(reason, addr, addr)
 	})
+	cl.trusted = lim.TrustedProxies
+	return cl
 }
 
-func newConnLimiter(l net.Listener, max, perNetwork int, refused func(string)) *connLimiter {
+func newConnLimiter(l net.Listener, max, perNetwork int, refused func(string, net.Conn)) *connLimiter {
 	return &connLimiter{Listener: l, max: max, perNetwork: perNetwork, refused: refused, byNet: make(map[netip.Prefix]int)}
 }
 
@@ -82,22 +89,24 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		n := clientNetwork(c.RemoteAddr().String())
-		if reason := l.take(n); reason != "" {
+		addr := c.RemoteAddr().String()
+		n, perNet := clientNetwork(addr), !l.trusted.contains(addr)
+		if reason := l.take(n, perNet); reason != "" {
 			l.refuse(c, reason)
 			continue
 		}
-		return &limitedConn{Conn: c, l: l, n: n}, nil
+		return &limitedConn{Conn: c, l: l, n: n, perNet: perNet}, nil
 	}
 }
 
-// take counts a new connection from n, or returns the cap it would pass.
-func (l *connLimiter) take(n netip.Prefix) string {
+// take counts a new connection from n (per network when perNet), or
+// returns the cap it would pass.
+func (l *connLimiter) take(n netip.Prefix, perNet bool) string {
 	if open := l.open.Add(1); l.max > 0 && open > int64(l.max) {
 		l.open.Add(-1)
 		return connRefusedGlobal
 	}
-	if l.perNetwork > 0 {
+	if l.perNetwork > 0 && perNet {
 		l.mu.Lock()
 		if l.byNet[n] >= l.perNetwork {
 			l.mu.Unlock()
@@ -111,9 +120,9 @@ func (l *connLimiter) take(n netip.Prefix) string {
 }
 
 // done gives back what take counted.
-func (l *connLimiter) done(n netip.Prefix) {
+func (l *connLimiter) done(n netip.Prefix, perNet bool) {
 	l.open.Add(-1)
-	if l.perNetwork > 0 {
+	if l.perNetwork > 0 && perNet {
 		l.mu.Lock()
 		if l.byNet[n]--; l.byNet[n] <= 0 {
 			delete(l.byNet, n)
@@ -128,7 +137,7 @@ func (l *connLimiter) done(n netip.Prefix) {
 // before the client reads it.
 func (l *connLimiter) refuse(c net.Conn, reason string) {
 	if l.refused != nil {
-		l.refused(reason)
+		l.refused(reason, c)
 	}
 	if l.refusing.Add(1) > maxRefusing {
 		l.refusing.Add(-1)
@@ -154,12 +163,13 @@ type limitedConn struct {
 	net.Conn
 	l      *connLimiter
 	n      netip.Prefix
+	perNet bool
 	closed atomic.Bool
 }
 
 func (c *limitedConn) Close() error {
 	if c.closed.CompareAndSwap(false, true) {
-		c.l.done(c.n)
+		c.l.done(c.n, c.perNet)
 	}
 	return c.Conn.Close()
 }

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -133,7 +134,13 @@ type ClampCounter interface {
 // Gateway serves the client routes (/v1/*, /healthz, /metrics). Create it with New, start
 // its health checks with Start, stop with Close.
 type Gateway struct {
-	cfg        *config.Config
+	cfg *config.Config
+	// proxies are limits.trusted_proxies; proxied caps the requests they
+	// forward per client network (nil: no such cap), refusals limits the
+	// log of refused connections (proxies.go)
+	proxies    trustedProxies
+	proxied    *proxiedLimit
+	refusals   refusalLog
 	keys       KeyLookup
 	pinger     Pinger // nil: /healthz does not ping the store
 	rec        *accounting.Queue
@@ -202,6 +209,12 @@ func New(o Options) (*Gateway, error) {
 	}
 	if g.now == nil {
 		g.now = time.Now
+	}
+	if lim := o.Config.Limits; len(lim.TrustedProxies) > 0 {
+		g.proxies = lim.TrustedProxies
+		if lim.MaxConnectionsPerNetwork > 0 {
+			g.proxied = &proxiedLimit{max: lim.MaxConnectionsPerNetwork, byNet: make(map[netip.Prefix]int)}
+		}
 	}
 	if g.admissions = o.Admissions; g.admissions == nil {
 		g.admissions = admission.NewMemSource()
@@ -523,6 +536,15 @@ func (g *Gateway) Recorder() *accounting.Queue { return g.rec }
 
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	closeAfterAmbiguousFraming(w, r)
+	if g.proxied != nil { // limits.trusted_proxies (proxies.go)
+		done, ok := g.admitProxied(w, r)
+		if !ok {
+			return
+		}
+		if done != nil {
+			defer done()
+		}
+	}
 	g.mux.ServeHTTP(w, r)
 }
 
@@ -591,7 +613,7 @@ func (g *Gateway) getModel(w http.ResponseWriter, r *http.Request) error {
 
 // authenticate resolves the client key of r, counting denials.
 func (g *Gateway) authenticate(r *http.Request) (*cachedKey, error) {
-	ck, err := g.auth.authenticate(r.Context(), r.Header.Get("Authorization"), r.RemoteAddr, g.now())
+	ck, err := g.auth.authenticate(r.Context(), r.Header.Get("Authorization"), g.clientAddr(r), g.now())
 	if err != nil {
 		g.m.denied.WithLabelValues(deniedReason(err, reasonAuth, authByCode)).Inc()
 	}

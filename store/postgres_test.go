@@ -381,3 +381,10 @@ func TestPostgres_RoleSync(t *testing.T) {
 		return MustOpenPostgres(t, pgSchema(t))
 	})
 }
+
+func TestPostgres_Replicas(t *testing.T) {
+	pgDSN(t)
+	storetest.RunReplicas(t, func(t *testing.T) storetest.ReplicaStore {
+		return MustOpenPostgres(t, pgSchema(t))
+	})
+}

@@ -373,3 +373,9 @@ func TestSQLite_RoleSync(t *testing.T) {
 		return MustOpenSQLite(t, filepath.Join(t.TempDir(), "llmflow.db"))
 	})
 }
+
+func TestSQLite_Replicas(t *testing.T) {
+	storetest.RunReplicas(t, func(t *testing.T) storetest.ReplicaStore {
+		return MustOpenSQLite(t, filepath.Join(t.TempDir(), "llmflow.db"))
+	})
+}

@@ -57,6 +57,12 @@ type budgetState struct {
 	tags   map[string]bool // allowed header tags
 	header string          // the allow-listed tag header; "" = none
 
+	// replicas keeps the heartbeats of the replicas sharing the store
+	// without Redis (nil: none): each enforces its 1/live slice
+	replicas ReplicaStore
+	replica  string
+	beat     time.Duration
+
 	every     time.Duration // store.budget_refresh_interval
 	refreshMu sync.Mutex    // one refresh at a time
 	failures  atomic.Int32
@@ -83,7 +89,8 @@ const (
 
 func newBudgetState(o Options, cfg *config.Config, reg prometheus.Registerer) *budgetState {
 	b := &budgetState{store: o.Budgets, slurm: o.SlurmBudgets, alerts: o.Alerts, header: cfg.Tags.Header,
-		every: cmp.Or(cfg.Store.BudgetRefresh, config.DefaultBudgetRefresh)}
+		every:    cmp.Or(cfg.Store.BudgetRefresh, config.DefaultBudgetRefresh),
+		replicas: o.Replicas, replica: o.Replica, beat: cmp.Or(o.ReplicaBeat, 2*time.Second)}
 	b.mem = budgets.NewMem(cfg.Limits.MaxRequestDuration)
 	if len(cfg.Tags.Allowed) > 0 {
 		b.tags = make(map[string]bool, len(cfg.Tags.Allowed))
@@ -120,6 +127,9 @@ func newBudgetState(o Options, cfg *config.Config, reg prometheus.Registerer) *b
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "llmflow_budgets", Help: "Budgets in force.",
 		}, func() float64 { return float64(b.mem.Table().Len()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "llmflow_budget_slice", Help: "What budgets and key limits are divided by: the live replicas sharing the store without Redis (1: the whole).",
+		}, func() float64 { return float64(b.mem.Slice()) }),
 	)
 	return b
 }
@@ -197,9 +207,12 @@ func (g *Gateway) readBudgets(ctx context.Context) error {
 	return nil
 }
 
-// budgetLoop refreshes the budgets every store.budget_refresh_interval
-// until ctx ends.
+// budgetLoop refreshes the budgets every store.budget_refresh_interval,
+// and beats the replica's heartbeat (replicaLoop), until ctx ends.
 func (g *Gateway) budgetLoop(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { g.replicaLoop(ctx) })
 	if !g.bud.enabled() {
 		return
 	}
@@ -500,8 +513,55 @@ func (g *Gateway) setBudgetHeaders(w http.ResponseWriter, x *exchange) {
 	}
 }
 
+// ReplicaStore keeps the heartbeats of the replicas sharing a store
+// without Redis (store.Heartbeat).
+type ReplicaStore interface {
+	// Heartbeat renews replica's heartbeat until now + ttl and returns
+	// how many replicas are live, this one included.
+	Heartbeat(ctx context.Context, replica string, now time.Time, ttl time.Duration) (int, error)
+}
+
+// replicaLoop beats the replica's heartbeat every beat until ctx ends.
+func (g *Gateway) replicaLoop(ctx context.Context) {
+	if g.bud.replicas == nil {
+		return
+	}
+	t := time.NewTicker(g.bud.beat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			g.heartbeat(ctx)
+		}
+	}
+}
+
+// heartbeat renews the replica's heartbeat (three beats long) and slices
+// budgets and key limits among the live replicas: with n of them sharing
+// the store without Redis, each may spend 1/n of what is left of a
+// budget and admit 1/n of a key's rate and concurrency (budgets.Mem
+// SetSlice), so that together they hold what one gateway would. A store
+// that does not answer keeps the last slice.
+func (g *Gateway) heartbeat(ctx context.Context) {
+	b := g.bud
+	ctx, cancel := context.WithTimeout(ctx, b.beat)
+	defer cancel()
+	n, err := b.replicas.Heartbeat(ctx, b.replica, g.now(), 3*b.beat)
+	if err != nil {
+		g.log.Warn("replica heartbeat failed: budgets and key limits keep their slice", "slice", b.mem.Slice(), "err", err)
+		return
+	}
+	if was := b.mem.Slice(); int64(n) != was {
+		g.log.Info("replicas sharing the store without redis: budgets and key limits sliced", "replicas", n, "was", was)
+		b.mem.SetSlice(int64(n))
+	}
+}
+
 // startBudgets loads the budgets once before serving, so they hold from
-// the first request, and wires soft-limit crossings to the alert sink.
+// the first request (sliced among the replicas sharing the store), and
+// wires soft-limit crossings to the alert sink.
 func (g *Gateway) startBudgets(ctx context.Context) {
 	b := g.bud
 	b.mem.OnCrossing = func(c budgets.Crossing) {
@@ -510,6 +570,9 @@ func (g *Gateway) startBudgets(ctx context.Context) {
 		if b.alerts != nil {
 			go b.alerts.SoftLimitCrossed(context.WithoutCancel(ctx), c)
 		}
+	}
+	if b.replicas != nil {
+		g.heartbeat(ctx)
 	}
 	if !b.enabled() {
 		return

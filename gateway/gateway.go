@@ -122,6 +122,14 @@ type Options struct {
 	// Alerts is told when a budget first reaches its soft limit in a
 	// period; nil = nobody.
 	Alerts AlertSink
+	// Replicas, for replicas sharing a store without Redis, keeps their
+	// heartbeats: each enforces a 1/live slice of every budget and key
+	// limit (budgets.go); nil = off. Replica names this process there
+	// and ReplicaBeat is how often it beats (0: 2 s; the heartbeat lasts
+	// three).
+	Replicas    ReplicaStore
+	Replica     string
+	ReplicaBeat time.Duration
 }
 
 // ClampCounter is a record writer that clamps impossible usage

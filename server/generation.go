@@ -50,6 +50,9 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) 
 	}
 	opts := gateway.Options{Config: cfg, Version: s.version, Keys: db, Records: db, Pinger: db, ClampCounter: db, Recorder: s.rec, ShareUsage: db,
 		Registry: reg, Log: s.log, AccountChanges: changes, Admissions: s.counters.source(), KeepUsage: keepUsage, Budgets: db}
+	if s.counters.shared == nil { // replicas sharing the store see each other there
+		opts.Replicas, opts.Replica = db, s.counters.replica
+	}
 	g := &generation{cfg: cfg}
 	// Soft budget limits enqueue alerts into alertOutbox (nil without an
 	// alerts block); the dispatcher delivers them.

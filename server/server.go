@@ -76,6 +76,13 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		return err
 	}
 	defer counters.close()
+	if counters.replica != "" { // a clean stop: the other replicas' slices grow at once
+		defer func() {
+			lctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			db.Leave(lctx, counters.replica)
+		}()
+	}
 	s := &server{db: db, rec: rec, hook: hook, log: log, counters: counters, version: o.Version}
 	cur, err := s.start(ctx, cfg, counters.holdsUsage(ctx, cfg))
 	if err != nil {

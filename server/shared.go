@@ -18,6 +18,10 @@ type sharedCounters struct {
 	shared *redisstate.Shared // nil without a redis block: in memory
 	bus    *redisstate.Bus    // the invalidations; nil without Redis
 	mem    *admission.MemSource
+	// replica names this process in the store's heartbeats, which
+	// replicas sharing the store without Redis slice budgets and key
+	// limits by (gateway.Options.Replicas); "" with Redis
+	replica string
 }
 
 // newSharedCounters connects to the configured Redis, if any. Redis that
@@ -25,7 +29,7 @@ type sharedCounters struct {
 // this replica's slice (redisstate) until it answers.
 func newSharedCounters(ctx context.Context, cfg *config.Config, log *slog.Logger) (*sharedCounters, error) {
 	if cfg.Redis == nil {
-		return &sharedCounters{mem: admission.NewMemSource()}, nil
+		return &sharedCounters{mem: admission.NewMemSource(), replica: redisstate.ReplicaName()}, nil
 	}
 	sh, err := redisstate.Open(ctx, *cfg.Redis, cfg.Limits.MaxRequestDuration, log)
 	if err != nil {

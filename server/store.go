@@ -32,6 +32,8 @@ type Store interface {
 	admin.RoutingStore
 	admin.BudgetWriter
 	gateway.BudgetStore
+	gateway.ReplicaStore
+	Leave(ctx context.Context, replica string) error
 	AccountStore
 	alerts.Store
 	Rollups(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)

@@ -62,5 +62,10 @@ func (m *Mem) Charge(now time.Time, r *Request, cost float64) {
 	}
 }
 
+// AddInFlight counts d more requests of the key in flight that another
+// ledger admitted (its own count is shared), so that this gateway's
+// figure (Check, a fallback's max_inflight) includes them.
+func (k *KeyState) AddInFlight(d int64) { k.inflight.Add(d) }
+
 // KeyID returns the ID the key state was made for (Mem.Key).
 func (k *KeyState) KeyID() string { return k.id }

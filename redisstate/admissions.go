@@ -110,8 +110,14 @@ func (s *Admissions) Admit(_ context.Context, a *admission.Admission) error {
 	v, err := admitWithLedgerScript.Run(ctx, c.rdb, keys, args...).Slice()
 	if err == nil {
 		if p, capped, err, ok := c.admittedWithLedger(v, a.Chain, l, req, sec); ok {
+			if err == errEpochLost { // nothing taken: the ledger's fallback
+				return s.admitApart(a)
+			}
 			if err != nil {
 				return err
+			}
+			if capped < 0 {
+				l.admitted(req)
 			}
 			return placed(a, p, capped)
 		}

@@ -2,6 +2,7 @@ package redisstate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -52,6 +53,18 @@ type Ledger struct {
 	replica  string
 	leaseKey string
 	lease    time.Duration
+
+	// The epoch of the ledger's data in Redis (epochKey, a random token
+	// set when the data begins): another one than the replica knew means
+	// Redis lost the holds of the requests in flight (a restart without
+	// persistence). The replica then admits on its fallback slice, which
+	// counts what Redis said was used before, until its own requests
+	// admitted in Redis before the loss (inRedis) have settled.
+	epochKey string
+	epoch    atomic.Pointer[string] // known; "" until Redis first answered
+	proposal atomic.Pointer[string] // the token to set when there is none
+	lost     atomic.Bool
+	inRedis  atomic.Int64
 
 	local atomic.Pointer[budgets.Mem]
 
@@ -119,6 +132,10 @@ func NewLedger(rdb redis.UniversalClient, o LedgerOptions) *Ledger {
 		l.prefix = "llmflow:ledger:"
 	}
 	l.leaseKey = l.prefix + "live"
+	l.epochKey = l.prefix + "epoch"
+	none := ""
+	l.epoch.Store(&none)
+	l.newProposal()
 	if l.timeout <= 0 {
 		l.timeout = config.DefaultRedisTimeout
 	}
@@ -139,9 +156,12 @@ func (l *Ledger) setLocal(m *budgets.Mem) { l.local.Store(m) }
 // max in-flight, RPM, TPM, tokens, now (unix s), in-flight TTL (s),
 // prompt cost, output cost (GPU-hours), output wanted, units per
 // GPU-hour, then per slot: limit, floor (units), expiry (unix s), and
-// last the replica, the leases' key and the lease (s).
+// last the replica, the leases' key, the lease (s), the epoch's key, the
+// epoch the replica knows ("": none yet) and the one to set when there is
+// none.
 // It returns {"ok", held, output, {each slot's used (held + charged) after
-// it}} or {reason, retry-after s, slot index}
+// it}, epoch}, {reason, retry-after s, slot index}, or {"lost", epoch}
+// when the epoch is not the one the replica knows (nothing taken)
 // ("budget": 1 for retry-after when requests in flight hold part of the
 // exhausted budget, else 0).
 var reserveScript = redis.NewScript(ledgerReserveLua + "return ledger_reserve(KEYS, ARGV)\n")
@@ -149,12 +169,20 @@ var reserveScript = redis.NewScript(ledgerReserveLua + "return ledger_reserve(KE
 // ledgerReserveLua defines ledger_reserve(KEYS, ARGV), the body of
 // reserveScript, also run by the admission script of Admissions (admissions.go).
 const ledgerReserveLua = `local function ledger_reserve(KEYS, ARGV)
+local ekey, known, fresh = ARGV[#ARGV - 2], ARGV[#ARGV - 1], ARGV[#ARGV]
+local ep = redis.call('GET', ekey)
+if not ep then
+  -- the ledger's data begins (or began again: Redis lost it)
+  redis.call('SET', ekey, fresh)
+  ep = fresh
+end
+if known ~= '' and ep ~= known then return {'lost', ep} end
 local hasKey = tonumber(ARGV[1])
 local maxif, rpm, tpm = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local toks, now, ifttl = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local pc, oc, want, upg = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
 local nslots = #KEYS - 2
-local rep, lkey, lsecs = ARGV[#ARGV - 2], ARGV[#ARGV - 1], tonumber(ARGV[#ARGV])
+local rep, lkey, lsecs = ARGV[#ARGV - 5], ARGV[#ARGV - 4], tonumber(ARGV[#ARGV - 3])
 local function I(x) return string.format('%d', x) end
 -- holds and in-flight counts are kept per bucket of ifttl seconds (the
 -- longest a request may run) and replica ('h:<bucket>:<replica>'): a
@@ -286,7 +314,7 @@ if hasKey == 1 then
     redis.call('EXPIRE', KEYS[2], 61)
   end
 end
-return {'ok', held, out, useds}
+return {'ok', held, out, useds, ep}
 end
 `
 
@@ -367,6 +395,12 @@ func (l *Ledger) Reserve(now time.Time, r *budgets.Request) (local bool, err err
 		return true, l.reserveLocal(now, r)
 	}
 	if err, ok := l.reserved(v, r, sec); ok {
+		if err == errEpochLost {
+			return true, l.reserveLocal(now, r)
+		}
+		if err == nil {
+			l.admitted(r)
+		}
 		return false, err
 	}
 	l.fail(fmt.Errorf("reserve script answered %v", v))
@@ -382,7 +416,7 @@ func (l *Ledger) reserveCall(now time.Time, r *budgets.Request) (keys []string, 
 	keys = make([]string, 0, 2+len(r.Slots))
 	keys = append(keys, ik, wk)
 	sec = now.Unix()
-	args = make([]any, 0, 14+3*len(r.Slots))
+	args = make([]any, 0, 17+3*len(r.Slots))
 	args = append(args, b01(r.Key != nil), r.Limits.MaxInFlight, r.Limits.RPM, r.Limits.TPM, r.Tokens, sec,
 		int64(l.ifTTL/time.Second), r.PromptCost, r.OutputCost, r.WantOutput, int64(budgets.UnitsPerGPUHour))
 	for _, s := range r.Slots {
@@ -390,7 +424,7 @@ func (l *Ledger) reserveCall(now time.Time, r *budgets.Request) (keys []string, 
 		keys = append(keys, k)
 		args = append(args, s.Limit(), s.Spent(), exp)
 	}
-	args = append(args, l.replica, l.leaseKey, int64(l.lease/time.Second))
+	args = append(args, l.replica, l.leaseKey, int64(l.lease/time.Second), l.epochKey, *l.epoch.Load(), *l.proposal.Load())
 	return keys, args, sec
 }
 
@@ -398,8 +432,18 @@ func (l *Ledger) reserveCall(now time.Time, r *budgets.Request) (keys []string, 
 // was admitted, its *budgets.Refusal when not; ok false when v is not an
 // answer of the script.
 func (l *Ledger) reserved(v []any, r *budgets.Request, sec int64) (err error, ok bool) {
-	if len(v) != 3 && len(v) != 4 {
+	if len(v) == 2 && v[0] == "lost" {
+		ep, _ := v[1].(string)
+		l.markLost(ep)
+		return errEpochLost, true
+	}
+	if len(v) < 3 || len(v) > 5 {
 		return nil, false
+	}
+	if len(v) == 5 {
+		if ep, _ := v[4].(string); ep != "" && *l.epoch.Load() == "" {
+			l.adopt(ep)
+		}
 	}
 	reason, _ := v[0].(string)
 	n, _ := v[1].(int64)
@@ -409,7 +453,7 @@ func (l *Ledger) reserved(v []any, r *budgets.Request, sec int64) (err error, ok
 		r.SetHeld(n)
 		r.Output, r.Lowered = x, x < r.WantOutput
 		r.Sec = sec
-		if len(v) == 4 {
+		if len(v) >= 4 {
 			// what every replica holds and spent: a fallback's slice
 			// counts from it
 			used, _ := v[3].([]any)
@@ -505,6 +549,7 @@ func (l *Ledger) settleCall(now time.Time, r *budgets.Request, cost float64, tok
 		return nil, nil, false
 	}
 	r.Sec = 0
+	l.settled(r)
 	ik, wk := l.keyKeys(r)
 	keys = make([]string, 0, 2+len(r.Slots))
 	keys = append(keys, ik, wk)
@@ -592,6 +637,12 @@ func (l *Ledger) Probe() {
 			return
 		}
 	}
+	if l.lost.Load() {
+		if n := l.inRedis.Load(); n > 0 {
+			return // requests admitted before Redis lost their holds still run
+		}
+		l.lost.Store(false)
+	}
 	l.sliceMu.Lock()
 	ended := l.down.Swap(false)
 	l.slice.Store(1)
@@ -625,14 +676,20 @@ func (l *Ledger) Run(ctx context.Context, every time.Duration) {
 	}
 }
 
-// renewScript renews a replica's lease. KEYS: the leases. ARGV: the
-// replica, the lease (s), how long the lease of a replica gone is kept
-// (s: its holds are dropped by then).
+// renewScript renews a replica's lease. KEYS: the leases, the epoch.
+// ARGV: the replica, the lease (s), how long the lease of a replica gone
+// is kept (s: its holds are dropped by then), the epoch to set when there
+// is none. It returns the epoch.
 var renewScript = redis.NewScript(`
 local t = tonumber(redis.call('TIME')[1])
 redis.call('ZADD', KEYS[1], t + tonumber(ARGV[2]), ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', t - tonumber(ARGV[3]))
-return 1
+local ep = redis.call('GET', KEYS[2])
+if not ep then
+  redis.call('SET', KEYS[2], ARGV[4])
+  ep = ARGV[4]
+end
+return ep
 `)
 
 // Beat renews this replica's lease, so that the holds of its requests
@@ -642,8 +699,70 @@ func (l *Ledger) Beat() {
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
 	keep := int64(2*l.ifTTL/time.Second) + 60
-	if err := renewScript.Run(ctx, l.rdb, []string{l.leaseKey}, l.replica, int64(l.lease/time.Second), keep).Err(); err != nil {
+	ep, err := renewScript.Run(ctx, l.rdb, []string{l.leaseKey, l.epochKey}, l.replica, int64(l.lease/time.Second), keep,
+		*l.proposal.Load()).Text()
+	if err != nil {
 		l.fail(fmt.Errorf("redis lease: %w", err))
+		return
+	}
+	switch known := *l.epoch.Load(); {
+	case known == "":
+		l.adopt(ep)
+	case ep != known:
+		l.markLost(ep)
+	}
+}
+
+// errEpochLost is the reservation's answer when Redis lost the ledger's
+// data: the request is reserved in the fallback instead.
+var errEpochLost = errors.New("redis lost the ledger's data")
+
+// adopt makes ep the epoch this replica knows (and proposes another one
+// when there is none, should the data be lost again).
+func (l *Ledger) adopt(ep string) {
+	l.epoch.Store(&ep)
+	if *l.proposal.Load() == ep {
+		l.newProposal()
+	}
+}
+
+func (l *Ledger) newProposal() {
+	p := NewReplicaID()
+	l.proposal.Store(&p)
+}
+
+// markLost handles a Redis that lost the ledger's data (epoch ep is not
+// the one this replica knew): the holds of the requests in flight are
+// gone there, so the replica admits on its fallback slice, counted from
+// the budgets' used as Redis last answered (every replica's holds then),
+// until its requests admitted before have settled (Probe); then it
+// shares Redis again, in the new epoch.
+func (l *Ledger) markLost(ep string) {
+	l.adopt(ep)
+	if l.lost.Swap(true) {
+		return
+	}
+	if l.log != nil {
+		l.log.Warn("redis lost the budget ledger's data (restarted empty?): this replica admits on its slice until its requests in flight settle",
+			"in_flight", l.inRedis.Load())
+	}
+	l.fail(errEpochLost)
+}
+
+// admitted counts a request reserved in Redis among this replica's in
+// flight there, and in its key's in-flight figure here.
+func (l *Ledger) admitted(r *budgets.Request) {
+	l.inRedis.Add(1)
+	if r.Key != nil {
+		r.Key.AddInFlight(1)
+	}
+}
+
+// settled undoes admitted for a request reserved in Redis that settles.
+func (l *Ledger) settled(r *budgets.Request) {
+	l.inRedis.Add(-1)
+	if r.Key != nil {
+		r.Key.AddInFlight(-1)
 	}
 }
 

@@ -541,3 +541,79 @@ func TestLedgerFallbackCountsHoldsInFlight(t *testing.T) {
 		t.Fatalf("a's pending settles: %+v", h)
 	}
 }
+
+// TestLedgerRedisRestartedEmpty: two replicas hold 0.3 GPU-hours each of a
+// budget of 1, and 2 places of a key's max_inflight of 3, in Redis when it
+// restarts empty (no persistence; the clients reconnect and see no error).
+// The next reservation finds the ledger's epoch gone: the holds in flight
+// were lost, so the replicas admit on their fallback slices, counted from
+// what Redis said was used before (0.6), not on the empty Redis (before:
+// 0.5 more admitted on an empty Redis, 1.1 of 1; and the key's places
+// counted from 0). Once a replica's requests admitted before the loss
+// have settled, it shares Redis again, in the new epoch.
+func TestLedgerRedisRestartedEmpty(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a redis-server")
+	}
+	srv := startOwnRedis(t, "")
+	rdb := redis.NewClient(&redis.Options{Addr: srv.addr(), DialTimeout: 100 * time.Millisecond})
+	defer rdb.Close()
+	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	mk := func() *replica {
+		p := newReplica(t, rdb, "t:", now, 1, 0)
+		p.l = NewLedger(rdb, LedgerOptions{Prefix: "t:", Timeout: 200 * time.Millisecond, Replicas: func() int64 { return 2 }})
+		p.l.setLocal(p.mem)
+		return p
+	}
+	a, b := mk(), mk()
+	lim := budgets.KeyLimits{MaxInFlight: 3}
+	var inFlight []*budgets.Request
+	for _, p := range []*replica{a, b, a} { // a's last reservation sees both holds
+		cost := 0.3
+		if len(inFlight) == 2 {
+			cost = 0
+		}
+		r := p.request(now, "k", lim, cost)
+		if local, err := p.l.Reserve(now, r); err != nil || local {
+			t.Fatalf("reserve in redis: %v (local %v)", err, local)
+		}
+		inFlight = append(inFlight, r)
+	}
+	srv.kill()
+	startOwnRedis(t, srv.port) // empty
+	// the key has 3 places and 3 requests in flight: a fourth is refused
+	if _, err := a.l.Reserve(now, a.request(now, "k", lim, 0)); err == nil {
+		t.Fatal("a fourth request of a key with max_inflight 3 admitted after Redis lost the count")
+	}
+	if h := a.l.Health(); !h.Fallback {
+		t.Fatalf("after the loss: %+v, want the fallback", h)
+	}
+	total := 0.6 // held in flight before the loss
+	for _, p := range []*replica{a, b} {
+		for range 100 {
+			if _, err := p.l.Reserve(now, p.request(now, "", budgets.KeyLimits{}, 0.01)); err != nil {
+				break
+			}
+			total += 0.01
+		}
+	}
+	t.Logf("held before the loss and admitted after it: %.2f of 1", total)
+	if total > 1+1e-9 || total < 0.9 {
+		t.Fatalf("%.2f GPU-hours of a budget of 1 after Redis lost its data", total)
+	}
+	// a's requests from before settle: it shares Redis again
+	a.l.Settle(now, inFlight[0], false, 0.3, 1)
+	a.l.Probe()
+	if !a.l.Health().Fallback {
+		t.Fatal("back on Redis with a request from before the loss in flight")
+	}
+	a.l.Settle(now, inFlight[2], false, 0, 1)
+	a.l.Probe()
+	if h := a.l.Health(); h.Fallback {
+		t.Fatalf("requests from before the loss settled: %+v, want back on Redis", h)
+	}
+	r := a.request(now, "", budgets.KeyLimits{}, 0)
+	if local, err := a.l.Reserve(now, r); err != nil || local {
+		t.Fatalf("reserve after the fallback: %v (local %v)", err, local)
+	}
+}

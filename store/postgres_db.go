@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"time"
 
@@ -23,7 +24,7 @@ type pgQuerier struct {
 func (p pgQuerier) exec(ctx context.Context, q string, args ...any) (int64, error) {
 	tag, err := p.db.Exec(ctx, rebind(q), args...)
 	if err != nil {
-		return 0, err
+		return 0, pgUnavailable(err)
 	}
 	return tag.RowsAffected(), nil
 }
@@ -31,9 +32,25 @@ func (p pgQuerier) exec(ctx context.Context, q string, args ...any) (int64, erro
 func (p pgQuerier) query(ctx context.Context, q string, args ...any) (dbRows, error) {
 	rows, err := p.db.Query(ctx, rebind(q), args...)
 	if err != nil {
-		return nil, err
+		return nil, pgUnavailable(err)
 	}
 	return rows, nil
+}
+
+// pgUnavailable marks an error of a server that cannot be reached, went
+// away, or is slower than the caller waits, as the store being
+// unavailable (503, not 500).
+func pgUnavailable(err error) error {
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	if errors.As(err, &ce) || errors.As(err, &ne) || pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded) {
+		return storeUnavailable(err)
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P") || pe.Code == "53300") {
+		return storeUnavailable(err) // connection exceptions, shutting down, too many connections
+	}
+	return err
 }
 
 func (p pgQuerier) copyFrom(ctx context.Context, table string, cols []string, rows [][]any) error {
@@ -46,7 +63,7 @@ func newPostgresDB(s *Postgres) *sqlDB {
 		read:  pgQuerier{s.pool},
 		write: pgQuerier{s.pool},
 		tx: func(ctx context.Context, f func(q querier) error) error {
-			return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return f(pgQuerier{tx}) })
+			return pgUnavailable(pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return f(pgQuerier{tx}) }))
 		},
 		time:     func(t time.Time) any { return pgTime(t) },
 		nullTime: func(t time.Time) any { return pgNullTime(t) },

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -18,6 +19,18 @@ import (
 // bulk writes (SQLite's multi-row INSERT into a staging table, PostgreSQL's
 // COPY) and the outbox claim (SQLite's single writer, PostgreSQL's FOR
 // UPDATE SKIP LOCKED).
+
+// storeUnavailable wraps err, a database that cannot answer now, so that
+// it is told as the store being unavailable (llmflow.EUNAVAILABLE: 503
+// with Retry-After where answered, never 500); errors.Is and As still
+// find err.
+func storeUnavailable(err error) error {
+	var le *llmflow.Error
+	if err == nil || errors.As(err, &le) {
+		return err
+	}
+	return &llmflow.Error{Code: llmflow.EUNAVAILABLE, Message: "store unavailable; retry later", Err: err}
+}
 
 // querier runs SQL written with ? parameters.
 type querier interface {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"strings"
 	"time"
 
@@ -24,9 +25,23 @@ type sqlQuerier struct {
 func (s sqlQuerier) exec(ctx context.Context, q string, args ...any) (int64, error) {
 	res, err := s.db.ExecContext(ctx, q, args...)
 	if err != nil {
-		return 0, err
+		return 0, sqliteUnavailable(err)
 	}
 	return res.RowsAffected()
+}
+
+// sqliteUnavailable marks an error of a database that is locked or busy
+// (another process holds it longer than the busy timeout), or slower than
+// the caller waits, as the store being unavailable (503, not 500).
+func sqliteUnavailable(err error) error {
+	switch sqliteCode(err) & 0xff {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return storeUnavailable(err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return storeUnavailable(err)
+	}
+	return err
 }
 
 func (s sqlQuerier) query(ctx context.Context, q string, args ...any) (dbRows, error) {
@@ -38,7 +53,7 @@ func (s sqlQuerier) query(ctx context.Context, q string, args ...any) (dbRows, e
 		rows, err = s.db.QueryContext(ctx, q, args...)
 	}
 	if err != nil {
-		return nil, err
+		return nil, sqliteUnavailable(err)
 	}
 	return sqlRows{rows}, nil
 }
@@ -71,13 +86,13 @@ func newSQLiteDB(read, write *sql.DB, prepared map[string]*sql.Stmt) *sqlDB {
 		tx: func(ctx context.Context, f func(q querier) error) error {
 			tx, err := write.BeginTx(ctx, nil)
 			if err != nil {
-				return err
+				return sqliteUnavailable(err)
 			}
 			defer tx.Rollback()
 			if err := f(sqlQuerier{db: tx}); err != nil {
 				return err
 			}
-			return tx.Commit()
+			return sqliteUnavailable(tx.Commit())
 		},
 		time:     func(t time.Time) any { return toMicros(t) },
 		nullTime: func(t time.Time) any { return nullMicros(t) },

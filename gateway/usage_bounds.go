@@ -84,7 +84,7 @@ func (g *Gateway) takeUsage(x *exchange, u sse.Usage, est int64) bool {
 		g.logInvalidUsage(x, u)
 		return false
 	}
-	x.rec.PromptTokens, x.rec.CompletionTokens, x.rec.CachedTokens = u.PromptTokens, u.CompletionTokens, u.CachedTokens
+	x.setUsage(u)
 	if u.NoPrompt || (u.NoCompletion && x.ep != engine.Embeddings) {
 		x.rec.Estimated, x.rec.EstimateReason = true, llmflow.EstimateNoUsage
 	}

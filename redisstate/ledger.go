@@ -61,8 +61,10 @@ type Ledger struct {
 	// counts what Redis said was used before, until its own requests
 	// admitted in Redis before the loss (inRedis) have settled.
 	epochKey string
-	epoch    atomic.Pointer[string] // known; "" until Redis first answered
-	proposal atomic.Pointer[string] // the token to set when there is none
+	epoch    atomic.Value // string: known; "" until Redis first answered
+	proposal atomic.Value // string: the token to set when there is none
+	// the scripts' constant arguments, boxed once (an argument is an any)
+	fixedArgs [4]any // replica, leases' key, lease (s), epoch's key
 	lost     atomic.Bool
 	inRedis  atomic.Int64
 
@@ -133,9 +135,9 @@ func NewLedger(rdb redis.UniversalClient, o LedgerOptions) *Ledger {
 	}
 	l.leaseKey = l.prefix + "live"
 	l.epochKey = l.prefix + "epoch"
-	none := ""
-	l.epoch.Store(&none)
+	l.epoch.Store("")
 	l.newProposal()
+	l.fixedArgs = [4]any{l.replica, l.leaseKey, int64(l.lease / time.Second), l.epochKey}
 	if l.timeout <= 0 {
 		l.timeout = config.DefaultRedisTimeout
 	}
@@ -424,7 +426,7 @@ func (l *Ledger) reserveCall(now time.Time, r *budgets.Request) (keys []string, 
 		keys = append(keys, k)
 		args = append(args, s.Limit(), s.Spent(), exp)
 	}
-	args = append(args, l.replica, l.leaseKey, int64(l.lease/time.Second), l.epochKey, *l.epoch.Load(), *l.proposal.Load())
+	args = append(append(args, l.fixedArgs[:]...), l.epoch.Load(), l.proposal.Load()) // boxed strings: no allocation
 	return keys, args, sec
 }
 
@@ -441,7 +443,7 @@ func (l *Ledger) reserved(v []any, r *budgets.Request, sec int64) (err error, ok
 		return nil, false
 	}
 	if len(v) == 5 {
-		if ep, _ := v[4].(string); ep != "" && *l.epoch.Load() == "" {
+		if ep, _ := v[4].(string); ep != "" && l.epoch.Load() == "" {
 			l.adopt(ep)
 		}
 	}
@@ -562,7 +564,7 @@ func (l *Ledger) settleCall(now time.Time, r *budgets.Request, cost float64, tok
 		keys = append(keys, k)
 		args = append(args, s.Spent(), exp)
 	}
-	args = append(args, l.replica)
+	args = append(args, l.fixedArgs[0])
 	r.SetHeld(0)
 	if len(r.Slots) > 0 {
 		l.local.Load().Charge(now, r, cost) // this gateway's figures, after Spent was read
@@ -700,12 +702,12 @@ func (l *Ledger) Beat() {
 	defer cancel()
 	keep := int64(2*l.ifTTL/time.Second) + 60
 	ep, err := renewScript.Run(ctx, l.rdb, []string{l.leaseKey, l.epochKey}, l.replica, int64(l.lease/time.Second), keep,
-		*l.proposal.Load()).Text()
+		l.proposal.Load()).Text()
 	if err != nil {
 		l.fail(fmt.Errorf("redis lease: %w", err))
 		return
 	}
-	switch known := *l.epoch.Load(); {
+	switch known := l.epoch.Load().(string); {
 	case known == "":
 		l.adopt(ep)
 	case ep != known:
@@ -720,15 +722,14 @@ var errEpochLost = errors.New("redis lost the ledger's data")
 // adopt makes ep the epoch this replica knows (and proposes another one
 // when there is none, should the data be lost again).
 func (l *Ledger) adopt(ep string) {
-	l.epoch.Store(&ep)
-	if *l.proposal.Load() == ep {
+	l.epoch.Store(ep)
+	if l.proposal.Load() == ep {
 		l.newProposal()
 	}
 }
 
 func (l *Ledger) newProposal() {
-	p := NewReplicaID()
-	l.proposal.Store(&p)
+	l.proposal.Store(NewReplicaID())
 }
 
 // markLost handles a Redis that lost the ledger's data (epoch ep is not

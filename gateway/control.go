@@ -299,7 +299,7 @@ func (g *Gateway) IsMasterKey(tok string) bool { return g.secretAuth.match(tok)&
 // comparison; a failure counts there and in llmflow_denied_total, and
 // returns refused.
 func (g *Gateway) CheckMasterKey(r *http.Request, refused error) error {
-	if _, err := g.secretAuth.check(r.Header.Get("Authorization"), r.RemoteAddr, g.now(), secretMaster, refused); err != nil {
+	if _, err := g.secretAuth.check(r.Header.Get("Authorization"), g.clientAddr(r), g.now(), secretMaster, refused); err != nil {
 		g.operatorDenied(err)
 		return err
 	}
@@ -310,7 +310,7 @@ func (g *Gateway) CheckMasterKey(r *http.Request, refused error) error {
 // llmflow_denied_total) when r's network is past its operator failure
 // limit, nil otherwise.
 func (g *Gateway) OperatorLimited(r *http.Request) error {
-	if blocked, after := g.secretAuth.limiter.blocked(clientNetwork(r.RemoteAddr), g.now()); blocked {
+	if blocked, after := g.secretAuth.limiter.blocked(clientNetwork(g.clientAddr(r)), g.now()); blocked {
 		err := withRetryAfter(errTooManyBad, after)
 		g.operatorDenied(err)
 		return err
@@ -321,7 +321,7 @@ func (g *Gateway) OperatorLimited(r *http.Request) error {
 // OperatorFailed counts a failed operator authentication (err, a bad
 // admin token) against r's network and in llmflow_denied_total.
 func (g *Gateway) OperatorFailed(r *http.Request, err error) {
-	g.secretAuth.limiter.fail(clientNetwork(r.RemoteAddr), g.now())
+	g.secretAuth.limiter.fail(clientNetwork(g.clientAddr(r)), g.now())
 	g.operatorDenied(err)
 }
 

@@ -727,7 +727,7 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) error {
 		status = http.StatusServiceUnavailable
 	}
 	if hdr := r.Header.Get("Authorization"); hdr != "" {
-		if _, err := g.secretAuth.check(hdr, r.RemoteAddr, now, secretMaster|secretMetrics, errOperatorAuth); err != nil {
+		if _, err := g.secretAuth.check(hdr, g.clientAddr(r), now, secretMaster|secretMetrics, errOperatorAuth); err != nil {
 			g.operatorDenied(err)
 		} else {
 			for _, b := range g.allBackends() {
@@ -752,7 +752,7 @@ var errMetricsAuth = &llmflow.Error{Code: llmflow.EUNAUTHORIZED, Message: "metri
 // without it is refused and counted as an operator-secret failure.
 func (g *Gateway) serveMetrics(w http.ResponseWriter, r *http.Request) error {
 	if g.secretAuth.metrics != nil {
-		_, err := g.secretAuth.check(r.Header.Get("Authorization"), r.RemoteAddr, g.now(), secretMetrics, errMetricsAuth)
+		_, err := g.secretAuth.check(r.Header.Get("Authorization"), g.clientAddr(r), g.now(), secretMetrics, errMetricsAuth)
 		if err != nil {
 			g.operatorDenied(err)
 			return err

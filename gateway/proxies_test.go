@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-llmflow/llmflow/internal/gatewaytest"
 )
 
 // TestTrustedProxyCountsClients: behind a trusted proxy (one address
@@ -152,5 +154,31 @@ func TestForwardedClient(t *testing.T) {
 	}
 	if !tp.contains("[::1]:80") || !tp.contains("10.9.9.9:1") || tp.contains("192.0.2.1:1") || tp.contains("junk") {
 		t.Error("contains")
+	}
+}
+
+// TestTrustedProxyAuthLimitPerClient: behind a trusted proxy the auth
+// failure limit counts each forwarded client: one that keeps sending bad
+// keys is throttled (429), another one through the same proxy is not
+// (before: the proxy's address was throttled for everyone).
+func TestTrustedProxyAuthLimitPerClient(t *testing.T) {
+	up := newRecordingUpstream(t, nil)
+	e := newEnv(t, []string{up.srv.URL}, "limits {\n auth_failures_per_minute = 2\n trusted_proxies = [\"127.0.0.1\"]\n}")
+	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	status := func(key, client string) int {
+		resp := gatewaytest.Post(t, e.srv, key, "/v1/chat/completions", body, "X-Forwarded-For", client)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	bad := "llmf-" + strings.Repeat("x", 40)
+	for range 3 {
+		status(bad, "192.0.2.1")
+	}
+	if s := status(bad, "192.0.2.1"); s != http.StatusTooManyRequests {
+		t.Fatalf("a client sending bad keys: %d, want 429", s)
+	}
+	if s := status(e.key, "192.0.2.2"); s != http.StatusOK {
+		t.Fatalf("another client through the same proxy: %d, want 200", s)
 	}
 }

@@ -67,5 +67,48 @@ func (m *Mem) Charge(now time.Time, r *Request, cost float64) {
 // figure (Check, a fallback's max_inflight) includes them.
 func (k *KeyState) AddInFlight(d int64) { k.inflight.Add(d) }
 
+// CountWindow counts reqs requests and toks tokens at second sec in the
+// key's rate windows, for a request another ledger admitted (its own
+// windows are shared), so that this gateway's figures (Check, a
+// fallback's slice) and what it announces again (EachWindow) include
+// them. A second out of the window is not counted.
+func (k *KeyState) CountWindow(sec, reqs, toks int64) {
+	k.mu.Lock()
+	k.reqs.advance(sec)
+	k.toks.advance(sec)
+	k.reqs.add(sec, reqs)
+	k.toks.add(sec, toks)
+	k.mu.Unlock()
+}
+
+// EachWindow calls f with the requests and tokens the key's windows count
+// at each second of the minute up to now that counts any.
+func (k *KeyState) EachWindow(now int64, f func(sec, reqs, toks int64)) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.reqs.advance(now)
+	k.toks.advance(now)
+	for sec := k.reqs.last - windowSecs + 1; sec <= k.reqs.last; sec++ {
+		var r, t int64
+		if b := &k.reqs.buckets[sec%windowSecs]; b.sec == sec {
+			r = b.n
+		}
+		if b := &k.toks.buckets[sec%windowSecs]; b.sec == sec {
+			t = b.n
+		}
+		if r != 0 || t != 0 {
+			f(sec, r, t)
+		}
+	}
+}
+
+// EachKey calls f with the state of every key the ledger knows.
+func (m *Mem) EachKey(f func(*KeyState)) {
+	m.keys.Range(func(_, v any) bool {
+		f(v.(*KeyState))
+		return true
+	})
+}
+
 // KeyID returns the ID the key state was made for (Mem.Key).
 func (k *KeyState) KeyID() string { return k.id }

@@ -34,7 +34,8 @@ func TestReplicasWithoutRedisSlice(t *testing.T) {
 		t.Cleanup(func() { db.Close() })
 		e := newEnv(t, []string{hs.URL}, "", func(o *Options) {
 			o.Keys, o.Records, o.Budgets = db, db, db
-			o.Replicas, o.Replica, o.ReplicaBeat = db, fmt.Sprintf("replica-%d", i), 20*time.Millisecond
+			// a beat of 1 s (3 s long): a loaded machine never lets one expire
+			o.Replicas, o.Replica, o.ReplicaBeat = db, fmt.Sprintf("replica-%d", i), time.Second
 		})
 		e.db = db
 		e.gw.Start(context.Background())

@@ -551,7 +551,7 @@ func (l *Ledger) settleCall(now time.Time, r *budgets.Request, cost float64, tok
 		return nil, nil, false
 	}
 	r.Sec = 0
-	l.settled(r)
+	l.settled(r, sec, tokens)
 	ik, wk := l.keyKeys(r)
 	keys = make([]string, 0, 2+len(r.Slots))
 	keys = append(keys, ik, wk)
@@ -642,6 +642,10 @@ func (l *Ledger) Probe() {
 	if l.lost.Load() {
 		if n := l.inRedis.Load(); n > 0 {
 			return // requests admitted before Redis lost their holds still run
+		}
+		if err := l.reannounce(ctx); err != nil {
+			l.lastErr.Store(&errAt{err: err, at: time.Now()})
+			return
 		}
 		l.lost.Store(false)
 	}
@@ -751,20 +755,59 @@ func (l *Ledger) markLost(ep string) {
 }
 
 // admitted counts a request reserved in Redis among this replica's in
-// flight there, and in its key's in-flight figure here.
+// flight there, and in its key's in-flight figure and rate windows here
+// (what it announces again should Redis lose them: reannounce).
 func (l *Ledger) admitted(r *budgets.Request) {
 	l.inRedis.Add(1)
 	if r.Key != nil {
 		r.Key.AddInFlight(1)
+		if r.Limits.RPM > 0 || r.Limits.TPM > 0 {
+			r.Key.CountWindow(r.Sec, 1, r.Tokens)
+		}
 	}
 }
 
-// settled undoes admitted for a request reserved in Redis that settles.
-func (l *Ledger) settled(r *budgets.Request) {
+// settled undoes admitted for a request reserved in Redis at second sec
+// that settles with tokens used: its key's window counts those.
+func (l *Ledger) settled(r *budgets.Request, sec, tokens int64) {
 	l.inRedis.Add(-1)
 	if r.Key != nil {
 		r.Key.AddInFlight(-1)
+		if r.Limits.RPM > 0 || r.Limits.TPM > 0 {
+			r.Key.CountWindow(sec, 0, tokens-r.Tokens)
+		}
 	}
+}
+
+// reannounce counts again in Redis, which lost them, the requests and
+// tokens this replica admitted in the last minute (in Redis before the
+// loss, or alone since) in its keys' rate windows, so that a key's RPM
+// and TPM do not start afresh with the new epoch.
+func (l *Ledger) reannounce(ctx context.Context) error {
+	m, now := l.local.Load(), time.Now().Unix()
+	pipe := l.rdb.Pipeline()
+	m.EachKey(func(k *budgets.KeyState) {
+		wk := l.prefix + "w:" + k.KeyID()
+		n := 0
+		k.EachWindow(now, func(sec, reqs, toks int64) {
+			s := strconv.FormatInt(sec, 10)
+			if reqs != 0 {
+				pipe.HIncrBy(ctx, wk, "r:"+s, reqs)
+			}
+			if toks != 0 {
+				pipe.HIncrBy(ctx, wk, "t:"+s, toks)
+			}
+			n++
+		})
+		if n > 0 {
+			pipe.Expire(ctx, wk, 61*time.Second)
+		}
+	})
+	if pipe.Len() == 0 {
+		return nil
+	}
+	_, err := pipe.Exec(ctx)
+	return err
 }
 
 // release gives up the lease of a replica that stops: its holds are

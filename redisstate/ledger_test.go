@@ -617,3 +617,39 @@ func TestLedgerRedisRestartedEmpty(t *testing.T) {
 		t.Fatalf("reserve after the fallback: %v (local %v)", err, local)
 	}
 }
+
+// TestLedgerRedisRestartedEmptyWindows: a key's RPM does not start afresh
+// when Redis restarts empty: the replica that admitted the minute's
+// requests counts them in its fallback, and counts them again in Redis
+// when it shares it again (before: 3 more of rpm = 3 at once).
+func TestLedgerRedisRestartedEmptyWindows(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a redis-server")
+	}
+	srv := startOwnRedis(t, "")
+	rdb := redis.NewClient(&redis.Options{Addr: srv.addr(), DialTimeout: 100 * time.Millisecond})
+	defer rdb.Close()
+	now := time.Now()
+	a := newReplica(t, rdb, "t:", now, 1, 0)
+	lim := budgets.KeyLimits{RPM: 3}
+	for range 3 {
+		r := a.request(now, "k", lim, 0)
+		if local, err := a.l.Reserve(now, r); err != nil || local {
+			t.Fatalf("reserve in redis: %v (local %v)", err, local)
+		}
+		a.l.Settle(now, r, false, 0, 1)
+	}
+	srv.kill()
+	startOwnRedis(t, srv.port) // empty
+	if local, err := a.l.Reserve(now, a.request(now, "k", lim, 0)); err == nil {
+		t.Fatalf("a fourth request in the minute with rpm = 3 admitted after Redis lost the window (local %v)", local)
+	}
+	a.l.Probe() // nothing from before in flight: back on Redis, the minute's requests counted there again
+	if h := a.l.Health(); h.Fallback {
+		t.Fatalf("after the probe: %+v", h)
+	}
+	local, err := a.l.Reserve(now, a.request(now, "k", lim, 0))
+	if err == nil || local {
+		t.Fatalf("a fourth request in the minute with rpm = 3 on the restarted Redis: %v (local %v), want an rpm refusal there", err, local)
+	}
+}

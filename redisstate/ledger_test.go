@@ -408,7 +408,7 @@ func TestLedgerKilledReplicaLeaseExpires(t *testing.T) {
 	now := time.Now()
 	mk := func() *replica {
 		p := newReplica(t, rdb, prefix, now, 1, 0)
-		p.l = NewLedger(rdb, LedgerOptions{Prefix: prefix, Lease: time.Second})
+		p.l = NewLedger(rdb, LedgerOptions{Prefix: prefix}) // the default lease, 3 s
 		p.l.setLocal(p.mem)
 		return p
 	}
@@ -432,7 +432,7 @@ func TestLedgerKilledReplicaLeaseExpires(t *testing.T) {
 		if _, err := live.l.Reserve(now, live.request(now, "k", lim, 0.6)); err == nil {
 			t.Fatalf("reservation %d admitted while the replica holding the key's place lives", i)
 		}
-		time.Sleep(500 * time.Millisecond) // a lease and a half in all: renewed meanwhile
+		time.Sleep(200 * time.Millisecond) // renewed meanwhile, every 100 ms
 	}
 	if _, err := live.l.Reserve(now, live.request(now, "", budgets.KeyLimits{}, 0.6)); !errors.Is(err, budgets.ErrExhausted) {
 		t.Fatalf("budget reservation while the hold's replica lives: %v", err)

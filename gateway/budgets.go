@@ -59,9 +59,10 @@ type budgetState struct {
 
 	// replicas keeps the heartbeats of the replicas sharing the store
 	// without Redis (nil: none): each enforces its 1/live slice
-	replicas ReplicaStore
-	replica  string
-	beat     time.Duration
+	replicas    ReplicaStore
+	replica     string
+	beat        time.Duration
+	beatFailing atomic.Bool // logged once per run of failed heartbeats
 
 	every     time.Duration // store.budget_refresh_interval
 	refreshMu sync.Mutex    // one refresh at a time
@@ -550,8 +551,13 @@ func (g *Gateway) heartbeat(ctx context.Context) {
 	defer cancel()
 	n, err := b.replicas.Heartbeat(ctx, b.replica, g.now(), 3*b.beat)
 	if err != nil {
-		g.log.Warn("replica heartbeat failed: budgets and key limits keep their slice", "slice", b.mem.Slice(), "err", err)
+		if !b.beatFailing.Swap(true) {
+			g.log.Warn("replica heartbeat failed: budgets and key limits keep their slice", "slice", b.mem.Slice(), "err", err)
+		}
 		return
+	}
+	if b.beatFailing.Swap(false) {
+		g.log.Info("replica heartbeat works again", "replicas", n)
 	}
 	if was := b.mem.Slice(); int64(n) != was {
 		g.log.Info("replicas sharing the store without redis: budgets and key limits sliced", "replicas", n, "was", was)

@@ -114,3 +114,28 @@ func TestStreamCutPastOutputLimit(t *testing.T) {
 		t.Fatalf("record %+v: want upstream_error, estimated, at most 20 completion tokens", rec)
 	}
 }
+
+// TestTokenizerCountBounded: the prompt count an engine's tokenizer gives
+// for a stream that broke without usage is believed within the prompt's
+// bound only, as its usage is: a million tokens for a few bytes is not
+// charged (the estimate is).
+func TestTokenizerCountBounded(t *testing.T) {
+	up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/tokenize" {
+			io.WriteString(w, `{"count":1000000,"max_model_len":4096,"tokens":[]}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for range 3 { // then the stream breaks: no usage, no [DONE]
+			io.WriteString(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tok \"}}]}\n\n")
+		}
+	})
+	e := newEnv(t, []string{up.srv.URL}, "")
+	resp := e.post(t, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	rec := e.recs.wait(t, 1)[0]
+	if rec.PromptTokens > int64(len(`[{"role":"user","content":"hi"}]`)+chatTemplateTokens) {
+		t.Fatalf("record %+v: the tokenizer's count of a million prompt tokens believed", rec)
+	}
+}

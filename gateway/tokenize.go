@@ -103,7 +103,7 @@ func (g *Gateway) askEngine(ctx context.Context, x *exchange, path string, body 
 // engine's count, not an estimate.
 func (g *Gateway) countedPrompt(x *exchange) bool {
 	n, ok := g.countPrompt(x)
-	if !ok {
+	if !ok || n > x.promptBound() { // believed within what was sent, as usage (validUsage)
 		return false
 	}
 	x.rec.PromptTokens = n

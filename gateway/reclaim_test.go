@@ -652,3 +652,50 @@ func FuzzResumeChunk(f *testing.F) {
 		}
 	})
 }
+
+// A borrower's engine that generates past the output limit it was given is
+// cut, as on the plain path: an error event, no [DONE], the usage bounded.
+func TestResumableEngineIgnoresLimit(t *testing.T) {
+	hold := make(chan struct{})
+	var n atomic.Int32
+	up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		if n.Add(1) == 1 { // the first request is held
+			io.WriteString(w, "data: {\"id\":\"h\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n")
+			http.NewResponseController(w).Flush()
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		for i := range 1000 { // max_tokens 5, ignored
+			if _, err := fmt.Fprintf(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"sim/llama\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t%d \"}}]}\n\n", i); err != nil {
+				return
+			}
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+	})
+	e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) {
+		o.Config.Pools[0].Capacity = 4
+		o.Config.Pools[0].Reclaim, o.Config.Pools[0].Headroom = engine.ReclaimPreempt, 1
+	})
+	keyB := e.newKey(t, "lab-chem")
+	// etabB's reservation (1) is held, so its next request borrows and takes
+	// the resumable path
+	held := make(chan answer, 1)
+	go func() {
+		held <- ask(t, e, keyB, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hold"}]}`)
+	}()
+	gatewaytest.WaitFor(t, func() bool { return len(up.requests()) == 1 })
+	got := ask(t, e, keyB, "/v1/chat/completions", `{"model":"m","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"borrower"}]}`)
+	if got.done || strings.Count(got.text, "t") > 7 {
+		t.Errorf("a stream past its limit: done %v, text %q", got.done, got.text)
+	}
+	r := e.recs.wait(t, 1)[0]
+	if r.Outcome != llmflow.OutcomeUpstreamError || r.CompletionTokens > 5 || r.Priority < fairshare.PriorityBorrowBase {
+		t.Errorf("record %+v: want a borrower's upstream_error, at most 5 completion tokens", r)
+	}
+	close(hold)
+	<-held
+}

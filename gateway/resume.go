@@ -66,6 +66,9 @@ type resumeState struct {
 	hasFinal   bool
 	errorEvent bool
 	pinned     bool // took a turn the gateway cannot resume
+
+	chunks int  // chunks with choices taken, over every attempt
+	cut    bool // the engine went past the output limit: cut
 }
 
 // takenTokens is what this attempt generated up to the last chunk taken.
@@ -394,6 +397,30 @@ func (g *Gateway) relayChunks(ctx context.Context, w http.ResponseWriter, x *exc
 		if rs.attempts > 0 && roleOnly {
 			continue // the client has it from the first attempt
 		}
+		if rs.chunks++; x.maxDeltas() > 0 && rs.chunks > x.maxDeltas() {
+			// an engine generating past the output limit it was given
+			g.log.Warn("engine generated past its output limit: stream cut", "request_id", x.id, "upstream", x.up.name,
+				"max_tokens", x.outputBound())
+			rs.cut = true
+			if x.rq.stream {
+				g.writeEvent(w, x, rs, []byte("data: {\"error\":{\"message\":\"the engine generated more than the output limit; the answer was cut\",\"type\":\"server_error\",\"param\":null,\"code\":\"upstream_error\"}}\n\n"))
+			}
+			return attemptBroken
+		}
+		if len(rs.text)+len(content) > int(g.cfg.Limits.MaxResponseBytes) {
+			// the answer so far is kept to resume it (and, for a client that
+			// did not stream, to answer): beyond the response size limit it
+			// is neither
+			if !x.rq.stream {
+				rs.cut = true
+				return attemptBroken
+			}
+			if !rs.pinned && !pl.victims.pin(x) {
+				return attemptPreempted
+			}
+			rs.pinned = true
+			content = nil
+		}
 		rs.text, _ = appendText(rs.text, content)
 		if c.reasoning != nil && !x.rq.stream {
 			rs.reasoning, _ = appendText(rs.reasoning, c.reasoning)
@@ -534,7 +561,7 @@ func (g *Gateway) endResumable(w http.ResponseWriter, x *exchange, rs *resumeSta
 		x.rec.Outcome, x.rec.Status = llmflow.OutcomeClientGone, statusClientGone
 		g.estimateResumed(x, rs, llmflow.EstimateClientGone)
 		return nil
-	case rs.errorEvent:
+	case rs.errorEvent || rs.cut:
 		x.rec.Outcome = llmflow.OutcomeUpstreamError
 		g.estimateResumed(x, rs, llmflow.EstimateUpstreamError)
 	case end == attemptBroken:

@@ -102,6 +102,25 @@ type Pool struct {
 	// capacity, for a gateway-side queue (replicas share the engine); nil:
 	// the whole capacity is this gateway's.
 	Share CapacityShare
+	// Reclaim, when not nil, lets this replica ask the others to take a
+	// slot back from one of their borrowers (pool reclaim = "preempt");
+	// nil: one gateway, whose borrowers are all its own.
+	Reclaim Reclaim
+}
+
+// Reclaim is the replicas' exchange of slots to take back: a replica whose
+// request within its reservation waits in the engine, with no borrower of
+// its own to preempt, asks; a replica with a borrower it may preempt for
+// that request claims one ask and preempts it. Every ask is claimed at most
+// once, and lapses after a few seconds (the request got a slot meanwhile,
+// or it ended).
+type Reclaim interface {
+	// Ask announces one slot wanted for a request of org at priority prio.
+	Ask(org string, prio int)
+	// Claim takes one outstanding ask; false when none is left.
+	Claim() bool
+	// Unclaim gives back a claim whose borrower was gone by then.
+	Unclaim()
 }
 
 // Source gives each pool of a gateway the state its admissions share. A

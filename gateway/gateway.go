@@ -368,7 +368,7 @@ func (g *Gateway) newPools(o Options, view *accountView) error {
 		st := g.admissions.Pool(p.Name, g.cfg.FairShare.HalfLife, g.bud.mem)
 		pl.fs = fairshare.NewPoolGPUs(p.Capacity, p.GPUs, view.tree(), st.Counters, g.started)
 		pl.shared = st.Shared
-		pl.reclaim, pl.victims = p.Reclaim, newReclaimer()
+		pl.reclaim, pl.victims, pl.remote = p.Reclaim, newReclaimer(), st.Reclaim
 		if p.Engine.Scheduling == engine.GatewayQueue || p.Reclaim != engine.ReclaimNone {
 			fs := pl.fs
 			pl.queue = newQueue(p.Capacity, p.QueueSize, p.QueueTimeout, func(k queueKey) int {

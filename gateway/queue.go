@@ -242,20 +242,23 @@ func (q *queue) wait(ctx context.Context, k queueKey, p int, arrival uint64, tim
 // count: a request within its organisation's reservation on an engine that
 // queues by priority itself (it waits there, if it must, ahead of every
 // borrower). arrival gets its order of admission. When the engine has no
-// slot for it, beyond the slots already being taken back, pick (when not
-// nil) may take one from a borrower: takeReclaiming reports whether it did.
-func (q *queue) takeReclaiming(arrival *uint64, pick func() bool) (picked bool) {
+// slot for it, beyond the slots already being taken back (short), pick
+// (when not nil) may take one from a borrower: picked says whether it did.
+func (q *queue) takeReclaiming(arrival *uint64, pick func() bool) (picked, short bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.follow()
 	q.seq++
 	*arrival = q.seq
 	q.inflight++
-	if pick != nil && q.inflight-q.capacity-q.pending > 0 && pick() {
-		q.pending++
-		return true
+	if q.inflight-q.capacity-q.pending <= 0 {
+		return false, false
 	}
-	return false
+	if pick != nil && pick() {
+		q.pending++
+		return true, true
+	}
+	return false, true
 }
 
 // leave removes a waiter that gave up; false when it was granted first.
@@ -299,6 +302,14 @@ func (q *queue) release(victim bool) {
 // reclaiming counts one more slot being taken back. Called with mu (from
 // acquireOr's beforeWait).
 func (q *queue) reclaiming() { q.pending++ }
+
+// reclaimed counts n more slots being taken back (for another replica;
+// -1 undoes one), without mu held.
+func (q *queue) reclaimed(n int) {
+	q.mu.Lock()
+	q.pending += n
+	q.mu.Unlock()
+}
 
 // shortOfSlots is how many waiters within their organisation's reservation
 // (the one about to wait included when it is one) would still wait once the

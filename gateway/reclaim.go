@@ -151,8 +151,13 @@ func (g *Gateway) admitSlot(ctx context.Context, x *exchange) error {
 		if pl.reclaim == engine.ReclaimPreempt {
 			pick = func() bool { return pl.victims.pick(x.org, x.priority) }
 		}
-		if pl.queue.takeReclaiming(&x.arrival, pick) {
+		picked, short := pl.queue.takeReclaiming(&x.arrival, pick)
+		switch {
+		case picked:
 			g.m.preemptions.WithLabelValues(pl.name).Inc()
+		case short && pick != nil && pl.remote != nil:
+			// the borrowers holding the engine run on other replicas
+			go pl.remote.Ask(x.org, x.priority)
 		}
 		x.queued = true
 		return nil
@@ -248,4 +253,39 @@ func lastRoleNot(arr []byte, role string) bool {
 		return false
 	}
 	return !bytes.Equal(last[s:e], []byte(`"`+role+`"`))
+}
+
+// ReclaimFor takes a slot back from one of this gateway's borrowers in the
+// named pool for a request of org at priority prio waiting on another
+// replica (redisstate.Bus's announcement of admission.Reclaim.Ask): when it
+// has one to preempt and claims the ask first. It reports whether it did.
+func (g *Gateway) ReclaimFor(pool, org string, prio int) bool {
+	pl := g.pools[pool]
+	if pl == nil || pl.reclaim != engine.ReclaimPreempt || pl.remote == nil || pl.queue == nil || !pl.victims.has(org, prio) {
+		return false
+	}
+	if !pl.remote.Claim() {
+		return false // another replica took it, or it lapsed
+	}
+	pl.queue.reclaimed(1) // before the victim can give its slot back
+	if !pl.victims.pick(org, prio) {
+		pl.queue.reclaimed(-1) // it finished meanwhile: no slot is coming
+		pl.remote.Unclaim()
+		return false
+	}
+	g.m.preemptions.WithLabelValues(pl.name).Inc()
+	return true
+}
+
+// has reports whether a request of org at priority prio could preempt one
+// of the borrowers now.
+func (r *reclaimer) has(org string, prio int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for x := range r.running {
+		if victimFor(prio, org, x.priority, x.org) {
+			return true
+		}
+	}
+	return false
 }

@@ -33,7 +33,8 @@ type pool struct {
 	// the pool reclaims; nil otherwise.
 	queue   *queue
 	reclaim engine.Reclaim
-	victims *reclaimer // the borrowers reclaim may preempt
+	victims *reclaimer        // the borrowers reclaim may preempt
+	remote  admission.Reclaim // the other replicas' borrowers; nil: none
 }
 
 // route is a client-facing model: where its requests go and what they cost.

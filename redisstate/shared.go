@@ -131,6 +131,9 @@ func (s *Shared) Client() redis.UniversalClient { return s.rdb }
 // starts with.
 func (s *Shared) KeyPrefix() string { return s.base }
 
+// BusChannel is the channel of the replicas' Bus.
+func (s *Shared) BusChannel() string { return s.base + "invalidate" }
+
 // Replica is this process's name among the replicas.
 func (s *Shared) Replica() string { return s.replica }
 
@@ -145,7 +148,8 @@ func (s *Shared) Ledger() *Ledger { return s.ledger }
 func (s *Shared) Pool(name string, halfLife time.Duration, ledger *budgets.Mem) admission.Pool {
 	c := s.counters(name, halfLife)
 	s.ledger.setLocal(ledger)
-	return admission.Pool{Counters: c, Shared: NewAdmissions(c, s.ledger), Share: c}
+	return admission.Pool{Counters: c, Shared: NewAdmissions(c, s.ledger), Share: c,
+		Reclaim: NewReclaim(s.rdb, s.prefix, s.BusChannel(), name, s.timeout, s.log)}
 }
 
 // counters returns the named pool's Counters, made at the first call.

@@ -35,7 +35,7 @@ func newSharedCounters(ctx context.Context, cfg *config.Config, log *slog.Logger
 	if err != nil {
 		return nil, err
 	}
-	bus := redisstate.NewBus(sh.Client(), sh.KeyPrefix()+"invalidate", cfg.Redis.Timeout, log)
+	bus := redisstate.NewBus(sh.Client(), sh.BusChannel(), cfg.Redis.Timeout, log)
 	return &sharedCounters{shared: sh, bus: bus}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -354,8 +355,11 @@ func TestDurabilitySQLiteLocked(t *testing.T) {
 
 // TestDurabilityFullDisk puts the SQLite file and the spool on a small
 // tmpfs made by the test and fills it under load: the store and the spool
-// both refuse, records wait in memory (/healthz: 503 with fail_closed),
-// and once space is freed they go to the spool and the store.
+// both refuse, so with fail_closed (the default) requests are refused
+// before the engine (503, /healthz 503) rather than answered with records
+// nowhere to go; the records already taken wait in memory, and once space
+// is freed they go to the spool and the store, and requests are answered
+// again, every one recorded exactly once.
 func TestDurabilityFullDisk(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a tmpfs needs root: full-disk test skipped")
@@ -389,11 +393,14 @@ func TestDurabilityFullDisk(t *testing.T) {
 	waitHealth(t, p, "/healthz to say the spool refuses", func(code int, h map[string]any) bool {
 		return code == 503 && h["status"] == "unavailable" && acctField(h, "spool") == "refusing"
 	})
-	waitFor(t, 2*time.Minute, "300 more answers on the full disk", func() bool { return l.count() >= before+300 })
+	waitFor(t, 2*time.Minute, "requests refused (503) while no record could be kept", func() bool { return l.refused(http.StatusServiceUnavailable) >= 100 })
 	_, h := healthDetails(p.base)
+	during := l.count() - before
 	os.Remove(filler)
-	t.Logf("disk full: %d requests answered meanwhile; /healthz %v spool=%v in_memory=%v store_writes=%v",
-		l.count()-before, h["status"], acctField(h, "spool"), acctField(h, "in_memory"), acctField(h, "store_writes"))
+	t.Logf("disk full: %d requests answered meanwhile, %d refused; /healthz %v spool=%v in_memory=%v store_writes=%v",
+		during, l.refused(http.StatusServiceUnavailable), h["status"], acctField(h, "spool"), acctField(h, "in_memory"), acctField(h, "store_writes"))
+	after := l.count()
+	waitFor(t, 2*time.Minute, "answers again once space is freed", func() bool { return l.count() >= after+100 })
 	l.finish()
 	waitHealth(t, p, "memory and spool drained", spoolDrained)
 	p.signal(syscall.SIGTERM)

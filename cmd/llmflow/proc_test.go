@@ -317,6 +317,13 @@ func (l *load) one(stream bool) {
 	}
 }
 
+// refused is how many answers had status code.
+func (l *load) refused(code int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.non200[code]
+}
+
 func (l *load) count() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()

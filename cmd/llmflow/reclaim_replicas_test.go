@@ -117,4 +117,3 @@ func TestReclaimAcrossReplicas(t *testing.T) {
 		t.Errorf("replica 1 preempted no borrower for replica 0's owner:\n%s", grepLines(m, "llmflow_preemptions_total"))
 	}
 }
-

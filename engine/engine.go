@@ -16,6 +16,7 @@ const (
 	ChatCompletions Endpoint = iota
 	Completions
 	Embeddings
+	Responses    // the Responses API (vLLM and llama-server serve it)
 	NumEndpoints // how many there are
 )
 
@@ -28,6 +29,8 @@ func (e Endpoint) Path() string {
 		return "/v1/completions"
 	case Embeddings:
 		return "/v1/embeddings"
+	case Responses:
+		return "/v1/responses"
 	}
 	return ""
 }
@@ -172,8 +175,9 @@ var Stripped = []string{
 	"cache_salt",
 }
 
-// allEndpoints serves chat completions, completions and embeddings.
-const allEndpoints = 1<<ChatCompletions | 1<<Completions | 1<<Embeddings
+// allEndpoints serves chat completions, completions, embeddings and
+// responses.
+const allEndpoints = 1<<ChatCompletions | 1<<Completions | 1<<Embeddings | 1<<Responses
 
 // VLLMPriorityHeader is the header vLLM reads a request's priority from.
 const VLLMPriorityHeader = "X-Vllm-Priority"

@@ -366,6 +366,7 @@ func (g *Gateway) relayStream(w http.ResponseWriter, x *exchange, resp *http.Res
 		Flush:          fw.Flush,
 		Model:          x.rq.model,
 		UpstreamModel:  x.rt.upstreamModel,
+		Responses:      x.rq.responses,
 		// an error event's text is scrubbed as an error answer's is
 		ScrubError: func(data []byte) []byte { return scrubberFor(x).json(data) },
 		// an engine generating past its output limit is cut
@@ -541,7 +542,7 @@ func (g *Gateway) relayBody(w http.ResponseWriter, x *exchange, resp *http.Respo
 	}
 	// The answer goes to the client as the engine sent it, whatever its
 	// usage; the completion, when not believed, is estimated by its size.
-	if u, ok := sse.ParseUsage(b); ok {
+	if u, ok := answerUsage(x.ep, b); ok {
 		g.takeUsage(x, u, bodyTokens(b))
 	} else {
 		g.estimate(x, bodyTokens(b), llmflow.EstimateNoUsage)

@@ -45,6 +45,9 @@ type clientRequest struct {
 	// best_of that is not a positive integer.
 	prompts, seqs int64
 	badSeqs       string
+	// responses: a Responses API body (responses.go): its output limit is
+	// max_output_tokens, its stream_options are the client's, store false.
+	responses bool
 }
 
 func invalid(param, format string, args ...any) error {
@@ -106,6 +109,12 @@ func parseRequest(body []byte, ep engine.Endpoint) (*clientRequest, error) {
 	}
 	if rq.stream && ep == engine.Embeddings {
 		return nil, invalid("stream", "embeddings cannot be streamed")
+	}
+	if ep == engine.Responses {
+		if err := rq.parseResponses(); err != nil {
+			return nil, err
+		}
+		return rq, nil
 	}
 	if raw := rq.get("stream_options"); raw != nil && string(raw) != "null" {
 		if !rq.stream {
@@ -212,10 +221,22 @@ func (rq *clientRequest) encode(u upstreamBody) []byte {
 	b = appendJSONString(b, u.model)
 	for _, m := range rq.members {
 		switch string(m.name) {
-		case "model", "stream_options":
+		case "model":
 			continue
+		case "stream_options":
+			if !rq.responses {
+				continue
+			}
 		case "max_tokens", "max_completion_tokens":
-			if u.outputLimit > 0 {
+			if u.outputLimit > 0 && !rq.responses {
+				continue
+			}
+		case "max_output_tokens":
+			if u.outputLimit > 0 && rq.responses {
+				continue
+			}
+		case "store":
+			if rq.responses {
 				continue
 			}
 		}
@@ -233,17 +254,23 @@ func (rq *clientRequest) encode(u upstreamBody) []byte {
 		b = append(b, ':')
 		b = append(b, m.val...)
 	}
-	if rq.stream {
+	if rq.stream && !rq.responses {
 		b = append(b, `,"stream_options":{"include_usage":true`...)
 		if rq.continuousOK || u.continuous {
 			b = append(b, `,"continuous_usage_stats":true`...)
 		}
 		b = append(b, '}')
 	}
+	if rq.responses {
+		b = append(b, `,"store":false`...)
+	}
 	if u.outputLimit > 0 {
-		if rq.completionField {
+		switch {
+		case rq.responses:
+			b = append(b, `,"max_output_tokens":`...)
+		case rq.completionField:
 			b = append(b, `,"max_completion_tokens":`...)
-		} else {
+		default:
 			b = append(b, `,"max_tokens":`...)
 		}
 		b = strconv.AppendInt(b, u.outputLimit, 10)

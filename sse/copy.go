@@ -63,6 +63,15 @@ type Options struct {
 	// chunk with choices beyond that many (not forwarded): an engine that
 	// generates past the output limit it was given is cut off.
 	MaxDeltas int
+
+	// Responses reads the stream as the Responses API's typed events
+	// (responses.go): it is done at its terminal event (response.completed,
+	// .incomplete or .failed), whose response's usage is the Result's;
+	// delta events count as Deltas; nothing is dropped (KeepUsage and
+	// DropChunkUsage do not apply); Model renames the model of each event's
+	// response; ScrubError rewrites the data of an "error" or
+	// response.failed event, its "event:" line kept.
+	Responses bool
 }
 
 // Result describes a stream that Copy forwarded.
@@ -73,7 +82,8 @@ type Result struct {
 	Usage    Usage
 	HasUsage bool
 
-	// Done is set when the stream ended on "data: [DONE]". When it is not
+	// Done is set when the stream ended on "data: [DONE]" (with
+	// Options.Responses, on its terminal event). When it is not
 	// set the stream was cut short (or the engine ended it after an error,
 	// as llama-server does), and the final usage chunk may be missing.
 	Done bool
@@ -176,6 +186,10 @@ func Copy(dst io.Writer, src io.Reader, opt Options) (res Result, err error) {
 	if opt.Model != "" && opt.Model != opt.UpstreamModel {
 		rename, _ = json.Marshal(opt.Model) // a string always marshals
 	}
+	classify, rn := inspect, renameModel
+	if opt.Responses {
+		classify, rn = inspectResponse, renameResponseModel
+	}
 	for {
 		ev, err := rd.Next()
 		switch err {
@@ -196,29 +210,41 @@ func Copy(dst io.Writer, src io.Reader, opt Options) (res Result, err error) {
 			}
 			continue
 		}
-		c := inspect(ev.Data)
+		c := classify(ev.Data)
+		if c.hasUsage {
+			res.Usage, res.HasUsage = c.usage, true
+		}
+		raw, scrubbed := ev.Raw, false
+		if c.isError {
+			res.ErrorEvent = true
+			if opt.ScrubError != nil {
+				data := opt.ScrubError(ev.Data)
+				if off := dataOffset(ev.Raw, ev.Data); opt.Responses && off >= 0 {
+					// the event's other lines (event: error) as they are
+					out = append(append(append(out[:0], ev.Raw[:off]...), data...), ev.Raw[off+len(ev.Data):]...)
+				} else {
+					out = append(append(append(out[:0], "data: "...), data...), "\n\n"...)
+				}
+				raw, scrubbed = out, true
+			}
+		}
 		if c.done {
 			res.Done = true
 			res.Events++
 			if h, ok := dst.(DoneHook); ok {
 				h.BeforeDone(res)
 			}
-			return res, forward(dst, ev.Raw, opt.Flush, &res)
-		}
-		if c.hasUsage {
-			res.Usage, res.HasUsage = c.usage, true
-		}
-		if c.isError {
-			res.ErrorEvent = true
-			if opt.ScrubError != nil {
-				scrubbed := opt.ScrubError(ev.Data)
-				out = append(append(append(out[:0], "data: "...), scrubbed...), "\n\n"...)
-				res.Events++
-				if err := forward(dst, out, opt.Flush, &res); err != nil {
-					return res, err
-				}
-				continue
+			if !scrubbed && rename != nil {
+				raw, _ = rn(out, raw, ev.Data, rename)
 			}
+			return res, forward(dst, raw, opt.Flush, &res)
+		}
+		if scrubbed { // the scrubber wrote the client's model name
+			res.Events++
+			if err := forward(dst, raw, opt.Flush, &res); err != nil {
+				return res, err
+			}
+			continue
 		}
 		if c.hasUsage && c.emptyChoices && !opt.KeepUsage {
 			continue
@@ -230,7 +256,6 @@ func Copy(dst io.Writer, src io.Reader, opt Options) (res Result, err error) {
 			}
 		}
 		res.Events++
-		raw := ev.Raw
 		if c.hasUsage && c.choices && opt.DropChunkUsage {
 			raw, cut = cutMember(cut, raw, ev.Data, "usage")
 		}
@@ -240,7 +265,7 @@ func Copy(dst io.Writer, src io.Reader, opt Options) (res Result, err error) {
 				data = raw[dataOffset(raw, []byte("{")):]
 				data = data[:bytes.LastIndexByte(data, '}')+1]
 			}
-			raw, out = renameModel(out, raw, data, rename)
+			raw, out = rn(out, raw, data, rename)
 		}
 		if err := forward(dst, raw, opt.Flush, &res); err != nil {
 			return res, err

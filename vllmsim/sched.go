@@ -5,8 +5,9 @@
 // vllm/v1/core/sched/scheduler.py: no goroutines, no clock and no I/O, time
 // is counted in engine steps, so a test can drive it step by step. Server
 // puts it behind /v1/chat/completions, /v1/completions, /v1/embeddings,
-// /v1/models, /health and /metrics, stepping it on a timer while there is
-// work, for gateway tests, benchmarks and the quick start demo.
+// /v1/responses, /v1/models (and /v1/models/{id}), /health and /metrics,
+// stepping it on a timer while there is work, for gateway tests,
+// benchmarks and the quick start demo.
 //
 // Like vLLM V1, a waiting request never preempts a running one, whatever
 // its priority: when max_num_seqs requests run it waits for one to finish

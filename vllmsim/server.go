@@ -159,7 +159,9 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, true) })
 	s.mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, false) })
 	s.mux.HandleFunc("POST /v1/embeddings", s.embeddings)
+	s.mux.HandleFunc("POST /v1/responses", s.responses)
 	s.mux.HandleFunc("GET /v1/models", s.listModels)
+	s.mux.HandleFunc("GET /v1/models/{id...}", s.getModel)
 	s.mux.HandleFunc("POST /tokenize", s.tokenize)
 	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
@@ -670,23 +672,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		return
 	}
 
-	// Priority: the header overrides the body when it parses as an int.
-	prio := int64(0)
-	if req.Priority != nil {
-		prio = *req.Priority
-	}
-	if h := r.Header.Get(PriorityHeader); h != "" {
-		if v, err := strconv.ParseInt(strings.TrimSpace(h), 10, 64); err == nil {
-			prio = v
-		}
-	}
-	if prio > math.MaxInt32 || prio < math.MinInt32 {
-		s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "priority %d out of the simulator's range", prio)
+	prio, ok := s.priorityOf(w, r, rec, req.Priority)
+	if !ok {
 		return
 	}
-	s.mu.Lock()
-	rec.Priority = int(prio)
-	s.mu.Unlock()
 
 	if !s.models[req.Model] {
 		s.writeError(w, rec, http.StatusNotFound, "NotFoundError", "The model `%s` does not exist.", req.Model)
@@ -696,15 +685,8 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "Stream options can only be defined when `stream=True`.")
 		return
 	}
-	salt := ""
-	if len(req.CacheSalt) > 0 && string(req.CacheSalt) != "null" {
-		if json.Unmarshal(req.CacheSalt, &salt) != nil || salt == "" {
-			s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "Parameter 'cache_salt' must be a non-empty string if provided.")
-			return
-		}
-	}
-	if prio != 0 && s.cfg.Sched.Policy != PolicyPriority {
-		s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "Got priority %d but Priority scheduling is not enabled.", prio)
+	salt, ok := s.saltOf(w, rec, req.CacheSalt, prio)
+	if !ok {
 		return
 	}
 
@@ -779,39 +761,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		includeUsage = true // vLLM: include_usage defaults to true inside stream_options
 	}
 
-	// Queue it.
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		s.writeError(w, rec, http.StatusServiceUnavailable, "ServiceUnavailableError", "The server is shutting down.")
+	g, ok := s.enqueue(w, rec, req.Model, salt, promptKey, int(prio), nPrompt, offset, maxTokens, seqs)
+	if !ok {
 		return
 	}
-	s.nextID++
-	s.arrival++
-	g := &genReq{
-		seq: &Seq{ID: s.nextID, Priority: int(prio), Arrival: s.arrival,
-			PromptTokens: nPrompt, MaxTokens: maxTokens},
-		notify:   make(chan struct{}, 1),
-		offset:   offset,
-		seqs:     seqs,
-		received: rec,
-	}
-	rec.SeqID = g.seq.ID
-	key := salt + "\x00" + req.Model + "\x00" + string(promptKey)
-	if s.prefix[key] && nPrompt > 1 {
-		// Whole blocks only, and the last prompt token is always computed.
-		bs := s.cfg.Sched.BlockSize
-		g.cached = (nPrompt - 1) / bs * bs
-	}
-	if len(s.prefix) >= 100000 {
-		clear(s.prefix)
-	}
-	s.prefix[key] = true
-	s.sched.Add(g.seq)
-	s.reqs[g.seq.ID] = g
-	s.stats.Served++
-	s.mu.Unlock()
-	notify(s.wake)
 	s.log.Debug("vllmsim: queued", "seq", g.seq.ID, "model", req.Model, "priority", prio,
 		"prompt_tokens", nPrompt, "max_tokens", maxTokens, "stream", req.Stream)
 
@@ -830,6 +783,82 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	} else {
 		s.unary(w, r, g, chat, id, created, req.Model, finish)
 	}
+}
+
+// priorityOf is a request's priority: the header's when it parses as an
+// int (it overrides the body, as in vLLM), else the body's, else 0. ok is
+// false when it was refused (answered).
+func (s *Server) priorityOf(w http.ResponseWriter, r *http.Request, rec *Received, body *int64) (prio int64, ok bool) {
+	if body != nil {
+		prio = *body
+	}
+	if h := r.Header.Get(PriorityHeader); h != "" {
+		if v, err := strconv.ParseInt(strings.TrimSpace(h), 10, 64); err == nil {
+			prio = v
+		}
+	}
+	if prio > math.MaxInt32 || prio < math.MinInt32 {
+		s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "priority %d out of the simulator's range", prio)
+		return 0, false
+	}
+	s.mu.Lock()
+	rec.Priority = int(prio)
+	s.mu.Unlock()
+	return prio, true
+}
+
+// saltOf checks a request's cache_salt (raw, absent or null = none) and
+// that a non-zero priority meets a priority scheduler, as vLLM does.
+func (s *Server) saltOf(w http.ResponseWriter, rec *Received, raw json.RawMessage, prio int64) (salt string, ok bool) {
+	if len(raw) > 0 && string(raw) != "null" {
+		if json.Unmarshal(raw, &salt) != nil || salt == "" {
+			s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "Parameter 'cache_salt' must be a non-empty string if provided.")
+			return "", false
+		}
+	}
+	if prio != 0 && s.cfg.Sched.Policy != PolicyPriority {
+		s.writeError(w, rec, http.StatusBadRequest, "BadRequestError", "Got priority %d but Priority scheduling is not enabled.", prio)
+		return "", false
+	}
+	return salt, true
+}
+
+// enqueue queues a generation request for the scheduler; ok is false
+// when the server is closing (answered 503).
+func (s *Server) enqueue(w http.ResponseWriter, rec *Received, model, salt string, promptKey []byte, prio, nPrompt, offset, maxTokens, seqs int) (*genReq, bool) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.writeError(w, rec, http.StatusServiceUnavailable, "ServiceUnavailableError", "The server is shutting down.")
+		return nil, false
+	}
+	s.nextID++
+	s.arrival++
+	g := &genReq{
+		seq: &Seq{ID: s.nextID, Priority: prio, Arrival: s.arrival,
+			PromptTokens: nPrompt, MaxTokens: maxTokens},
+		notify:   make(chan struct{}, 1),
+		offset:   offset,
+		seqs:     seqs,
+		received: rec,
+	}
+	rec.SeqID = g.seq.ID
+	key := salt + "\x00" + model + "\x00" + string(promptKey)
+	if s.prefix[key] && nPrompt > 1 {
+		// Whole blocks only, and the last prompt token is always computed.
+		bs := s.cfg.Sched.BlockSize
+		g.cached = (nPrompt - 1) / bs * bs
+	}
+	if len(s.prefix) >= 100000 {
+		clear(s.prefix)
+	}
+	s.prefix[key] = true
+	s.sched.Add(g.seq)
+	s.reqs[g.seq.ID] = g
+	s.stats.Served++
+	s.mu.Unlock()
+	notify(s.wake)
+	return g, true
 }
 
 // abort removes a request whose client left.
@@ -1095,12 +1124,17 @@ var startTime = time.Now().Unix()
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 	data := make([]any, len(s.cfg.Models))
 	for i, m := range s.cfg.Models {
-		data[i] = map[string]any{
-			"id": m, "object": "model", "created": startTime, "owned_by": "vllm",
-			"root": m, "parent": nil, "max_model_len": s.maxLen, "permission": []any{},
-		}
+		data[i] = s.modelCard(m)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+// modelCard is vLLM's ModelCard of a served model.
+func (s *Server) modelCard(m string) map[string]any {
+	return map[string]any{
+		"id": m, "object": "model", "created": startTime, "owned_by": "vllm",
+		"root": m, "parent": nil, "max_model_len": s.maxLen, "permission": []any{},
+	}
 }
 
 // registerMetrics exposes vLLM's metric names from a private registry, with

@@ -36,21 +36,39 @@ var (
 // done for a terminal event (or [DONE]), with the usage of its response;
 // choices for a delta event (text, reasoning, function arguments: each
 // about one token); isError for an error event, response.failed, or a
-// non-null top-level "error" (vLLM's error shape).
+// non-null top-level "error" without a "type" (vLLM's error shape). The
+// top-level members are walked once (the last of duplicates wins, as in
+// encoding/json); malformed JSON gives a zero chunk (forwarded as it is).
 func inspectResponse(data []byte) (c chunk) {
 	if bytes.HasPrefix(data, doneMarker) {
 		c.done = true
 		return c
 	}
-	s, e, ok := jsonscan.Member(data, "type")
+	it, ok := jsonscan.NewObject(data)
 	if !ok {
-		if s, e, ok := jsonscan.Member(data, "error"); ok && string(data[s:e]) != "null" {
-			c.isError = true
-		}
 		return c
 	}
-	typ := data[s:e]
+	var typ, resp, errv []byte
+	for {
+		k, v, more := it.Next()
+		if !more {
+			break
+		}
+		switch string(k) {
+		case "type":
+			typ = v
+		case "response":
+			resp = v
+		case "error":
+			errv = v
+		}
+	}
 	switch {
+	case it.Bad():
+		return chunk{}
+	case typ == nil:
+		c.isError = errv != nil && string(errv) != "null"
+		return c
 	case bytes.HasSuffix(typ, deltaSuffix):
 		c.choices = true
 	case bytes.Equal(typ, typeCompleted), bytes.Equal(typ, typeIncomplete):
@@ -60,22 +78,16 @@ func inspectResponse(data []byte) (c chunk) {
 	case bytes.Equal(typ, typeError):
 		c.isError = true
 	}
-	if c.done {
-		if s, e, ok := jsonscan.Member(data, "response"); ok {
-			if us, ue, ok := jsonscan.Member(data[s:e], "usage"); ok {
-				c.usage, c.hasUsage = parseResponseUsageObject(data[s+us : s+ue])
-			}
-		}
+	if c.done && resp != nil {
+		c.usage, c.hasUsage = responseUsageIn(resp)
 	}
 	return c
 }
 
-// ParseResponseUsage extracts the top-level "usage" object of a Responses
-// API answer (input_tokens, output_tokens, total_tokens,
-// input_tokens_details.cached_tokens) as a Usage in chat's terms. ok and
-// the last-one-wins and Malformed rules are ParseUsage's.
-func ParseResponseUsage(body []byte) (u Usage, ok bool) {
-	it, ok := jsonscan.NewObject(body)
+// responseUsageIn is the usage of a response object (the last "usage"
+// member); ok is false without one.
+func responseUsageIn(resp []byte) (Usage, bool) {
+	it, ok := jsonscan.NewObject(resp)
 	if !ok {
 		return Usage{}, false
 	}
@@ -94,6 +106,12 @@ func ParseResponseUsage(body []byte) (u Usage, ok bool) {
 	}
 	return parseResponseUsageObject(val)
 }
+
+// ParseResponseUsage extracts the top-level "usage" object of a Responses
+// API answer (input_tokens, output_tokens, total_tokens,
+// input_tokens_details.cached_tokens) as a Usage in chat's terms. ok and
+// the last-one-wins and Malformed rules are ParseUsage's.
+func ParseResponseUsage(body []byte) (u Usage, ok bool) { return responseUsageIn(body) }
 
 // parseResponseUsageObject decodes a Responses usage object; ok is false
 // if v is not an object (null included) or is malformed.

@@ -616,7 +616,9 @@ func (g *Gateway) getModel(w http.ResponseWriter, r *http.Request) error {
 			return writeJSON(w, http.StatusOK, m)
 		}
 	}
-	return llmflow.Errorf(llmflow.ENOTFOUND, "the model %q does not exist", id)
+	e := llmflow.Errorf(llmflow.ENOTFOUND, "the model %q does not exist", id)
+	e.Param = "model" // as OpenAI's, and the gateway's other unknown-model errors
+	return e
 }
 
 // authenticate resolves the client key of r, counting denials.

@@ -79,7 +79,7 @@ func TestGetModel(t *testing.T) {
 	}
 	code, v := get("/v1/models/nope/x")
 	errObj, _ := v["error"].(map[string]any)
-	if code != http.StatusNotFound || errObj == nil || errObj["message"] == nil || errObj["type"] == nil {
+	if code != http.StatusNotFound || errObj == nil || errObj["message"] == nil || errObj["type"] != "invalid_request_error" || errObj["param"] != "model" {
 		t.Errorf("GET unknown model = %d %v, want 404 in the OpenAI error shape", code, v)
 	}
 }

@@ -308,6 +308,27 @@ func TestNodeOpenAISDK(t *testing.T) {
 			Status int    `json:"status"`
 			Type   string `json:"type"`
 		} `json:"unknownModel"`
+		Retrieved struct {
+			ID, Object string
+		} `json:"retrieved"`
+		RetrieveUnknown struct {
+			Status int `json:"status"`
+		} `json:"retrieveUnknown"`
+		Response struct {
+			Model, Text, Status string
+			Usage               struct {
+				InputTokens  int `json:"input_tokens"`
+				OutputTokens int `json:"output_tokens"`
+			}
+		} `json:"response"`
+		ResponseStream struct {
+			Types []string
+			Text  string
+			Model string
+			Usage struct {
+				OutputTokens int `json:"output_tokens"`
+			}
+		} `json:"responseStream"`
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -320,6 +341,17 @@ func TestNodeOpenAISDK(t *testing.T) {
 	}
 	if got.UnknownModel.Status != 404 {
 		t.Errorf("unknown model: %s", out)
+	}
+	if got.Retrieved.ID != "sim-llama" || got.Retrieved.Object != "model" || got.RetrieveUnknown.Status != 404 {
+		t.Errorf("models.retrieve: %s", out)
+	}
+	if r := got.Response; r.Model != "sim-llama" || r.Text != "tok0 tok1 tok2 " || r.Status != "incomplete" ||
+		r.Usage.InputTokens != 4 || r.Usage.OutputTokens != 3 {
+		t.Errorf("responses.create: %s", out)
+	}
+	if s := got.ResponseStream; s.Model != "sim-llama" || s.Text != "tok0 tok1 tok2 tok3 tok4 " || s.Usage.OutputTokens != 5 ||
+		len(s.Types) != 13 || s.Types[0] != "response.created" || s.Types[12] != "response.incomplete" {
+		t.Errorf("responses.create streamed: %s", out)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/go-llmflow/llmflow/vllmsim"
 )
@@ -106,11 +107,66 @@ func TestOpenAISDK(t *testing.T) {
 		t.Fatalf("models %+v %v", models, err)
 	}
 
+	model, err := client.Models.Get(ctx, testModel) // the SDK escapes the slash
+	if err != nil || model.ID != testModel || model.Object != "model" || model.OwnedBy != "vllm" {
+		t.Fatalf("models.retrieve %+v %v", model, err)
+	}
+	var apiErr *openai.Error
+	if _, err := client.Models.Get(ctx, "nope"); !errors.As(err, &apiErr) || apiErr.StatusCode != 404 {
+		t.Fatalf("models.retrieve of an unknown model: %v", err)
+	}
+
+	resp, err := client.Responses.New(ctx, responses.ResponseNewParams{
+		Model:           testModel,
+		Instructions:    openai.String("be brief"),
+		Input:           responses.ResponseNewParamsInputUnion{OfString: openai.String("hello there, simulator")},
+		MaxOutputTokens: openai.Int(3),
+	}, option.WithHeader(vllmsim.PriorityHeader, "2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.OutputText() != "tok0 tok1 tok2 " || resp.Status != responses.ResponseStatusIncomplete ||
+		resp.IncompleteDetails.Reason != "max_output_tokens" || resp.Usage.InputTokens != 7 || resp.Usage.OutputTokens != 3 {
+		t.Fatalf("response %+v", resp)
+	}
+	if r := s.Received(); r[len(r)-1].Priority != 2 {
+		t.Fatalf("priority %d", r[len(r)-1].Priority)
+	}
+
+	rstream := client.Responses.NewStreaming(ctx, responses.ResponseNewParams{
+		Model: testModel,
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+			responses.ResponseInputItemParamOfMessage("hello there, simulator", responses.EasyInputMessageRoleUser),
+		}},
+	})
+	var deltas strings.Builder
+	var final responses.Response
+	var seq int64
+	for rstream.Next() {
+		ev := rstream.Current()
+		if ev.SequenceNumber != seq {
+			t.Fatalf("event %s has sequence number %d, want %d", ev.Type, ev.SequenceNumber, seq)
+		}
+		seq++
+		switch ev.Type {
+		case "response.output_text.delta":
+			deltas.WriteString(ev.Delta)
+		case "response.completed":
+			final = ev.Response
+		}
+	}
+	if err := rstream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if deltas.String() != final.OutputText() || final.Status != responses.ResponseStatusCompleted ||
+		final.Usage.OutputTokens != 16 || final.Usage.InputTokens != 5 || final.Model != testModel {
+		t.Fatalf("streamed %q, final %+v", deltas.String(), final)
+	}
+
 	_, err = client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 		Model:    "nope",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")},
 	})
-	var apiErr *openai.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || !strings.Contains(apiErr.Message, "does not exist") {
 		t.Fatalf("unknown model error %v", err)
 	}

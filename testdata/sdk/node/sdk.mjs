@@ -39,6 +39,39 @@ for await (const chunk of stream) {
 }
 out.stream = { text, usage, chunks };
 
+const card = await client.models.retrieve(model);
+out.retrieved = { id: card.id, object: card.object, owned_by: card.owned_by };
+try {
+  await client.models.retrieve("no-such-model");
+  out.retrieveUnknown = "no error";
+} catch (e) {
+  out.retrieveUnknown = { status: e.status };
+}
+
+const response = await client.responses.create({
+  model,
+  instructions: "Answer briefly",
+  input: "Hello",
+  max_output_tokens: 3,
+});
+out.response = { model: response.model, text: response.output_text, status: response.status, usage: response.usage };
+
+const rstream = await client.responses.create({
+  model,
+  input: [{ role: "user", content: "Hello" }],
+  max_output_tokens: 5,
+  stream: true,
+});
+const types = [];
+let rtext = "";
+let final = null;
+for await (const event of rstream) {
+  types.push(event.type);
+  if (event.type === "response.output_text.delta") rtext += event.delta;
+  if (event.type === "response.incomplete" || event.type === "response.completed") final = event.response;
+}
+out.responseStream = { types, text: rtext, model: final?.model, usage: final?.usage };
+
 try {
   await client.chat.completions.create({ model: "no-such-model", messages: [] });
   out.unknownModel = "no error";

@@ -342,3 +342,26 @@ func responsesStream(n int) []byte {
 func BenchmarkCopy_Responses(b *testing.B) {
 	benchmarkCopyOpt(b, responsesStream(500), responsesOptions())
 }
+
+// ScrubError rewrites the data of a Responses error event (an "error"
+// event, response.failed) and keeps its "event:" line; other events are
+// not given to it.
+func TestCopyResponses_ScrubError(t *testing.T) {
+	in := "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"model\":\"up/m\"}}\n\n" +
+		"event: error\ndata: {\"type\":\"error\",\"message\":\"key sk-secret refused\",\"sequence_number\":1}\n\n" +
+		"event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"model\":\"up/m\",\"error\":{\"message\":\"sk-secret\"}}}\n\n"
+	var calls int
+	opt := sse.Options{Responses: true, Model: "client", UpstreamModel: "up/m", ScrubError: func(data []byte) []byte {
+		calls++
+		return bytes.ReplaceAll(bytes.ReplaceAll(data, []byte("sk-secret"), []byte("[redacted]")), []byte("up/m"), []byte("client"))
+	}}
+	var dst bytes.Buffer
+	res, err := sse.Copy(&dst, strings.NewReader(in), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.ReplaceAll(strings.ReplaceAll(in, "sk-secret", "[redacted]"), "up/m", "client")
+	if dst.String() != want || calls != 2 || !res.Done || !res.ErrorEvent || res.Events != 3 {
+		t.Fatalf("%d calls, %+v:\n%s", calls, res, cmp.Diff(want, dst.String()))
+	}
+}

@@ -32,7 +32,8 @@ func TestClientErrors(t *testing.T) {
 		{"stream_options without stream", "/v1/chat/completions", `{"model":"m","stream_options":{"include_usage":true}}`, "", 400, "invalid_request_error", "stream_options"},
 		{"streamed embeddings", "/v1/embeddings", `{"model":"m","input":"x","stream":true}`, "", 400, "invalid_request_error", "stream"},
 		{"too large", "/v1/chat/completions", `{"model":"m","messages":"` + strings.Repeat("x", 2000) + `"}`, "", 413, "invalid_request_error", ""},
-		{"no route", "/v1/responses", `{}`, "", 404, "invalid_request_error", ""},
+		{"responses without model", "/v1/responses", `{}`, "", 400, "invalid_request_error", "model"},
+		{"no route", "/v1/responses/resp_1/cancel", `{}`, "", 404, "invalid_request_error", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(up.requests())

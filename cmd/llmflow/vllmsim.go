@@ -19,7 +19,8 @@ func vllmsimCmd(e *env) *cobra.Command {
 		Long: "vllmsim simulates vLLM's V1 scheduler: a waiting heap on (priority, arrival), KV blocks,\n" +
 			"recompute preemption of the running request with the largest (priority, arrival), one token\n" +
 			"per running request per step. It serves /v1/chat/completions, /v1/completions,\n" +
-			"/v1/embeddings, /v1/models, /health and /metrics (vllm:num_requests_running, …).",
+			"/v1/embeddings, /v1/responses, /v1/models (and /v1/models/{id}), /health and /metrics\n" +
+			"(vllm:num_requests_running, …).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := e.logger(cmd)

@@ -393,3 +393,33 @@ func TestResponsesHostileUsage(t *testing.T) {
 		checkUsageRecord(t, e.recs.wait(t, 1)[0], tc.invalid)
 	}
 }
+
+// A client that leaves a Responses stream cancels the engine request at
+// once and is charged the prompt estimate and one token per delta event it
+// was sent: vLLM counts no running usage on this endpoint.
+func TestResponsesClientLeaves(t *testing.T) {
+	sim, hs := simUpstream(t, 5*time.Millisecond)
+	e := newEnv(t, []string{hs.URL}, "")
+	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/responses",
+		strings.NewReader(`{"model":"m","input":"0123456789abcdef","max_output_tokens":2000,"stream":true}`))
+	req.Header.Set("Authorization", "Bearer "+e.key)
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deltas := 0
+	sc := bufio.NewScanner(resp.Body)
+	for deltas < 5 && sc.Scan() {
+		if sc.Text() == "event: response.output_text.delta" {
+			deltas++
+		}
+	}
+	resp.Body.Close()
+	rec := e.recs.wait(t, 1)[0]
+	if rec.Outcome != llmflow.OutcomeClientGone || rec.EstimateReason != llmflow.EstimateClientGone ||
+		rec.CompletionTokens < int64(deltas) || rec.CompletionTokens > 2000 || rec.PromptTokens != int64(len(`"0123456789abcdef"`)+3)/4 {
+		t.Fatalf("record %+v after %d deltas read", rec, deltas)
+	}
+	gatewaytest.WaitFor(t, func() bool { return sim.Stats().Aborted == 1 })
+	t.Logf("charged %d completion tokens, the engine generated %d", rec.CompletionTokens, sim.Stats().GenerationTokens)
+}

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"encoding/json"
+
 	"github.com/go-llmflow/llmflow/engine"
 	"github.com/go-llmflow/llmflow/sse"
 )
@@ -64,4 +66,72 @@ func answerUsage(ep engine.Endpoint, b []byte) (sse.Usage, bool) {
 		return sse.ParseResponseUsage(b)
 	}
 	return sse.ParseUsage(b)
+}
+
+// responsesMessages renders a Responses body's instructions and input as
+// the chat messages an engine's tokenizer counts (countPrompt), as vLLM
+// builds them: the instructions as a system message, a string input as a
+// user message, message items with their role and their text parts
+// (input_text, output_text) as text parts. It is nil when the input holds
+// anything else (images, files, tool calls, reasoning): the prompt is then
+// estimated.
+func (rq *clientRequest) responsesMessages() []byte {
+	type part struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	type message struct {
+		Role    string `json:"role"`
+		Content any    `json:"content"`
+	}
+	var msgs []message
+	if raw := rq.get("instructions"); !isNull(raw) {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return nil
+		}
+		msgs = append(msgs, message{Role: "system", Content: s})
+	}
+	raw := rq.get("input")
+	if isNull(raw) {
+		return nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		msgs = append(msgs, message{Role: "user", Content: s})
+	} else {
+		var items []struct {
+			Type    string          `json:"type"`
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		}
+		if json.Unmarshal(raw, &items) != nil {
+			return nil
+		}
+		for _, it := range items {
+			if (it.Type != "" && it.Type != "message") || it.Role == "" {
+				return nil
+			}
+			if json.Unmarshal(it.Content, &s) == nil {
+				msgs = append(msgs, message{Role: it.Role, Content: s})
+				continue
+			}
+			var parts []part
+			if json.Unmarshal(it.Content, &parts) != nil {
+				return nil
+			}
+			for i, p := range parts {
+				if p.Type != "input_text" && p.Type != "output_text" {
+					return nil
+				}
+				parts[i].Type = "text"
+			}
+			msgs = append(msgs, message{Role: it.Role, Content: parts})
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(msgs) // strings and parts always marshal
+	return b
 }

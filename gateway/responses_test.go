@@ -136,6 +136,16 @@ func checkResponsesRewrite(t testing.TB, body []byte, limit int64, mustParse boo
 	if _, ok := client["stream_options"]; !ok && seen["stream_options"] {
 		t.Fatalf("stream_options added: %s", out)
 	}
+	// what the tokenizer would be sent: nothing, or chat messages
+	if m := rq.responsesMessages(); m != nil {
+		var msgs []struct {
+			Role    *string         `json:"role"`
+			Content json.RawMessage `json:"content"`
+		}
+		if err := json.Unmarshal(m, &msgs); err != nil || len(msgs) == 0 || msgs[0].Role == nil || len(msgs[0].Content) == 0 {
+			t.Fatalf("messages %s from %s: %v", m, body, err)
+		}
+	}
 }
 
 func FuzzResponsesRewrite(f *testing.F) {
@@ -397,31 +407,70 @@ func TestResponsesHostileUsage(t *testing.T) {
 }
 
 // A client that leaves a Responses stream cancels the engine request at
-// once and is charged the prompt estimate and one token per delta event it
-// was sent: vLLM counts no running usage on this endpoint.
+// once. vLLM counts no running usage on this endpoint: the prompt is
+// counted by the engine's tokenizer (the input rendered as chat messages),
+// the completion is one token per delta event forwarded; an input the
+// gateway cannot render (an image) leaves the prompt estimated.
 func TestResponsesClientLeaves(t *testing.T) {
-	sim, hs := simUpstream(t, 5*time.Millisecond)
-	e := newEnv(t, []string{hs.URL}, "")
-	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/responses",
-		strings.NewReader(`{"model":"m","input":"0123456789abcdef","max_output_tokens":2000,"stream":true}`))
-	req.Header.Set("Authorization", "Bearer "+e.key)
-	resp, err := e.srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name, input string
+		prompt      int64 // 33 text bytes: the engine counts 8; the estimate is body bytes / 4
+		estimated   bool
+	}{
+		{"text", `"0123456789abcdef"`, 8, false},
+		{"image", `[{"role":"user","content":[{"type":"input_text","text":"0123456789abcdef"},{"type":"input_image","image_url":"x"}]}]`, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sim, hs := simUpstream(t, 5*time.Millisecond)
+			e := newEnv(t, []string{hs.URL}, "")
+			body := `{"model":"m","instructions":"be brief and kind","input":` + tc.input + `,"max_output_tokens":2000,"stream":true}`
+			req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/responses", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+e.key)
+			resp, err := e.srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			deltas := 0
+			sc := bufio.NewScanner(resp.Body)
+			for deltas < 5 && sc.Scan() {
+				if sc.Text() == "event: response.output_text.delta" {
+					deltas++
+				}
+			}
+			resp.Body.Close()
+			rec := e.recs.wait(t, 1)[0]
+			want := tc.prompt
+			if tc.estimated {
+				want = int64(len(tc.input)+len(`"be brief and kind"`)+3) / 4
+			}
+			if rec.Outcome != llmflow.OutcomeClientGone || rec.Estimated != tc.estimated || rec.PromptTokens != want ||
+				rec.CompletionTokens < int64(deltas) || rec.CompletionTokens > 2000 {
+				t.Fatalf("record %+v after %d deltas read, want prompt %d", rec, deltas, want)
+			}
+			gatewaytest.WaitFor(t, func() bool { return sim.Stats().Aborted == 1 })
+			t.Logf("charged %d completion tokens, the engine generated %d", rec.CompletionTokens, sim.Stats().GenerationTokens)
+		})
 	}
-	deltas := 0
-	sc := bufio.NewScanner(resp.Body)
-	for deltas < 5 && sc.Scan() {
-		if sc.Text() == "event: response.output_text.delta" {
-			deltas++
+}
+
+func TestResponsesMessages(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`{"input":"hi","instructions":"be brief"}`, `[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}]`},
+		{`{"input":[{"role":"user","content":"a"},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"b"}]}]}`,
+			`[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"text","text":"b"}]}]`},
+		{`{"input":[{"role":"user","content":[{"type":"input_image","image_url":"x"}]}]}`, ``},
+		{`{"input":[{"type":"function_call_output","call_id":"c","output":"x"}]}`, ``},
+		{`{"input":[{"content":"no role"}]}`, ``},
+		{`{"input":5}`, ``},
+		{`{"instructions":7,"input":"x"}`, ``},
+		{`{"input":null}`, ``},
+	} {
+		rq, err := parseRequest([]byte(`{"model":"m",`+tc.body[1:]), engine.Responses)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(rq.responsesMessages()); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.body, got, tc.want)
 		}
 	}
-	resp.Body.Close()
-	rec := e.recs.wait(t, 1)[0]
-	if rec.Outcome != llmflow.OutcomeClientGone || rec.EstimateReason != llmflow.EstimateClientGone ||
-		rec.CompletionTokens < int64(deltas) || rec.CompletionTokens > 2000 || rec.PromptTokens != int64(len(`"0123456789abcdef"`)+3)/4 {
-		t.Fatalf("record %+v after %d deltas read", rec, deltas)
-	}
-	gatewaytest.WaitFor(t, func() bool { return sim.Stats().Aborted == 1 })
-	t.Logf("charged %d completion tokens, the engine generated %d", rec.CompletionTokens, sim.Stats().GenerationTokens)
 }

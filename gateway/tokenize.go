@@ -28,6 +28,9 @@ func (g *Gateway) countPrompt(x *exchange) (int64, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), tokenizeTimeout)
 	defer cancel()
 	messages, prompt := x.rq.get("messages"), x.rq.get("prompt")
+	if x.rq.responses {
+		messages = x.rq.responsesMessages() // nil: not text alone
+	}
 	switch pl.engine.Tokenize {
 	case engine.TokenizeVLLM:
 		body := map[string]json.RawMessage{"model": appendJSONString(nil, x.rt.upstreamModel)}

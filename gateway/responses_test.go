@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -380,14 +381,15 @@ func TestResponsesStreamOutcome(t *testing.T) {
 // is sound, as chat's.
 func TestResponsesHostileUsage(t *testing.T) {
 	for _, tc := range []struct {
-		usage   string
-		invalid bool
+		usage  string
+		reason llmflow.EstimateReason
 	}{
-		{`{"input_tokens":12,"output_tokens":2,"total_tokens":14,"input_tokens_details":{"cached_tokens":4}}`, false},
-		{`{"input_tokens":-5,"output_tokens":2}`, true},
-		{`{"input_tokens":5,"output_tokens":1.5}`, true},
-		{`{"input_tokens":10,"output_tokens":1,"input_tokens_details":{"cached_tokens":11}}`, true},
-		{`{"prompt_tokens":12,"completion_tokens":2}`, false}, // chat's names: zero tokens, believed
+		{`{"input_tokens":12,"output_tokens":2,"total_tokens":14,"input_tokens_details":{"cached_tokens":4}}`, ""},
+		{`{"input_tokens":-5,"output_tokens":2}`, llmflow.EstimateInvalidUsage},
+		{`{"input_tokens":5,"output_tokens":1.5}`, llmflow.EstimateInvalidUsage},
+		{`{"input_tokens":10,"output_tokens":1,"input_tokens_details":{"cached_tokens":11}}`, llmflow.EstimateInvalidUsage},
+		{`{"input_tokens":37,"output_tokens":1}`, llmflow.EstimateInvalidUsage}, // over "hi" + the chat template
+		{`{"prompt_tokens":12,"completion_tokens":2}`, llmflow.EstimateNoUsage}, // chat's names: not reported
 	} {
 		up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
@@ -402,7 +404,14 @@ func TestResponsesHostileUsage(t *testing.T) {
 		if resp.StatusCode != 200 || got.Model != "m" {
 			t.Fatalf("%d %+v", resp.StatusCode, got)
 		}
-		checkUsageRecord(t, e.recs.wait(t, 1)[0], tc.invalid)
+		rec := e.recs.wait(t, 1)[0]
+		if tc.reason == llmflow.EstimateNoUsage {
+			if !rec.Estimated || rec.EstimateReason != tc.reason || rec.PromptTokens != 1 || rec.CompletionTokens == 0 {
+				t.Errorf("%s: %+v", tc.usage, rec)
+			}
+			continue
+		}
+		checkUsageRecord(t, rec, tc.reason != "")
 	}
 }
 
@@ -472,5 +481,27 @@ func TestResponsesMessages(t *testing.T) {
 		if got := string(rq.responsesMessages()); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.body, got, tc.want)
 		}
+	}
+}
+
+// An engine that streams past the max_output_tokens it was sent is cut: a
+// Responses error event ends the client's stream, no terminal event.
+func TestResponsesEngineOverruns(t *testing.T) {
+	up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"model\":\"sim/llama\",\"usage\":null}}\n\n")
+		for i := range 50 {
+			fmt.Fprintf(w, "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":%d,\"delta\":\"x\"}\n\n", i+1)
+		}
+	})
+	e := newEnv(t, []string{up.srv.URL}, "")
+	events := readResponsesStream(t, e.post(t, "/v1/responses", `{"model":"m","input":"hello","max_output_tokens":3,"stream":true}`))
+	last := events[len(events)-1]
+	if last.name != "error" || last.data["type"] != "error" || len(events) != 1+3+2+1 { // created, 3 tokens + 2 spare, error
+		t.Fatalf("%d events, last %s %v", len(events), last.name, last.data)
+	}
+	rec := e.recs.wait(t, 1)[0]
+	if rec.Outcome != llmflow.OutcomeUpstreamError || rec.CompletionTokens > 5 {
+		t.Fatalf("record %+v", rec)
 	}
 }

@@ -17,7 +17,7 @@ import (
 // counts for the prompt.
 func (x *exchange) promptBound() int64 {
 	b := int64(x.rq.promptBytes)
-	if x.ep == engine.ChatCompletions {
+	if x.ep == engine.ChatCompletions || x.ep == engine.Responses { // instructions and input go through the chat template
 		b += chatTemplateTokens
 	}
 	return min(b, x.rt.maxTokens*x.rq.prompts)
@@ -98,6 +98,10 @@ func (g *Gateway) takeUsage(x *exchange, u sse.Usage, est int64) bool {
 func (g *Gateway) cutStream(fw *flushWriter, x *exchange) {
 	g.log.Warn("engine generated past its output limit: stream cut", "request_id", x.id, "upstream", x.up.name,
 		"max_tokens", x.outputBound(), "sequences", x.rq.seqs)
-	io.WriteString(fw, "data: {\"error\":{\"message\":\"the engine generated more than the output limit; the answer was cut\",\"type\":\"server_error\",\"param\":null,\"code\":\"upstream_error\"}}\n\n")
+	if x.rq.responses { // the Responses API's error event
+		io.WriteString(fw, "event: error\ndata: {\"type\":\"error\",\"code\":\"upstream_error\",\"message\":\"the engine generated more than the output limit; the answer was cut\",\"param\":null}\n\n")
+	} else {
+		io.WriteString(fw, "data: {\"error\":{\"message\":\"the engine generated more than the output limit; the answer was cut\",\"type\":\"server_error\",\"param\":null,\"code\":\"upstream_error\"}}\n\n")
+	}
 	fw.Flush()
 }

@@ -113,14 +113,17 @@ func responseUsageIn(resp []byte) (Usage, bool) {
 // the last-one-wins and Malformed rules are ParseUsage's.
 func ParseResponseUsage(body []byte) (u Usage, ok bool) { return responseUsageIn(body) }
 
-// parseResponseUsageObject decodes a Responses usage object; ok is false
-// if v is not an object (null included) or is malformed.
+// parseResponseUsageObject decodes a Responses usage object as
+// parseUsageObject decodes chat's (the same rules, other names; kept apart
+// so that chat's per-chunk parse stays one switch of constants); ok is
+// false if v is not an object (null included) or is malformed.
 func parseResponseUsageObject(v []byte) (u Usage, ok bool) {
 	it, ok := jsonscan.NewObject(v)
 	if !ok {
 		return Usage{}, false
 	}
 	var badP, badC, badT, badK bool
+	u.NoPrompt, u.NoCompletion = true, true
 	for {
 		k, v, more := it.Next()
 		if !more {
@@ -129,8 +132,10 @@ func parseResponseUsageObject(v []byte) (u Usage, ok bool) {
 		switch string(k) {
 		case "input_tokens":
 			u.PromptTokens = parseCount(v, &badP)
+			u.NoPrompt = string(v) == "null"
 		case "output_tokens":
 			u.CompletionTokens = parseCount(v, &badC)
+			u.NoCompletion = string(v) == "null"
 		case "total_tokens":
 			u.TotalTokens = parseCount(v, &badT)
 		case "input_tokens_details":

@@ -126,11 +126,12 @@ func TestParseResponseUsage(t *testing.T) {
 			`"usage":{"input_tokens":42,"input_tokens_details":{"cached_tokens":32},"output_tokens":18,"output_tokens_details":{"reasoning_tokens":4},"total_tokens":60}}`,
 			sse.Usage{PromptTokens: 42, CompletionTokens: 18, TotalTokens: 60, CachedTokens: 32}, true},
 		{"no details", `{"usage":{"input_tokens":7,"output_tokens":1,"total_tokens":8}}`, sse.Usage{PromptTokens: 7, CompletionTokens: 1, TotalTokens: 8}, true},
-		{"chat names are not read", `{"usage":{"prompt_tokens":7,"completion_tokens":1}}`, sse.Usage{}, true},
+		{"chat names are not read", `{"usage":{"prompt_tokens":7,"completion_tokens":1}}`, sse.Usage{NoPrompt: true, NoCompletion: true}, true},
 		{"null", `{"usage":null}`, sse.Usage{}, false},
 		{"absent", `{"status":"completed"}`, sse.Usage{}, false},
 		{"malformed", `{"usage":{"input_tokens":1.5,"output_tokens":2}}`, sse.Usage{CompletionTokens: 2, Malformed: true}, true},
-		{"last wins", `{"usage":{"input_tokens":1},"usage":{"input_tokens":2}}`, sse.Usage{PromptTokens: 2}, true},
+		{"last wins", `{"usage":{"input_tokens":1},"usage":{"input_tokens":2}}`, sse.Usage{PromptTokens: 2, NoCompletion: true}, true},
+		{"null counts", `{"usage":{"input_tokens":null,"output_tokens":null}}`, sse.Usage{NoPrompt: true, NoCompletion: true}, true},
 		{"not an object", `[1]`, sse.Usage{}, false},
 	}
 	for _, tt := range tests {
@@ -176,6 +177,8 @@ func refParseResponseUsage(body []byte) (sse.Usage, bool) {
 		CachedTokens:     num(d, "cached_tokens"),
 	}
 	us.Malformed = malformed
+	absent := func(k string) bool { v, ok := u[k]; return !ok || string(v) == "null" }
+	us.NoPrompt, us.NoCompletion = absent("input_tokens"), absent("output_tokens")
 	return us, true
 }
 

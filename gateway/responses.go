@@ -19,6 +19,9 @@ import (
 //     "response" of the response.completed (or .incomplete, .failed) event
 //     of a stream, which engines always send, so the gateway asks for
 //     nothing (no stream_options.include_usage) and drops nothing;
+//   - tools the engine runs itself (web search, code interpreter, MCP)
+//     are refused: their results grow the prompt beyond what the gateway
+//     can bound (clientTools); function and custom tools are the client's;
 //   - the gateway keeps no responses: what needs state in the engine
 //     (previous_response_id, conversation, background) is refused, since
 //     the engine that stored it is any of the pool's upstreams (and
@@ -51,6 +54,9 @@ func (rq *clientRequest) parseResponses() error {
 	if v := rq.get("background"); !isNull(v) && string(v) != "false" {
 		return invalid("background", "background responses are not supported: the gateway keeps no responses")
 	}
+	if !clientTools(rq.get("tools")) {
+		return invalid("tools", "only function and custom tools are supported: the gateway cannot bound what tools the engine runs itself use")
+	}
 	rq.promptBytes = len(rq.get("input")) + len(rq.get("instructions"))
 	if raw := rq.get("max_output_tokens"); raw != nil && string(raw) != "null" {
 		if rq.maxOutput = positiveInt(raw); rq.maxOutput == 0 {
@@ -58,6 +64,30 @@ func (rq *clientRequest) parseResponses() error {
 		}
 	}
 	return nil
+}
+
+// clientTools reports whether a Responses "tools" value (absent, null or
+// a list) holds only tools the client runs: "function" and "custom". The
+// engine runs the others itself (vLLM's tool server: web search, code
+// interpreter, MCP), turn after turn: the prompt then grows by what they
+// return, beyond any bound the gateway could hold a budget for or believe
+// the usage within.
+func clientTools(raw []byte) bool {
+	if isNull(raw) {
+		return true
+	}
+	var tools []struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(raw, &tools) != nil {
+		return false
+	}
+	for _, t := range tools {
+		if t.Type != "function" && t.Type != "custom" {
+			return false
+		}
+	}
+	return true
 }
 
 // answerUsage is the usage of a complete JSON answer of endpoint ep.

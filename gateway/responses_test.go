@@ -59,6 +59,11 @@ func TestResponsesParse(t *testing.T) {
 		{body: `{"model":"m","input":"x","conversation":{"id":"conv_1"}}`, refusal: "conversation"},
 		{body: `{"model":"m","input":"x","background":true}`, refusal: "background"},
 		{body: `{"model":"m","input":"x","stream":1}`, refusal: "stream"},
+		{body: `{"model":"m","input":"x","tools":[{"type":"function","name":"f","parameters":{}},{"type":"custom","name":"g"}]}`, prompt: 3},
+		{body: `{"model":"m","input":"x","tools":[]}`, prompt: 3},
+		{body: `{"model":"m","input":"x","tools":[{"type":"function","name":"f"},{"type":"web_search_preview"}]}`, refusal: "tools"},
+		{body: `{"model":"m","input":"x","tools":[{"type":"mcp","server_label":"s"}]}`, refusal: "tools"},
+		{body: `{"model":"m","input":"x","tools":{"type":"function"}}`, refusal: "tools"},
 	} {
 		rq, err := parseRequest([]byte(tc.body), engine.Responses)
 		if tc.refusal != "" {

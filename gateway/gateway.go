@@ -588,6 +588,7 @@ func (g *Gateway) routesInit() {
 	}
 	g.handle(http.MethodGet, "/v1/models", g.listModels)
 	g.handle(http.MethodGet, "/v1/models/{id...}", g.getModel)
+	g.handle(http.MethodGet, "/v1/me", g.me) // me.go
 	g.handle(http.MethodGet, "/healthz", g.healthz)
 	g.handle(http.MethodGet, "/metrics", g.serveMetrics)
 	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -45,6 +45,12 @@ type Config struct {
 	Redis     *Redis     // nil: fair-share counters in this process only
 	TLS       *TLS       // nil: plain HTTP (a proxy in front terminates TLS)
 	Admin     *Admin     // nil: the admin API on the client listener
+	// OIDC is single sign-on to the console (console.go); nil: the
+	// console signs in with admin tokens only.
+	OIDC *OIDC
+	// SelfService is what researchers do for themselves in the console
+	// (console.go); nil: as self_service {}.
+	SelfService *SelfService
 
 	// ranges maps Secret.What to the source range of the attribute naming
 	// the secret, for Secrets. Compare Configs with

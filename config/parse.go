@@ -191,6 +191,8 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "redis"},
 		{Type: "tls"},
 		{Type: "admin"},
+		{Type: "oidc"},         // console.go
+		{Type: "self_service"}, // console.go
 	},
 }
 
@@ -215,6 +217,8 @@ func (d *decoder) decodeRoot(body hcl.Body) {
 	d.decodeRedis(d.single(c.Blocks, "redis"))
 	d.decodeTLS(d.single(c.Blocks, "tls"))
 	d.decodeAdmin(d.single(c.Blocks, "admin"))
+	d.decodeOIDC(d.single(c.Blocks, "oidc"))
+	d.decodeSelfService(d.single(c.Blocks, "self_service"))
 }
 
 var adminSchema = &hcl.BodySchema{

@@ -55,6 +55,9 @@ func (c *Config) Secrets() []Secret {
 	if c.TLS != nil {
 		add("tls key_file", c.TLS.KeyFile)
 	}
+	if c.OIDC != nil {
+		add("oidc client_secret_file", c.OIDC.ClientSecretFile)
+	}
 	return out
 }
 

@@ -102,21 +102,31 @@ type Options struct {
 	// whose pages may send admin writes, besides the admin API's own (config
 	// admin { allowed_origins }). Every other cross-origin write is refused.
 	AllowedOrigins []string
+	// Sessions authenticates requests without an Authorization header by
+	// their web console session (package console); nil: bearer tokens
+	// only.
+	Sessions Sessions
+	// SelfService is what researchers may do for themselves
+	// (self_service); the zero value: no keys from single sign-on, no
+	// cap.
+	SelfService SelfService
 }
 
 // Handler serves the admin API. Create it with New.
 type Handler struct {
-	gw        *gateway.Gateway
-	keys      KeyStore
-	keyLimits KeyLimitStore
-	store     AdminStore
-	routing   RoutingStore
-	budgets   BudgetWriter
-	spend     SpendReader
-	syncs     SyncHistory
-	notify    Notifier
-	log       *slog.Logger
-	now       func() time.Time
+	gw          *gateway.Gateway
+	keys        KeyStore
+	keyLimits   KeyLimitStore
+	store       AdminStore
+	routing     RoutingStore
+	budgets     BudgetWriter
+	spend       SpendReader
+	syncs       SyncHistory
+	notify      Notifier
+	sessions    Sessions    // nil: bearer tokens only (session.go)
+	selfService SelfService // session.go
+	log         *slog.Logger
+	now         func() time.Time
 
 	principals *principalCache
 	// adminGen is the highest admin generation this handler read from
@@ -140,7 +150,7 @@ func New(o Options) (*Handler, error) {
 	}
 	h := &Handler{
 		gw: o.Gateway, keys: o.Keys, keyLimits: o.KeyLimits, store: o.Admin, routing: o.Routing, budgets: o.Budgets,
-		spend: o.Spend, syncs: o.SyncHistory, notify: o.Notifier,
+		spend: o.Spend, syncs: o.SyncHistory, notify: o.Notifier, sessions: o.Sessions, selfService: o.SelfService,
 		log: o.Log, now: o.Now,
 		principals: newPrincipalCache(10_000, 5*time.Minute),
 	}
@@ -239,6 +249,7 @@ type Route struct {
 // a route without a row there fails.
 var routes = []Route{
 	{"GET", "/admin/whoami", 0, false, (*Handler).whoami},
+	{"GET", "/admin/self", 0, false, (*Handler).self}, // session.go
 
 	{"GET", "/admin/users", authz.Read, true, (*Handler).listUsers},
 	{"POST", "/admin/users", authz.CreateUsers, true, (*Handler).createUser},

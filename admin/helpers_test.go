@@ -33,6 +33,8 @@ type envOptions struct {
 	Spend       SpendReader
 	SyncHistory SyncHistory
 	Notifier    Notifier
+	Sessions    Sessions
+	SelfService SelfService
 }
 
 // testEnv is a gateway and its admin API on a real HTTP server in front
@@ -70,7 +72,8 @@ func newEnv(t testing.TB, upstreams []string, extra string, mod ...func(*envOpti
 	if err != nil {
 		t.Fatal(err)
 	}
-	ao := Options{Gateway: e.gw, Keys: o.Keys, Admin: o.Admin, Spend: o.Spend, SyncHistory: o.SyncHistory, Notifier: o.Notifier}
+	ao := Options{Gateway: e.gw, Keys: o.Keys, Admin: o.Admin, Spend: o.Spend, SyncHistory: o.SyncHistory, Notifier: o.Notifier,
+		Sessions: o.Sessions, SelfService: o.SelfService}
 	if kl, ok := o.Keys.(KeyLimitStore); ok {
 		ao.KeyLimits = kl
 	}

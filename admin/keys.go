@@ -105,6 +105,11 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, p Principal)
 	if err := decodeAdmin(w, r, &req); err != nil {
 		return err
 	}
+	if team, ok := h.gw.Accounts().Team(req.Team); ok {
+		if err := h.selfServiceKeys(r.Context(), p, team.Parent, team.Name, true); err != nil {
+			return err
+		}
+	}
 	k, secret, err := h.CreateKey(r.Context(), req, p)
 	if err != nil {
 		return err
@@ -156,6 +161,9 @@ func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request, p Principal)
 	scope := authz.TeamScope(h.gw.Accounts().OrgOf(&k), k.Team)
 	if !p.mayOwnKey(scope, &k) {
 		return forbidden("you may not revoke key %q", id)
+	}
+	if err := h.selfServiceKeys(r.Context(), p, scope.Org, scope.Team, false); err != nil {
+		return err
 	}
 	if err := h.keys.RevokeKey(r.Context(), id, h.now().UTC()); err != nil {
 		return err

@@ -67,6 +67,7 @@ var allUsers = principals
 
 var matrix = map[string]matrixRow{
 	"GET /admin/whoami": {call: fixed("/admin/whoami", ""), in: allUsers, out: allUsers, ok: 200},
+	"GET /admin/self":   {call: fixed("/admin/self", ""), in: allUsers, out: allUsers, ok: 200},
 
 	"GET /admin/users": {call: fixed("/admin/users", ""), ok: 200, listing: true,
 		shows: func(e *adminEnv) shown {

@@ -34,6 +34,9 @@ type Principal struct {
 	Grants []authz.Grant
 	// User is true for a user's token, false for the master key.
 	User bool
+	// SSO is true for a user signed in to the console through the
+	// identity provider (session.go).
+	SSO bool
 }
 
 // authz is p as the policy sees it.
@@ -126,6 +129,10 @@ func (h *Handler) forgetUser(user string) {
 // keys; a network past the limit is answered 429 before any comparison or
 // lookup.
 func (h *Handler) principal(r *http.Request) (Principal, error) {
+	p, r, done, err := h.sessionPrincipal(r) // a console session (session.go)
+	if done {
+		return p, err
+	}
 	tok, _ := bearer(r.Header.Get("Authorization"))
 	if h.store == nil || !llmflow.LooksLikeAdminToken(tok) || h.gw.IsMasterKey(tok) {
 		if err := h.gw.CheckMasterKey(r, errAdminAuth); err != nil {

@@ -529,3 +529,17 @@ type ErrorDetail struct {
 	Param   *string `json:"param"`
 	Code    string  `json:"code"`
 }
+
+// Self is GET /admin/self: the caller, their roles, and the budgets they
+// draw on with what is left (a researcher's page in the console). SSO is
+// true for a user signed in through the identity provider;
+// SelfServiceKeys and MaxKeys are the gateway's self_service block.
+type Self struct {
+	Kind            string   `json:"kind"`
+	Name            string   `json:"name"`
+	SSO             bool     `json:"sso"`
+	Roles           []Grant  `json:"roles"`
+	Budgets         []Budget `json:"budgets"`
+	SelfServiceKeys bool     `json:"self_service_keys"`
+	MaxKeys         int      `json:"max_keys"`
+}

@@ -89,12 +89,20 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) 
 	}
 	// the admin API of this generation: every store capability, and the
 	// bus with Redis (admin.Notifier)
-	g.adm, err = admin.New(admin.Options{Gateway: g.gw, Keys: db, KeyLimits: db, Admin: db, Routing: db, Budgets: db,
-		Spend: db, SyncHistory: db, Notifier: notify, Log: s.log, AllowedOrigins: allowedOrigins(cfg)})
+	// and the console, signing in through it (adminlisten.go)
+	late := &lateAdmin{}
+	con, err := newConsole(cfg, late, s.sessions, s.log)
 	if err != nil {
 		return nil, err
 	}
-	g.handler, g.admin = listenerHandlers(cfg.Admin, g.adm, g.gw, s.log)
+	g.adm, err = admin.New(admin.Options{Gateway: g.gw, Keys: db, KeyLimits: db, Admin: db, Routing: db, Budgets: db,
+		Spend: db, SyncHistory: db, Notifier: notify, Log: s.log, AllowedOrigins: allowedOrigins(cfg),
+		Sessions: con, SelfService: selfService(cfg)})
+	if err != nil {
+		return nil, err
+	}
+	late.h = g.adm
+	g.handler, g.admin = listenerHandlers(cfg.Admin, g.adm, con, g.gw, s.log)
 	if cfg.Writeback != nil {
 		if g.stopWB, err = startWriteback(ctx, cfg, db, s.log); err != nil {
 			return nil, err

@@ -14,6 +14,7 @@ import (
 	"github.com/go-llmflow/llmflow/accounting"
 	"github.com/go-llmflow/llmflow/admin"
 	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/console"
 	"github.com/go-llmflow/llmflow/gateway"
 	"github.com/go-llmflow/llmflow/spool"
 )
@@ -83,7 +84,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 			db.Leave(lctx, counters.replica)
 		}()
 	}
-	s := &server{db: db, rec: rec, hook: hook, log: log, counters: counters, version: o.Version}
+	s := &server{db: db, rec: rec, hook: hook, log: log, counters: counters, version: o.Version, sessions: newSessionStore(cfg)}
 	cur, err := s.start(ctx, cfg, counters.holdsUsage(ctx, cfg))
 	if err != nil {
 		closeAccounting(rec, log)
@@ -291,7 +292,8 @@ type server struct {
 	cur      atomic.Pointer[generation]  // serving
 	imp      atomic.Pointer[slurmImport] // the current generation's; nil without a slurm block
 	draining atomic.Bool
-	open     atomic.Int64 // client connections
+	sessions *console.Store // the console's, across reloads (adminlisten.go)
+	open     atomic.Int64   // client connections
 }
 
 // ServeHTTP hands the request to the gateway of the current generation.

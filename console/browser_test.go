@@ -1,0 +1,453 @@
+package console_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"image/png"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+	"github.com/zitadel/oidc/v3/example/server/exampleop"
+	"github.com/zitadel/oidc/v3/example/server/storage"
+
+	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/server"
+	"github.com/go-llmflow/llmflow/vllmsim"
+)
+
+const (
+	masterKey    = "master-secret-for-console-tests-0123456789"
+	clientID     = "llmflow-console"
+	clientSecret = "console-client-secret"
+)
+
+// chromium returns Debian's chromium (or LLMFLOW_CHROMIUM), skipping the
+// test when there is none: CI installs it (scripts/test.sh).
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("LLMFLOW_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no chromium on PATH (apt-get install chromium; scripts/test.sh installs it): the browser tests of the console are skipped")
+	return ""
+}
+
+// freeAddr returns a loopback address nobody listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startOP starts a real OpenID Connect provider (zitadel/oidc's op
+// package with its example storage and login page) on loopback, with
+// the users given (username → password) and the console registered as a
+// confidential web client whose redirect URI is redirect.
+func startOP(t *testing.T, redirect string, users map[string]string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuer := "http://" + l.Addr().String()
+	byID := map[string]*storage.User{}
+	i := 0
+	for name, pw := range users {
+		i++
+		id := "id" + strconv.Itoa(i)
+		byID[id] = &storage.User{ID: id, Username: name, Password: pw, FirstName: name, LastName: "Test", Email: name + "@example.org", EmailVerified: true}
+	}
+	file := filepath.Join(t.TempDir(), "users.json")
+	b, _ := json.Marshal(byID)
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	us, err := storage.StoreFromFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storage.RegisterClients(storage.WebClient(clientID, clientSecret, redirect))
+	router := exampleop.SetupServer(issuer, storage.NewStorage(us), slog.New(slog.DiscardHandler), false)
+	srv := httptest.NewUnstartedServer(router)
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return issuer
+}
+
+// gateway runs llmflow serve (server.Run) with the console and single
+// sign-on through issuer, in front of a simulated vLLM; it returns the
+// gateway's base URL.
+func startGateway(t *testing.T, addr, issuer, extra string) string {
+	t.Helper()
+	sim := vllmsim.New(vllmsim.Config{APIKey: "upstream-key", Sched: vllmsim.SchedConfig{MaxNumSeqs: 64, KVBlocks: 1 << 14}})
+	up := httptest.NewServer(sim)
+	t.Cleanup(func() { up.CloseClientConnections(); sim.Close(); up.Close() })
+	dir := t.TempDir()
+	for name, v := range map[string]string{"master.key": masterKey, "vllm.key": "upstream-key", "oidc.secret": clientSecret} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := fmt.Sprintf(`
+master_key_file = "master.key"
+org "etabA" {
+  share = 0.75
+  team "lab-nlp" {}
+}
+org "etabB" {
+  share = 0.25
+  team "lab-chem" {}
+}
+pool "p" { capacity = 16 }
+model "m" {
+  upstream_model = "sim/llama"
+  pool           = "p"
+  key_file       = "vllm.key"
+  cost {
+    input_per_mtok  = 100
+    output_per_mtok = 1000
+  }
+  upstream "u" { base_url = %q }
+}
+store {
+  path           = "llmflow.db"
+  flush_interval = "10ms"
+}
+oidc {
+  issuer             = %q
+  client_id          = %q
+  client_secret_file = "oidc.secret"
+  redirect_url       = "http://%s/console/callback"
+  scopes             = ["openid", "profile", "email"]
+}
+%s
+`, up.URL, issuer, clientID, addr, extra)
+	file := filepath.Join(dir, "gateway.hcl")
+	if err := os.WriteFile(file, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := config.CheckSecrets(cfg); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	ready := make(chan struct{})
+	go func() {
+		done <- server.Run(ctx, cfg, server.Options{Listen: addr, Log: slog.New(slog.DiscardHandler), Ready: func(server.Started) { close(ready) }})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not start in 30 s")
+	}
+	return "http://" + addr
+}
+
+// call sends a request to the gateway: bearer token tok ("" for none),
+// extra headers as pairs. It returns the status and the body.
+func call(t *testing.T, method, url, tok, body string, hdr ...string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func must(t *testing.T, want int, method, url, tok, body string) string {
+	t.Helper()
+	code, b := call(t, method, url, tok, body)
+	if code != want {
+		t.Fatalf("%s %s: %d %s, want %d", method, url, code, b, want)
+	}
+	return b
+}
+
+// TestConsoleInBrowser drives the console in Debian's chromium, headless:
+// a researcher (alice, a member of lab-nlp as a Slurm association makes
+// her) signs in through a real OpenID Connect provider, sees the
+// remaining budget of her team that the API also returns and only her
+// scopes, creates a key (its secret shown once, and it works), revokes it
+// (and it stops), and the page's screenshot is not blank. With her
+// session's cookie, a write without the CSRF token, from another origin,
+// or after signing out is refused.
+func TestConsoleInBrowser(t *testing.T) {
+	chrome := chromium(t)
+	addr := freeAddr(t)
+	issuer := startOP(t, "http://"+addr+"/console/callback", map[string]string{"alice": "alice-password", "mallory": "mallory-password"})
+	base := startGateway(t, addr, issuer, "self_service {\n  keys     = true\n  max_keys = 3\n}\n")
+
+	// the tree as Slurm would give it: alice has an association in lab-nlp
+	must(t, 201, "POST", base+"/admin/users", masterKey, `{"name":"alice"}`)
+	must(t, 200, "PUT", base+"/admin/users/alice/roles", masterKey, `{"role":"member","team":"lab-nlp"}`)
+	must(t, 200, "PUT", base+"/admin/budgets", masterKey, `{"kind":"team","name":"lab-nlp","period":"month","max_cost":10}`)
+	must(t, 200, "PUT", base+"/admin/budgets", masterKey, `{"kind":"team","name":"lab-chem","period":"month","max_cost":77}`)
+	var k struct{ Key string }
+	json.Unmarshal([]byte(must(t, 201, "POST", base+"/admin/keys", masterKey, `{"team":"lab-nlp","name":"batch","owner":"alice"}`)), &k)
+	must(t, 200, "POST", base+"/v1/chat/completions", k.Key, `{"model":"m","max_tokens":20,"messages":[{"role":"user","content":"hello there"}]}`)
+	var budgets struct {
+		Data []struct {
+			Name      string  `json:"name"`
+			Spent     float64 `json:"spent"`
+			Held      float64 `json:"held"`
+			Remaining float64 `json:"remaining"`
+		} `json:"data"`
+	}
+	remaining := ""
+	deadline := time.Now().Add(10 * time.Second)
+	for remaining == "" {
+		json.Unmarshal([]byte(must(t, 200, "GET", base+"/admin/budgets?kind=team&name=lab-nlp", masterKey, "")), &budgets)
+		if len(budgets.Data) == 1 && budgets.Data[0].Spent > 0 && budgets.Data[0].Held == 0 {
+			remaining = strconv.FormatFloat(budgets.Data[0].Remaining, 'f', 4, 64)
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the request's cost never settled: %+v", budgets)
+		}
+	}
+	if remaining == "10.0000" {
+		t.Fatalf("remaining %s: the request cost nothing", remaining)
+	}
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.NoSandbox,
+		chromedp.Flag("disable-gpu", true), chromedp.WindowSize(1280, 900))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelA()
+	ctx, cancelB := chromedp.NewContext(actx)
+	defer cancelB()
+	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
+	defer cancelT()
+
+	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	text := func(what string, a chromedp.Action[string]) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, a)
+		if err != nil {
+			t.Fatalf("text of %s: %v", what, err)
+		}
+		return s
+	}
+	step("sign in through the provider",
+		chromedp.Navigate(base+"/console/"),
+		chromedp.WaitVisible(chromedp.ID("sso")),
+		chromedp.Click(chromedp.ID("sso")),
+		// the provider's login page
+		chromedp.WaitVisible(chromedp.ID("username")),
+		chromedp.SendKeys(chromedp.ID("username"), "alice"),
+		chromedp.SendKeys(chromedp.ID("password"), "alice-password"),
+		chromedp.Submit(chromedp.ID("password")),
+		// back in the console, signed in
+		chromedp.WaitVisible(chromedp.ID("self-budget-team-lab-nlp-remaining")),
+	)
+	who, shown := text("#who", chromedp.Text(chromedp.ID("who"))), text("the remaining budget", chromedp.Text(chromedp.ID("self-budget-team-lab-nlp-remaining")))
+	others, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#tab-share, #tab-audit, #tab-users, #self-budget-team-lab-chem").length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(who, "alice") || !strings.Contains(who, "member@lab-nlp") {
+		t.Errorf("signed in as %q", who)
+	}
+	if shown != remaining {
+		t.Errorf("the console shows %s GPU-hours left on lab-nlp; the API says %s", shown, remaining)
+	}
+	if others != 0 {
+		t.Errorf("a member sees %d elements of other scopes or admin tabs", others)
+	}
+
+	// the screenshot: the overview with its chart
+	step("the chart", chromedp.WaitVisible(chromedp.ID("usage-total")))
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkNotBlank(t, shot)
+	if p := os.Getenv("LLMFLOW_CONSOLE_SCREENSHOT"); p != "" {
+		if err := os.WriteFile(p, shot, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// a key of her own: the secret shown once; it works; revoked, it stops
+	step("create a key",
+		chromedp.Click(chromedp.ID("tab-keys")),
+		chromedp.WaitVisible(chromedp.ID("key-name")),
+		chromedp.SendKeys(chromedp.ID("key-name"), "from-the-console"),
+		chromedp.Click(chromedp.ID("key-create")),
+		chromedp.WaitVisible(chromedp.ID("new-secret")),
+	)
+	secret := text("#new-secret", chromedp.Text(chromedp.ID("new-secret")))
+	if !strings.HasPrefix(secret, "llmf-") {
+		t.Fatalf("secret shown %q", secret)
+	}
+	var me struct {
+		Key    struct{ ID, Owner string }
+		Scopes struct{ Team string }
+	}
+	json.Unmarshal([]byte(must(t, 200, "GET", base+"/v1/me", secret, "")), &me)
+	if me.Key.Owner != "alice" || me.Scopes.Team != "lab-nlp" {
+		t.Errorf("/v1/me of the new key: %+v", me)
+	}
+	revoke := chromedp.ID("revoke-" + me.Key.ID)
+	step("revoke the key",
+		chromedp.Click(revoke),
+		chromedp.WaitVisible(revoke), // armed: "Confirm revoke"
+		chromedp.Click(revoke),
+		// the listing of active keys no longer has it
+		chromedp.WaitNotPresent(chromedp.ID("key-"+me.Key.ID)),
+	)
+	if code, body := call(t, "GET", base+"/v1/me", secret, ""); code != http.StatusUnauthorized {
+		t.Errorf("revoked key: %d %s", code, body)
+	}
+
+	// her session's cookie outside the page
+	res, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cookies := res.Cookies
+	var cookie string
+	for _, c := range cookies {
+		if c.Name == "__Host-llmflow-session" {
+			if !c.HTTPOnly || !c.Secure || c.SameSite != network.CookieSameSiteStrict {
+				t.Errorf("session cookie %+v: want HttpOnly, Secure, SameSite=Strict", c)
+			}
+			cookie = c.Name + "=" + c.Value
+		}
+	}
+	if cookie == "" {
+		t.Fatalf("no session cookie among %d", len(cookies))
+	}
+	var sess struct{ CSRF string }
+	code, body := call(t, "GET", base+"/console/session", "", "", "Cookie", cookie)
+	json.Unmarshal([]byte(body), &sess)
+	if code != 200 || sess.CSRF == "" {
+		t.Fatalf("session: %d %s", code, body)
+	}
+	keyBody := `{"team":"lab-nlp","name":"forged"}`
+	for _, tc := range []struct {
+		name string
+		hdr  []string
+		want int
+	}{
+		{"read with the cookie", nil, 200},
+		{"write without the CSRF token (forged)", []string{}, 403},
+		{"write with a wrong CSRF token", []string{"X-LLMflow-CSRF", "not-it"}, 403},
+		{"write from another origin", []string{"X-LLMflow-CSRF", sess.CSRF, "Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site"}, 403},
+		{"write with the token, same origin", []string{"X-LLMflow-CSRF", sess.CSRF, "Origin", base, "Sec-Fetch-Site", "same-origin"}, 201},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			method, b := "POST", keyBody
+			if tc.hdr == nil {
+				method, b = "GET", ""
+			}
+			code, body := call(t, method, base+"/admin/keys", "", b, append([]string{"Cookie", cookie}, tc.hdr...)...)
+			if code != tc.want {
+				t.Errorf("%d %s, want %d", code, body, tc.want)
+			}
+		})
+	}
+	if code, body := call(t, "GET", base+"/console/", "", ""); code != 200 || !strings.Contains(body, "app.js") {
+		t.Errorf("GET /console/: %d", code)
+	}
+	// signed out: the cookie is worth nothing, the page shows the sign-in
+	step("sign out", chromedp.Click(chromedp.ID("logout")), chromedp.WaitVisible(chromedp.ID("signin")))
+	if code, body := call(t, "GET", base+"/admin/whoami", "", "", "Cookie", cookie); code != http.StatusUnauthorized {
+		t.Errorf("after sign-out: %d %s", code, body)
+	}
+
+	// someone the provider knows but llmflow does not: told, no session
+	step("sign in as mallory",
+		chromedp.Navigate(base+"/console/login"),
+		chromedp.WaitVisible(chromedp.ID("username")),
+		chromedp.SendKeys(chromedp.ID("username"), "mallory"),
+		chromedp.SendKeys(chromedp.ID("password"), "mallory-password"),
+		chromedp.Submit(chromedp.ID("password")),
+		chromedp.WaitVisible(chromedp.CSS("p.error")),
+	)
+	page := text("the error", chromedp.Text(chromedp.CSS("p.error")))
+	if !strings.Contains(page, `"mallory"`) || !strings.Contains(page, "no llmflow user") {
+		t.Errorf("mallory's page: %q", page)
+	}
+}
+
+// checkNotBlank fails unless the PNG shows a page: many colours, and
+// neither one colour nor almost all white.
+func checkNotBlank(t *testing.T, shot []byte) {
+	t.Helper()
+	img, err := png.Decode(bytes.NewReader(shot))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	colours := map[[3]uint32]int{}
+	b := img.Bounds()
+	n := 0
+	for y := b.Min.Y; y < b.Max.Y; y += 2 {
+		for x := b.Min.X; x < b.Max.X; x += 2 {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			colours[[3]uint32{r >> 8, g >> 8, bl >> 8}]++
+			n++
+		}
+	}
+	top := 0
+	for _, c := range colours {
+		top = max(top, c)
+	}
+	if b.Dx() < 800 || len(colours) < 20 || top > n*97/100 {
+		t.Errorf("the screenshot looks blank: %dx%d, %d colours, the commonest on %d of %d pixels", b.Dx(), b.Dy(), len(colours), top, n)
+	}
+}

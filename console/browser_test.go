@@ -36,7 +36,8 @@ const (
 )
 
 // chromium returns Debian's chromium (or LLMFLOW_CHROMIUM), skipping the
-// test when there is none: CI installs it (scripts/test.sh).
+// test when there is none; scripts/test.sh installs it and sets
+// LLMFLOW_REQUIRE_CHROMIUM=1, so that in CI a missing browser fails.
 func chromium(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("LLMFLOW_CHROMIUM"); p != "" {
@@ -47,7 +48,11 @@ func chromium(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("no chromium on PATH (apt-get install chromium; scripts/test.sh installs it): the browser tests of the console are skipped")
+	const msg = "no chromium on PATH (apt-get install chromium; scripts/test.sh installs it)"
+	if os.Getenv("LLMFLOW_REQUIRE_CHROMIUM") == "1" {
+		t.Fatal(msg + ", and LLMFLOW_REQUIRE_CHROMIUM=1")
+	}
+	t.Skip(msg + ": the console's browser test is skipped")
 	return ""
 }
 

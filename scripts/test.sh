@@ -8,7 +8,8 @@
 # Nothing is skipped silently: a test that needs something missing fails
 # and says what to install. To skip on purpose: LLMFLOW_SKIP_NODE_SDK=1 (the
 # npm SDK test), LLMFLOW_SKIP_PG=1 (PostgreSQL), LLMFLOW_SKIP_SLURM=1 (the
-# real slurmdbd and sacctmgr).
+# real slurmdbd and sacctmgr), LLMFLOW_SKIP_CHROMIUM=1 (the console in a
+# browser).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -91,7 +92,21 @@ setup_redis() {
 	fi
 }
 
+# Debian's chromium, for the console's browser test (chromedp, headless).
+# Installed here, the test then requires it (LLMFLOW_REQUIRE_CHROMIUM=1):
+# it fails rather than skips when the browser is gone.
+setup_chromium() {
+	if [ "${LLMFLOW_SKIP_CHROMIUM:-}" = 1 ]; then
+		log "LLMFLOW_SKIP_CHROMIUM=1: the console's browser test will be skipped"
+		return
+	fi
+	command -v chromium >/dev/null || apt_install chromium
+	command -v chromium >/dev/null || die "chromium is missing after apt-get install chromium (LLMFLOW_SKIP_CHROMIUM=1 skips the browser test)"
+	export LLMFLOW_REQUIRE_CHROMIUM=1
+}
+
 setup_node_sdk
+setup_chromium
 setup_postgres
 setup_slurm
 setup_redis

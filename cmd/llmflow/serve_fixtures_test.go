@@ -125,6 +125,9 @@ func provideSecrets(t *testing.T, cfg *config.Config) {
 	if cfg.Alerts.SMTP != nil {
 		secret(&cfg.Alerts.SMTP.PasswordFile)
 	}
+	if cfg.OIDC != nil {
+		secret(&cfg.OIDC.ClientSecretFile)
+	}
 	cfg.Store.Kind, cfg.Store.DSNFile, cfg.Store.Path = "sqlite", "", filepath.Join(dir, "llmflow.db")
 	// Every secret the configuration names (config.Secrets, what serve
 	// reads) must now be one of ours: a secret field added to the

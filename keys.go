@@ -85,8 +85,19 @@ func (k Key) Validate() error {
 			return bad("tags", "tags must not contain control characters")
 		}
 	}
+	if len(k.Models) > MaxKeyModels {
+		return bad("models", "a key lists at most %d models", MaxKeyModels)
+	}
+	for _, m := range k.Models {
+		if m == "" || len(m) > MaxKeyFieldBytes || hasControl(m) {
+			return bad("models", "model names must be 1 to %d bytes without control characters", MaxKeyFieldBytes)
+		}
+	}
 	return nil
 }
+
+// MaxKeyModels bounds a key's model list.
+const MaxKeyModels = 64
 
 // hasControl reports whether s has a control character (C0, DEL, C1): a
 // NUL, which PostgreSQL's text refuses, or a line break or escape that

@@ -10,8 +10,10 @@
 package llmflow
 
 import (
+	"crypto/subtle"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -38,7 +40,32 @@ type Key struct {
 	// Disabled is a deactivation an administrator can undo (revocation
 	// cannot): the key is refused while set.
 	Disabled bool
+
+	// ExpiresAt is when the key stops working (zero: never).
+	ExpiresAt time.Time
+	// Models are the models the key may use (configured names); empty:
+	// every model its team may use.
+	Models []string
+	// PrevHash is the hash of the secret before the last rotation, valid
+	// until PrevExpiresAt (zero PrevHash: never rotated, or no grace).
+	PrevHash      [32]byte
+	PrevExpiresAt time.Time
 }
+
+// Expired reports whether the key's expiry has passed at now.
+func (k Key) Expired(now time.Time) bool { return !k.ExpiresAt.IsZero() && !now.Before(k.ExpiresAt) }
+
+// Matches reports whether a secret hashing to h is the key's at now: its
+// secret, or the one before its last rotation while that is in its grace
+// period. Both compared in constant time.
+func (k Key) Matches(h [32]byte, now time.Time) bool {
+	cur := subtle.ConstantTimeCompare(h[:], k.Hash[:]) == 1
+	prev := subtle.ConstantTimeCompare(h[:], k.PrevHash[:]) == 1 && k.PrevHash != [32]byte{} && now.Before(k.PrevExpiresAt)
+	return cur || prev
+}
+
+// AllowsModel reports whether the key's model list lets it use model.
+func (k Key) AllowsModel(model string) bool { return len(k.Models) == 0 || slices.Contains(k.Models, model) }
 
 // Active reports whether the key may be used now: neither revoked nor
 // disabled.

@@ -10,11 +10,14 @@ import (
 )
 
 // keyColumns are the columns of keys in the order scanKey reads them.
-const keyColumns = `id, hash, hint, name, org, team, project, owner, rpm, tpm, max_inflight, tags, created_at, revoked_at, disabled`
+const keyColumns = `id, hash, hint, name, org, team, project, owner, rpm, tpm, max_inflight, tags, created_at, revoked_at, disabled, ` +
+	`expires_at, models, prev_hash, prev_expires_at`
 
 // keyByHashSQL is the read of the request path (on a cache miss); SQLite
 // prepares it.
-const keyByHashSQL = `SELECT ` + keyColumns + ` FROM keys WHERE hash = ?`
+// A rotated key is found by its previous secret too (its grace period is
+// the caller's to check: llmflow.Key.Matches).
+const keyByHashSQL = `SELECT ` + keyColumns + ` FROM keys WHERE hash = ? UNION ALL SELECT ` + keyColumns + ` FROM keys WHERE prev_hash = ?`
 
 // CreateKey stores k. It fails with ECONFLICT when a key with the same ID
 // or the same Hash exists (revoked or not), and with EINVALID when k.ID is
@@ -23,9 +26,10 @@ func (a *sqlDB) CreateKey(ctx context.Context, k llmflow.Key) error {
 	if k.ID == "" {
 		return &llmflow.Error{Code: llmflow.EINVALID, Message: "key id is required", Param: "id"}
 	}
-	_, err := a.write.exec(ctx, `INSERT INTO keys (`+keyColumns+`) VALUES (`+params(15)+`)`,
+	_, err := a.write.exec(ctx, `INSERT INTO keys (`+keyColumns+`) VALUES (`+params(19)+`)`,
 		k.ID, k.Hash[:], k.Hint, k.Name, k.Org, k.Team, k.Project, k.Owner,
-		k.RPM, k.TPM, k.MaxInFlight, a.list(k.Tags), a.time(k.CreatedAt), a.nullTime(k.RevokedAt), k.Disabled)
+		k.RPM, k.TPM, k.MaxInFlight, a.list(k.Tags), a.time(k.CreatedAt), a.nullTime(k.RevokedAt), k.Disabled,
+		a.nullTime(k.ExpiresAt), a.list(k.Models), nullHash(k.PrevHash), a.nullTime(k.PrevExpiresAt))
 	switch {
 	case err == nil:
 		return nil
@@ -41,7 +45,7 @@ func (a *sqlDB) CreateKey(ctx context.Context, k llmflow.Key) error {
 // the caller checks Key.Active. It returns llmflow.ErrNotFound when there
 // is none.
 func (a *sqlDB) KeyByHash(ctx context.Context, hash [32]byte) (llmflow.Key, error) {
-	return a.key(ctx, "key by hash", keyByHashSQL, hash[:])
+	return a.key(ctx, "key by hash", keyByHashSQL, hash[:], hash[:])
 }
 
 // KeyByID returns the key with the given ID, revoked or not, or
@@ -50,9 +54,9 @@ func (a *sqlDB) KeyByID(ctx context.Context, id string) (llmflow.Key, error) {
 	return a.key(ctx, "key by id", `SELECT `+keyColumns+` FROM keys WHERE id = ?`, id)
 }
 
-func (a *sqlDB) key(ctx context.Context, what, q string, arg any) (llmflow.Key, error) {
+func (a *sqlDB) key(ctx context.Context, what, q string, args ...any) (llmflow.Key, error) {
 	var k keyRow
-	if err := a.one(ctx, what, q, []any{arg}, a.keyDest(&k)...); err != nil {
+	if err := a.one(ctx, what, q, args, a.keyDest(&k)...); err != nil {
 		return llmflow.Key{}, err
 	}
 	key, err := k.key()
@@ -124,17 +128,40 @@ func (a *sqlDB) SetKeyDisabled(ctx context.Context, id string, disabled bool) er
 	return execOne(ctx, a.write, "set key disabled", `UPDATE keys SET disabled = ? WHERE id = ?`, disabled, id)
 }
 
+// RotateKey gives the active key id a new secret (its hash and hint);
+// the previous one stays valid until prevUntil (a time not after now
+// ends it at once). llmflow.ErrNotFound for an unknown or revoked key.
+func (a *sqlDB) RotateKey(ctx context.Context, id string, hash [32]byte, hint string, prevUntil time.Time) error {
+	err := execOne(ctx, a.write, "rotate key",
+		`UPDATE keys SET prev_hash = hash, prev_expires_at = ?, hash = ?, hint = ? WHERE id = ? AND revoked_at IS NULL`,
+		a.nullTime(prevUntil), hash[:], hint, id)
+	if err != nil && a.unique(err) {
+		return &llmflow.Error{Code: llmflow.ECONFLICT, Message: "a key with the same secret already exists", Err: err}
+	}
+	return err
+}
+
+// nullHash is a hash column's value: NULL for the zero hash.
+func nullHash(h [32]byte) any {
+	if h == ([32]byte{}) {
+		return nil
+	}
+	return h[:]
+}
+
 // keyRow is a row of keys as scanned.
 type keyRow struct {
-	k    llmflow.Key
-	hash []byte
+	k        llmflow.Key
+	hash     []byte
+	prevHash []byte
 }
 
 // keyDest returns the scan destinations of keyColumns.
 func (a *sqlDB) keyDest(r *keyRow) []any {
 	k := &r.k
 	return []any{&k.ID, &r.hash, &k.Hint, &k.Name, &k.Org, &k.Team, &k.Project, &k.Owner,
-		&k.RPM, &k.TPM, &k.MaxInFlight, a.listDest(&k.Tags), dbTime{&k.CreatedAt}, dbTime{&k.RevokedAt}, &k.Disabled}
+		&k.RPM, &k.TPM, &k.MaxInFlight, a.listDest(&k.Tags), dbTime{&k.CreatedAt}, dbTime{&k.RevokedAt}, &k.Disabled,
+		dbTime{&k.ExpiresAt}, a.listDest(&k.Models), &r.prevHash, dbTime{&k.PrevExpiresAt}}
 }
 
 func (r *keyRow) key() (llmflow.Key, error) {
@@ -143,6 +170,14 @@ func (r *keyRow) key() (llmflow.Key, error) {
 		return llmflow.Key{}, fmt.Errorf("key %s: hash has %d bytes, want %d", k.ID, len(r.hash), len(k.Hash))
 	}
 	copy(k.Hash[:], r.hash)
+	switch len(r.prevHash) {
+	case 0:
+	case len(k.PrevHash):
+		copy(k.PrevHash[:], r.prevHash)
+	default:
+		return llmflow.Key{}, fmt.Errorf("key %s: previous hash has %d bytes, want %d", k.ID, len(r.prevHash), len(k.PrevHash))
+	}
 	k.Tags = nilIfEmpty(k.Tags)
+	k.Models = nilIfEmpty(k.Models)
 	return k, nil
 }

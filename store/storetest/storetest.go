@@ -49,6 +49,10 @@ type Store interface {
 	// RevokeKey sets RevokedAt unless it is already set. llmflow.ErrNotFound
 	// for an unknown ID, EINVALID for a zero time.
 	RevokeKey(ctx context.Context, id string, at time.Time) error
+	// RotateKey gives an active key a new hash and hint; the previous
+	// hash stays findable (KeyByHash) with its validity's end.
+	// llmflow.ErrNotFound for an unknown or revoked key.
+	RotateKey(ctx context.Context, id string, hash [32]byte, hint string, prevUntil time.Time) error
 	// WriteRecords stores a batch atomically; the first write of a
 	// RequestID wins. EINVALID (nothing written) when a RequestID is empty.
 	WriteRecords(ctx context.Context, rs []llmflow.Record) error
@@ -113,6 +117,8 @@ func Run(t *testing.T, open func(t *testing.T) Store) {
 	t.Run("KeyByID", func(t *testing.T) {
 		t.Run("ErrNotFound", func(t *testing.T) { testKeyByIDNotFound(t, open(t)) })
 	})
+	t.Run("ExpiryModels", func(t *testing.T) { testKeyExpiryModels(t, open(t)) })
+	t.Run("RotateKey", func(t *testing.T) { testRotateKey(t, open(t)) })
 	t.Run("RevokeKey", func(t *testing.T) {
 		t.Run("OK", func(t *testing.T) { testRevoke(t, open(t)) })
 		t.Run("Idempotent", func(t *testing.T) { testRevokeIdempotent(t, open(t)) })
@@ -821,4 +827,62 @@ func testConcurrent(t *testing.T, s Store) {
 		t.Logf("reader %d: %d lookups", r, n)
 		return true
 	})
+}
+
+// testKeyExpiryModels: a key's expiry and model list round-trip; a key
+// without them reads back without them.
+func testKeyExpiryModels(t *testing.T, s Store) {
+	k := NewKey("expiring", base)
+	k.ExpiresAt = base.Add(72 * time.Hour)
+	k.Models = []string{"llama-3.3-70b", "org/model:v2"}
+	mustCreate(t, s, k)
+	if diff := cmp.Diff(k, mustKeyByID(t, s, k.ID)); diff != "" {
+		t.Errorf("KeyByID (-want +got):\n%s", diff)
+	}
+	byHash, err := s.KeyByHash(t.Context(), k.Hash)
+	if err != nil || !byHash.ExpiresAt.Equal(k.ExpiresAt) || len(byHash.Models) != 2 {
+		t.Errorf("KeyByHash: %+v %v", byHash, err)
+	}
+}
+
+// testRotateKey: after a rotation the key has its new hash and hint, is
+// found by both secrets, and carries the previous hash with the end of
+// its grace; a second rotation drops the first secret; a revoked or
+// unknown key cannot be rotated.
+func testRotateKey(t *testing.T, s Store) {
+	k := NewKey("rotated", base)
+	mustCreate(t, s, k)
+	next, until := [32]byte{0xa1, 0xb2}, base.Add(time.Hour)
+	if err := s.RotateKey(t.Context(), k.ID, next, "llmf-next", until); err != nil {
+		t.Fatalf("RotateKey: %v", err)
+	}
+	want := k
+	want.Hash, want.Hint, want.PrevHash, want.PrevExpiresAt = next, "llmf-next", k.Hash, until
+	for _, h := range [][32]byte{next, k.Hash} {
+		got, err := s.KeyByHash(t.Context(), h)
+		if err != nil {
+			t.Fatalf("KeyByHash(%x): %v", h[:2], err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("KeyByHash(%x) (-want +got):\n%s", h[:2], diff)
+		}
+	}
+	third := [32]byte{0xc3}
+	if err := s.RotateKey(t.Context(), k.ID, third, "llmf-third", base.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.KeyByHash(t.Context(), k.Hash); !errors.Is(err, llmflow.ErrNotFound) {
+		t.Errorf("the first secret after two rotations: %v, want ErrNotFound", err)
+	}
+	if got, err := s.KeyByHash(t.Context(), next); err != nil || got.Hash != third || got.PrevHash != next {
+		t.Errorf("the second secret: %+v %v", got, err)
+	}
+	if err := s.RevokeKey(t.Context(), k.ID, base.Add(3*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{k.ID, "key_nope"} {
+		if err := s.RotateKey(t.Context(), id, [32]byte{0xd4}, "x", base); !errors.Is(err, llmflow.ErrNotFound) {
+			t.Errorf("rotate %s: %v, want ErrNotFound", id, err)
+		}
+	}
 }

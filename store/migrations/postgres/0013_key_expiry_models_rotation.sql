@@ -1,0 +1,10 @@
+-- Keys as people expect them (issue 23): an expiry (NULL: never), a list
+-- of the models the key may use ('{}': every model its team may), and
+-- rotation: the secret before the last rotation (its hash) stays valid
+-- until prev_expires_at.
+
+ALTER TABLE keys ADD COLUMN expires_at timestamptz;
+ALTER TABLE keys ADD COLUMN models text[] NOT NULL DEFAULT '{}';
+ALTER TABLE keys ADD COLUMN prev_hash bytea CHECK (prev_hash IS NULL OR length(prev_hash) = 32);
+ALTER TABLE keys ADD COLUMN prev_expires_at timestamptz;
+CREATE UNIQUE INDEX keys_prev_hash ON keys (prev_hash);

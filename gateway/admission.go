@@ -189,7 +189,7 @@ func (g *Gateway) admitRequest(_ context.Context, x *exchange) error {
 // is as unknown as one that does not exist.
 func (g *Gateway) admitModel(_ context.Context, x *exchange) error {
 	rt := g.routeOf(x.rq.model) // a configured model or an alias (routing.go)
-	if rt == nil || !rt.pool.engine.Serves(x.ep) || g.modelLists.Load().hidden(x.key.Team, rt) {
+	if rt == nil || !rt.pool.engine.Serves(x.ep) || g.modelLists.Load().hidden(x.key.Team, rt) || !x.key.AllowsModel(rt.name) {
 		e := llmflow.Errorf(llmflow.ENOTFOUND, "the model %q does not exist or you do not have access to it", x.rq.model)
 		e.Param = "model"
 		return e

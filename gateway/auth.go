@@ -193,15 +193,41 @@ type authenticator struct {
 	lookups func() // counts store lookups (metrics); may be nil
 }
 
-// authenticate returns the key for an Authorization header value.
+// authenticate returns the key for an Authorization header value: a key
+// whose secret it is (or whose previous secret, within the grace of its
+// last rotation) and that has not expired.
 func (a *authenticator) authenticate(ctx context.Context, header, remoteAddr string, now time.Time) (*cachedKey, error) {
+	ck, h, err := a.lookup(ctx, header, remoteAddr, now)
+	switch {
+	case err != nil:
+		return nil, err
+	case !ck.key.Matches(h, now): // the previous secret, its grace over
+		a.hits.Remove(h)
+		a.misses.Put(h, nil, now)
+		a.limiter.fail(clientNetwork(remoteAddr), now)
+		return nil, errBadKey
+	case ck.key.Expired(now):
+		return nil, knownKey(&ck.key, &llmflow.Error{Code: llmflow.EUNAUTHORIZED,
+			Message: "the API key expired at " + ck.key.ExpiresAt.UTC().Format(time.RFC3339) + "; ask for a new one"})
+	}
+	return ck, nil
+}
+
+// lookup resolves the key of an Authorization header value and its hash.
+func (a *authenticator) lookup(ctx context.Context, header, remoteAddr string, now time.Time) (*cachedKey, [32]byte, error) {
 	tok, ok := bearer(header)
 	if !ok || tok == "" {
-		return nil, a.failed(remoteAddr, now, errNoKey)
+		return nil, [32]byte{}, a.failed(remoteAddr, now, errNoKey)
 	}
 	h := llmflow.HashKey(tok)
+	ck, err := a.resolve(ctx, h, tok, remoteAddr, now)
+	return ck, h, err
+}
+
+// resolve resolves the key of secret tok hashing to h.
+func (a *authenticator) resolve(ctx context.Context, h [32]byte, tok, remoteAddr string, now time.Time) (*cachedKey, error) {
 	cached, _, fresh := a.hits.Get(h, now)
-	if cached != nil && subtle.ConstantTimeCompare(h[:], cached.key.Hash[:]) != 1 {
+	if cached != nil && !hashOf(h, &cached.key) {
 		cached, fresh = nil, false // cannot happen with a map keyed by the digest
 	}
 	if fresh {
@@ -233,7 +259,7 @@ func (a *authenticator) authenticate(ctx context.Context, header, remoteAddr str
 		return nil, errBadKey
 	case err != nil:
 		return nil, &llmflow.Error{Code: llmflow.EUNAVAILABLE, Message: "key store unavailable", Err: err}
-	case subtle.ConstantTimeCompare(h[:], k.Hash[:]) != 1:
+	case !hashOf(h, &k):
 		return nil, &llmflow.Error{Code: llmflow.EINTERNAL, Message: "internal error", Err: errors.New("store returned a key with another hash")}
 	case !k.Active():
 		a.misses.Put(h, &k, now)
@@ -241,6 +267,12 @@ func (a *authenticator) authenticate(ctx context.Context, header, remoteAddr str
 		return nil, knownKey(&k, inactiveError(&k))
 	}
 	return a.putKey(h, k, now), nil
+}
+
+// hashOf reports whether h is k's hash or its previous one (in constant
+// time; whether the previous one is still valid is Key.Matches').
+func hashOf(h [32]byte, k *llmflow.Key) bool {
+	return subtle.ConstantTimeCompare(h[:], k.Hash[:])|subtle.ConstantTimeCompare(h[:], k.PrevHash[:]) == 1
 }
 
 // refresh re-reads a key whose cache entry went stale. The caller presented

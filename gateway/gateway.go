@@ -601,7 +601,7 @@ func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": g.visibleModels(ck.key.Team)})
+	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": g.keyModels(&ck.key)})
 }
 
 // getModel answers GET /v1/models/{id}: the model's card, or 404 in the
@@ -613,7 +613,7 @@ func (g *Gateway) getModel(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := r.PathValue("id")
 	for _, m := range g.routing.aliases.Load().cards {
-		if m.ID == id && !g.modelLists.Load().hidden(ck.key.Team, g.routeOf(id)) {
+		if m.ID == id && !g.modelLists.Load().hidden(ck.key.Team, g.routeOf(id)) && ck.key.AllowsModel(g.routeOf(id).name) {
 			return writeJSON(w, http.StatusOK, m)
 		}
 	}

@@ -35,6 +35,10 @@ type MeKey struct {
 	Owner     string    `json:"owner,omitempty"`
 	Tags      []string  `json:"tags"`
 	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"` // absent: never
+	// PreviousValidUntil is when the secret before the key's last
+	// rotation stops working (absent: none works).
+	PreviousValidUntil time.Time `json:"previous_valid_until,omitzero"`
 }
 
 // MeScopes is where the key's requests count: its organisation (in the
@@ -131,13 +135,17 @@ func (g *Gateway) meOf(k *llmflow.Key) Me {
 	view := g.accts.Load()
 	org := view.orgOf(k)
 	out := Me{Object: "me", Time: now.UTC(),
-		Key:     MeKey{ID: k.ID, Name: k.Name, Hint: k.Hint, Owner: k.Owner, Tags: slices.Clone(k.Tags), CreatedAt: k.CreatedAt},
+		Key: MeKey{ID: k.ID, Name: k.Name, Hint: k.Hint, Owner: k.Owner, Tags: slices.Clone(k.Tags), CreatedAt: k.CreatedAt,
+			ExpiresAt: k.ExpiresAt},
 		Scopes:  MeScopes{Org: org, Team: k.Team, Project: k.Project, User: k.Owner},
 		Limits:  MeLimits{RPM: k.RPM, TPM: k.TPM, MaxInFlight: k.MaxInFlight},
 		Budgets: []MeBudget{}, Share: []MePool{}, Models: []string{},
 	}
 	if out.Key.Tags == nil {
 		out.Key.Tags = []string{}
+	}
+	if k.PrevHash != ([32]byte{}) && now.Before(k.PrevExpiresAt) {
+		out.Key.PreviousValidUntil = k.PrevExpiresAt
 	}
 	if !k.Active() {
 		out.Warnings = append(out.Warnings, "the key is deactivated: requests are refused")
@@ -175,7 +183,7 @@ func (g *Gateway) meOf(k *llmflow.Key) Me {
 
 	// the models the key may use, and their pools
 	var pools []*pool
-	for _, m := range g.visibleModels(k.Team) {
+	for _, m := range g.keyModels(k) {
 		out.Models = append(out.Models, m.ID)
 		if rt := g.routeOf(m.ID); rt != nil && !slices.Contains(pools, rt.pool) {
 			pools = append(pools, rt.pool)
@@ -249,4 +257,20 @@ func (v *accountView) chainNames(org string, k *llmflow.Key) map[string]bool {
 		m[a.Name] = true
 	}
 	return m
+}
+
+// keyModels are the model cards k may use: its team's model list, then
+// its own (an alias counts as its model).
+func (g *Gateway) keyModels(k *llmflow.Key) []modelCard {
+	cards := g.visibleModels(k.Team)
+	if len(k.Models) == 0 {
+		return cards
+	}
+	out := make([]modelCard, 0, len(cards))
+	for _, m := range cards {
+		if rt := g.routeOf(m.ID); rt != nil && k.AllowsModel(rt.name) {
+			out = append(out, m)
+		}
+	}
+	return out
 }

@@ -65,7 +65,9 @@ func (k Key) Matches(h [32]byte, now time.Time) bool {
 }
 
 // AllowsModel reports whether the key's model list lets it use model.
-func (k Key) AllowsModel(model string) bool { return len(k.Models) == 0 || slices.Contains(k.Models, model) }
+func (k Key) AllowsModel(model string) bool {
+	return len(k.Models) == 0 || slices.Contains(k.Models, model)
+}
 
 // Active reports whether the key may be used now: neither revoked nor
 // disabled.

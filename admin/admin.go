@@ -72,6 +72,9 @@ type Options struct {
 	// KeyLimits changes a key's limits and activation; nil answers 503 on
 	// PUT /admin/keys/{id}/limits and …/active.
 	KeyLimits KeyLimitStore
+	// KeyRotation rotates keys; nil answers 503 on POST
+	// /admin/keys/{id}/rotate.
+	KeyRotation KeyRotateStore
 	// Admin keeps users, admin tokens, roles, team model lists, accounts
 	// changed through the API and the audit trail; nil = only the master
 	// key administers, and those routes answer 503.
@@ -117,6 +120,7 @@ type Handler struct {
 	gw          *gateway.Gateway
 	keys        KeyStore
 	keyLimits   KeyLimitStore
+	keyRotation KeyRotateStore
 	store       AdminStore
 	routing     RoutingStore
 	budgets     BudgetWriter
@@ -149,7 +153,7 @@ func New(o Options) (*Handler, error) {
 		return nil, errors.New("new admin handler: Gateway and Keys are required")
 	}
 	h := &Handler{
-		gw: o.Gateway, keys: o.Keys, keyLimits: o.KeyLimits, store: o.Admin, routing: o.Routing, budgets: o.Budgets,
+		gw: o.Gateway, keys: o.Keys, keyLimits: o.KeyLimits, keyRotation: o.KeyRotation, store: o.Admin, routing: o.Routing, budgets: o.Budgets,
 		spend: o.Spend, syncs: o.SyncHistory, notify: o.Notifier, sessions: o.Sessions, selfService: o.SelfService,
 		log: o.Log, now: o.Now,
 		principals: newPrincipalCache(10_000, 5*time.Minute),
@@ -281,7 +285,9 @@ var routes = []Route{
 
 	{"GET", "/admin/keys", authz.Read, false, (*Handler).listKeys},
 	{"POST", "/admin/keys", authz.OwnKeys, false, (*Handler).createKey},
+	{"GET", "/admin/keys/{id}", authz.Read, false, (*Handler).getKey},
 	{"DELETE", "/admin/keys/{id}", authz.OwnKeys, false, (*Handler).revokeKey},
+	{"POST", "/admin/keys/{id}/rotate", authz.OwnKeys, false, (*Handler).rotateKey},
 	{"PUT", "/admin/keys/{id}/limits", authz.ManageKeys, false, (*Handler).setKeyLimits},
 	{"PUT", "/admin/keys/{id}/active", authz.ManageKeys, false, (*Handler).setKeyActive},
 

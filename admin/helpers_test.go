@@ -77,6 +77,9 @@ func newEnv(t testing.TB, upstreams []string, extra string, mod ...func(*envOpti
 	if kl, ok := o.Keys.(KeyLimitStore); ok {
 		ao.KeyLimits = kl
 	}
+	if kr, ok := o.Keys.(KeyRotateStore); ok {
+		ao.KeyRotation = kr
+	}
 	if rs, ok := o.Admin.(RoutingStore); ok {
 		ao.Routing = rs
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-llmflow/llmflow"
@@ -19,6 +20,13 @@ type KeyStore interface {
 	KeyByID(ctx context.Context, id string) (llmflow.Key, error)
 	ListKeys(ctx context.Context, f llmflow.KeyFilter) ([]llmflow.Key, error)
 	RevokeKey(ctx context.Context, id string, at time.Time) error
+}
+
+// KeyRotateStore gives a key a new secret, the previous one valid until
+// prevUntil (POST /admin/keys/{id}/rotate). Stores implement it beside
+// KeyStore.
+type KeyRotateStore interface {
+	RotateKey(ctx context.Context, id string, hash [32]byte, hint string, prevUntil time.Time) error
 }
 
 // KeyLimitStore changes a key's limits and activation (PUT
@@ -83,12 +91,24 @@ func CreateKey(ctx context.Context, gw *gateway.Gateway, keys KeyStore, req KeyR
 	if !p.mayManageTeam(team.Parent, team.Name) {
 		req.Owner = p.Name
 	}
+	for _, m := range req.Models {
+		if !gw.IsModel(m) {
+			return llmflow.Key{}, "", &llmflow.Error{Code: llmflow.EINVALID, Param: "models",
+				Message: fmt.Sprintf("unknown model %s (a key lists configured models: %s)", quote(m), strings.Join(gw.Models(), ", "))}
+		}
+	}
 	secret, hash, hint := llmflow.NewKeySecret()
 	k := llmflow.Key{
 		ID: llmflow.NewID("key_"), Hash: hash, Hint: hint, Name: req.Name,
 		Org: team.Parent, Team: team.Name, Project: req.Project, Owner: req.Owner,
 		RPM: req.RPM, TPM: req.TPM, MaxInFlight: req.MaxInFlight, Tags: req.Tags,
-		CreatedAt: gw.Now().UTC(),
+		CreatedAt: gw.Now().UTC(), Models: req.Models,
+	}
+	if req.ExpiresAt != nil {
+		if !req.ExpiresAt.After(gw.Now()) {
+			return llmflow.Key{}, "", &llmflow.Error{Code: llmflow.EINVALID, Param: "expires_at", Message: "expires_at must be in the future"}
+		}
+		k.ExpiresAt = req.ExpiresAt.UTC()
 	}
 	if err := k.Validate(); err != nil {
 		return llmflow.Key{}, "", err
@@ -263,4 +283,88 @@ func (h *Handler) answerKey(w http.ResponseWriter, r *http.Request, id string) e
 		return fmt.Errorf("read key back: %w", err)
 	}
 	return writeJSON(w, http.StatusOK, viewOf(k))
+}
+
+// keyOf reads the key {id} of r: 404 for an unknown key.
+func (h *Handler) keyOf(r *http.Request) (llmflow.Key, authz.Scope, error) {
+	id := r.PathValue("id")
+	k, err := h.keys.KeyByID(r.Context(), id)
+	if err != nil {
+		if llmflow.ErrorCode(err) == llmflow.ENOTFOUND {
+			return k, authz.Proxy, llmflow.Errorf(llmflow.ENOTFOUND, "no key %q", id)
+		}
+		return k, authz.Proxy, err
+	}
+	return k, authz.TeamScope(h.gw.Accounts().OrgOf(&k), k.Team), nil
+}
+
+// getKey is GET /admin/keys/{id}: one key as listings show it, to those
+// who may list it (readers of its team, its owner).
+func (h *Handler) getKey(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := knownParams(r); err != nil {
+		return err
+	}
+	k, scope, err := h.keyOf(r)
+	if err != nil {
+		return err
+	}
+	if !p.mayReadKey(scope, &k) {
+		return forbidden("you may not read key %q", k.ID)
+	}
+	return writeJSON(w, http.StatusOK, viewOf(k))
+}
+
+// maxGrace bounds how long a rotated key's previous secret keeps working.
+const maxGrace = 720 * time.Hour
+
+// RotateRequest is the wire type adminapi.RotateRequest.
+type RotateRequest = adminapi.RotateRequest
+
+// rotateKey is POST /admin/keys/{id}/rotate: a new secret, shown once;
+// the previous one keeps working for the grace asked (default 1h), so
+// that clients can be moved over. Who may revoke the key may rotate it.
+func (h *Handler) rotateKey(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if h.keyRotation == nil {
+		return llmflow.Errorf(llmflow.EUNAVAILABLE, "this key store cannot rotate keys")
+	}
+	var req RotateRequest
+	if err := decodeAdmin(w, r, &req); err != nil {
+		return err
+	}
+	grace := time.Hour
+	if req.Grace != "" {
+		d, err := time.ParseDuration(req.Grace)
+		if err != nil || d < 0 || d > maxGrace {
+			return &llmflow.Error{Code: llmflow.EINVALID, Param: "grace", Message: "grace must be a duration from 0s to 720h, such as \"24h\""}
+		}
+		grace = d
+	}
+	k, scope, err := h.keyOf(r)
+	if err != nil {
+		return err
+	}
+	if !p.mayOwnKey(scope, &k) {
+		return forbidden("you may not rotate key %q", k.ID)
+	}
+	if err := h.selfServiceKeys(r.Context(), p, scope.Org, scope.Team, false); err != nil {
+		return err
+	}
+	if !k.Active() {
+		return llmflow.Errorf(llmflow.ECONFLICT, "key %q is revoked or deactivated; it cannot be rotated", k.ID)
+	}
+	secret, hash, hint := llmflow.NewKeySecret()
+	if err := h.keyRotation.RotateKey(r.Context(), k.ID, hash, hint, h.now().UTC().Add(grace)); err != nil {
+		return err
+	}
+	h.forgetKey(r.Context(), k.Hash) // its cached entry under the old secret
+	h.gw.ForgetKey(hash)
+	after, err := h.keys.KeyByID(r.Context(), k.ID)
+	if err != nil {
+		return fmt.Errorf("read key back: %w", err)
+	}
+	h.audit(r, p, "key.rotate", "key "+k.ID, scope, viewOf(k), viewOf(after))
+	h.log.Info("key rotated", "id", k.ID, "grace", grace, "by", p.Name)
+	v := viewOf(after)
+	v.Key = secret
+	return writeJSON(w, http.StatusOK, v)
 }

@@ -235,6 +235,15 @@ var matrix = map[string]matrixRow{
 		return "/admin/budgets/increase", fmt.Sprintf(`{"kind":"team","name":%q,"amount":1,"expires_at":%q}`,
 			team, time.Now().Add(24*time.Hour).UTC().Format(time.RFC3339))
 	}, in: writersOrg, out: proxyAdmins, ok: 201},
+	"GET /admin/keys/{id}": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
+		// a key the member owns, in or out of the member's team
+		k := e.newKeyOf(t, fmt.Sprintf(`{"team":%q,"name":"g%d","owner":"member"}`, scoped(in, "lab-nlp", "lab-chem"), c))
+		return "/admin/keys/" + k.ID, ""
+	}, in: append(slices.Clone(readersTeam), "member"), out: proxyRead, ok: 200},
+	"POST /admin/keys/{id}/rotate": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
+		k := e.newKeyOf(t, fmt.Sprintf(`{"team":%q,"name":"o%d","owner":"member"}`, scoped(in, "lab-nlp", "lab-chem"), c))
+		return "/admin/keys/" + k.ID + "/rotate", `{"grace":"10m"}`
+	}, in: append(slices.Clone(writersTeam), "member"), out: proxyAdmins, ok: 200},
 	"PUT /admin/keys/{id}/limits": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
 		k := e.newKeyOf(t, fmt.Sprintf(`{"team":%q,"name":"l%d","owner":"member"}`, scoped(in, "lab-nlp", "lab-chem"), c))
 		return "/admin/keys/" + k.ID + "/limits", `{"rpm":10,"tpm":1000,"max_inflight":2}`

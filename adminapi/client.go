@@ -393,6 +393,22 @@ func (c *Client) CreateKey(ctx context.Context, r KeyRequest) (Key, error) {
 	return call[Key](ctx, c, http.MethodPost, "/admin/keys", nil, r)
 }
 
+// Key is GET /admin/keys/{id}: one key, never its secret.
+func (c *Client) Key(ctx context.Context, id string) (Key, error) {
+	return call[Key](ctx, c, http.MethodGet, "/admin/keys/"+seg(id), nil, nil)
+}
+
+// RotateKey is POST /admin/keys/{id}/rotate: the key's new secret (in
+// Key.Key, shown once); the previous one works for r.Grace more.
+func (c *Client) RotateKey(ctx context.Context, id string, r RotateRequest) (Key, error) {
+	return call[Key](ctx, c, http.MethodPost, "/admin/keys/"+seg(id)+"/rotate", nil, r)
+}
+
+// Self is GET /admin/self: the caller and the budgets they draw on.
+func (c *Client) Self(ctx context.Context) (Self, error) {
+	return call[Self](ctx, c, http.MethodGet, "/admin/self", nil, nil)
+}
+
 // RevokeKey is DELETE /admin/keys/{id}.
 func (c *Client) RevokeKey(ctx context.Context, id string) (Key, error) {
 	return call[Key](ctx, c, http.MethodDelete, "/admin/keys/"+seg(id), nil, nil)

@@ -16,9 +16,12 @@ import (
 func KeyOf(k llmflow.Key) Key {
 	v := Key{ID: k.ID, Hint: k.Hint, Name: k.Name, Org: k.Org, Team: k.Team, Project: k.Project, Owner: k.Owner,
 		Tags: k.Tags, RPM: k.RPM, TPM: k.TPM, MaxInFlight: k.MaxInFlight, Active: k.Active(), Disabled: k.Disabled,
-		CreatedAt: k.CreatedAt, RevokedAt: timeOrNil(k.RevokedAt)}
+		CreatedAt: k.CreatedAt, RevokedAt: timeOrNil(k.RevokedAt), ExpiresAt: timeOrNil(k.ExpiresAt), Models: k.Models}
 	if v.Tags == nil {
 		v.Tags = []string{}
+	}
+	if k.PrevHash != ([32]byte{}) {
+		v.PreviousValidUntil = timeOrNil(k.PrevExpiresAt)
 	}
 	return v
 }

@@ -190,6 +190,21 @@ type Key struct {
 	Disabled    bool       `json:"disabled,omitempty"`
 	CreatedAt   time.Time  `json:"created_at"`
 	RevokedAt   *time.Time `json:"revoked_at,omitempty"`
+	// ExpiresAt is when the key stops working (absent: never).
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// Models are the only models the key may use (absent: every model
+	// its team may use).
+	Models []string `json:"models,omitempty"`
+	// PreviousValidUntil is when the secret before the key's last
+	// rotation stops (stopped) working; absent for a key never rotated.
+	PreviousValidUntil *time.Time `json:"previous_valid_until,omitempty"`
+}
+
+// RotateRequest rotates a key's secret: POST /admin/keys/{id}/rotate.
+// Grace is how long the previous secret keeps working (a Go duration,
+// "0s" to 720h; absent: 1h).
+type RotateRequest struct {
+	Grace string `json:"grace,omitempty"`
 }
 
 // KeyRequest creates a key (POST /admin/keys). Project, when set, must be
@@ -205,6 +220,11 @@ type KeyRequest struct {
 	TPM         int      `json:"tpm,omitempty"`
 	MaxInFlight int      `json:"max_inflight,omitempty"`
 	Tags        []string `json:"tags,omitempty"`
+	// ExpiresAt, when set, is when the key stops working (in the
+	// future).
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// Models, when set, are the only models the key may use.
+	Models []string `json:"models,omitempty"`
 }
 
 // KeyQuery filters GET /admin/keys: an organisation, a team, and revoked

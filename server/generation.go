@@ -95,7 +95,7 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) 
 	if err != nil {
 		return nil, err
 	}
-	g.adm, err = admin.New(admin.Options{Gateway: g.gw, Keys: db, KeyLimits: db, Admin: db, Routing: db, Budgets: db,
+	g.adm, err = admin.New(admin.Options{Gateway: g.gw, Keys: db, KeyLimits: db, KeyRotation: db, Admin: db, Routing: db, Budgets: db,
 		Spend: db, SyncHistory: db, Notifier: notify, Log: s.log, AllowedOrigins: allowedOrigins(cfg),
 		Sessions: con, SelfService: selfService(cfg)})
 	if err != nil {

@@ -29,6 +29,7 @@ type Store interface {
 	admin.SpendReader
 	admin.AdminStore
 	admin.KeyLimitStore
+	admin.KeyRotateStore
 	admin.RoutingStore
 	admin.BudgetWriter
 	gateway.BudgetStore

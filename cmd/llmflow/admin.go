@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -526,8 +527,17 @@ func adminKeys(e *env, run runner) *cobra.Command {
 	list.Flags().StringVar(&org, "org", "", "only this organisation's keys")
 	list.Flags().BoolVar(&all, "all", false, "revoked keys too")
 	var req adminapi.KeyRequest
-	add := &cobra.Command{Use: "add --team TEAM [--project P] [--name N] [--owner USER]", Short: "Create a client key; the secret is printed once, on stdout alone", Args: cobra.NoArgs,
+	var expires time.Duration
+	add := &cobra.Command{Use: "add --team TEAM [--project P] [--name N] [--owner USER] [--expires 720h] [--model M]",
+		Short: "Create a client key; the secret is printed once, on stdout alone", Args: cobra.NoArgs,
 		RunE: run(func(ctx context.Context, c *adminapi.Client, _ []string) error {
+			if expires < 0 {
+				return fmt.Errorf("--expires %s: want a duration from now, such as 720h", expires)
+			}
+			if expires > 0 {
+				at := time.Now().Add(expires).UTC().Truncate(time.Second)
+				req.ExpiresAt = &at
+			}
 			k, err := c.CreateKey(ctx, req)
 			if err != nil {
 				return err
@@ -542,6 +552,38 @@ func adminKeys(e *env, run runner) *cobra.Command {
 	add.Flags().StringVar(&req.Owner, "owner", "", "the Slurm user its usage counts under (a member's keys are their own)")
 	limitFlags(add, &req.RPM, &req.TPM, &req.MaxInFlight)
 	add.Flags().StringSliceVar(&req.Tags, "tag", nil, "a tag its spend is reported under (repeat or separate with ',')")
+	add.Flags().DurationVar(&expires, "expires", 0, "the key stops working this long from now (0: never)")
+	add.Flags().StringSliceVar(&req.Models, "model", nil, "a model the key may use, and only those (repeat or separate with ','; none: every model of its team)")
+	show := &cobra.Command{Use: "show ID", Short: "One client key (never its secret)", Args: cobra.ExactArgs(1),
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			k, err := c.Key(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			b, err := json.MarshalIndent(k, "", "  ")
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(e.stdout, string(b))
+			return nil
+		})}
+	var grace string
+	rotate := &cobra.Command{Use: "rotate ID [--grace 24h]", Short: "Give a client key a new secret, printed once on stdout; the old one works for --grace more",
+		Args: cobra.ExactArgs(1),
+		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
+			k, err := c.RotateKey(ctx, args[0], adminapi.RotateRequest{Grace: grace})
+			if err != nil {
+				return err
+			}
+			until := "now"
+			if k.PreviousValidUntil != nil {
+				until = k.PreviousValidUntil.Format(time.RFC3339)
+			}
+			fmt.Fprintf(e.stderr, "key %s rotated; the previous secret works until %s; the new one is shown once:\n", k.ID, until)
+			fmt.Fprintln(e.stdout, k.Key)
+			return nil
+		})}
+	rotate.Flags().StringVar(&grace, "grace", "", "how long the previous secret keeps working (0s to 720h; default 1h)")
 	revoke := &cobra.Command{Use: "revoke ID", Short: "Revoke a client key", Args: cobra.ExactArgs(1),
 		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
 			if _, err := c.RevokeKey(ctx, args[0]); err != nil {
@@ -575,7 +617,7 @@ func adminKeys(e *env, run runner) *cobra.Command {
 		RunE: run(active(false, "disabled"))}
 	enable := &cobra.Command{Use: "enable ID", Short: "Reactivate a client key that was disabled (not a revoked one)", Args: cobra.ExactArgs(1),
 		RunE: run(active(true, "enabled"))}
-	return group("keys", "Client keys (llmf-…)", list, add, revoke, limits, disable, enable)
+	return group("keys", "Client keys (llmf-…)", list, add, show, rotate, revoke, limits, disable, enable)
 }
 
 // limitFlags are the flags of a key's limits (0: unlimited).

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-llmflow/llmflow/adminapi"
 )
@@ -100,5 +102,57 @@ func TestAdminKeysCLI(t *testing.T) {
 	}
 	if _, errs, code := run("disable", "key_0000000000000000"); code != 1 || !strings.Contains(errs, `404 Not Found: no key "key_0000000000000000"`) {
 		t.Errorf("disable an unknown key: exit %d %s", code, errs)
+	}
+}
+
+// TestAdminKeysExpiryRotateCLI: keys add --expires and --model, keys show
+// (no secret), keys rotate --grace (the new secret on stdout alone, both
+// working during the grace).
+func TestAdminKeysExpiryRotateCLI(t *testing.T) {
+	e := startE2E(t)
+	master := filepath.Join(e.dir, "master.key")
+	run := func(args ...string) (string, string, int) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		code := Run(context.Background(), append([]string{"admin", "--url", e.base, "--token-file", master, "keys"}, args...), &out, &errb)
+		return out.String(), errb.String(), code
+	}
+	models := func(secret string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, e.base+"/v1/models", nil)
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	secret, errs, code := run("add", "--team", "lab-nlp", "--name", "short", "--expires", "24h", "--model", "sim-llama")
+	m := regexp.MustCompile(`^key (key_[0-9a-f]+) created`).FindStringSubmatch(errs)
+	if code != 0 || m == nil {
+		t.Fatalf("keys add: exit %d\n%s%s", code, secret, errs)
+	}
+	id, secret := m[1], strings.TrimSpace(secret)
+	out, errs, code := run("show", id)
+	var k adminapi.Key
+	if err := json.Unmarshal([]byte(out), &k); code != 0 || err != nil {
+		t.Fatalf("keys show: exit %d %v\n%s%s", code, err, out, errs)
+	}
+	if k.ExpiresAt == nil || time.Until(*k.ExpiresAt) < 23*time.Hour || !slices.Equal(k.Models, []string{"sim-llama"}) || strings.Contains(out, secret) {
+		t.Errorf("keys show: %s", out)
+	}
+	if _, errs, code := run("add", "--team", "lab-nlp", "--model", "gpt-9"); code != 1 || !strings.Contains(errs, "unknown model") {
+		t.Errorf("keys add --model gpt-9: exit %d %s", code, errs)
+	}
+	next, errs, code := run("rotate", id, "--grace", "30m")
+	next = strings.TrimSpace(next)
+	if code != 0 || !strings.HasPrefix(next, "llmf-") || strings.Contains(next, "\n") || !strings.Contains(errs, "the previous secret works until") {
+		t.Fatalf("keys rotate: exit %d %q %s", code, next, errs)
+	}
+	for _, s := range []string{secret, next} {
+		if c := models(s); c != http.StatusOK {
+			t.Errorf("a secret in the grace: %d", c)
+		}
 	}
 }

@@ -148,7 +148,7 @@ func (h *Handler) disableAccount(w http.ResponseWriter, r *http.Request, p Princ
 		if err := h.keys.RevokeKey(r.Context(), k.ID, h.now().UTC()); err != nil {
 			return err
 		}
-		h.forgetKey(r.Context(), k.Hash)
+		h.forgetKey(r.Context(), k)
 		revoked++
 	}
 	after := before

@@ -396,10 +396,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
 
 // forgetKey drops a changed key from this gateway's caches and tells the
-// other replicas.
-func (h *Handler) forgetKey(ctx context.Context, hash [32]byte) {
-	h.gw.ForgetKey(hash)
-	if h.notify != nil {
-		h.notify.KeyChanged(ctx, hash)
+// other replicas: under its secret, and under the one before its last
+// rotation when it has one (cached too while it worked).
+func (h *Handler) forgetKey(ctx context.Context, k *llmflow.Key) {
+	for _, hash := range [][32]byte{k.Hash, k.PrevHash} {
+		if hash == ([32]byte{}) {
+			continue
+		}
+		h.gw.ForgetKey(hash)
+		if h.notify != nil {
+			h.notify.KeyChanged(ctx, hash)
+		}
 	}
 }

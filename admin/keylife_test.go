@@ -84,7 +84,21 @@ func TestKeyExpiryModelsRotate(t *testing.T) {
 	if c := chat(rot2.Key, "m"); c != 200 {
 		t.Errorf("the newest secret: %d", c)
 	}
+	// revoked in a rotation's grace: both secrets stop at once (both
+	// were cached)
+	var rot3 adminapi.Key
+	json.Unmarshal([]byte(e.must(t, "POST", "/admin/keys/"+k.ID+"/rotate", "master", `{"grace":"1h"}`, 200)), &rot3)
+	for _, s := range []string{rot2.Key, rot3.Key} {
+		if c := chat(s, "m"); c != 200 {
+			t.Errorf("before the revocation: %d", c)
+		}
+	}
 	e.must(t, "DELETE", "/admin/keys/"+k.ID, "member", "", 200)
+	for _, s := range []string{rot2.Key, rot3.Key} {
+		if c := chat(s, "m"); c != 401 {
+			t.Errorf("a secret of the revoked key: %d", c)
+		}
+	}
 	if code, body := e.do(t, "POST", "/admin/keys/"+k.ID+"/rotate", e.tokens["member"], `{}`); code != 409 {
 		t.Errorf("rotate a revoked key: %d %s", code, body)
 	}

@@ -188,7 +188,7 @@ func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request, p Principal)
 	if err := h.keys.RevokeKey(r.Context(), id, h.now().UTC()); err != nil {
 		return err
 	}
-	h.forgetKey(r.Context(), k.Hash)
+	h.forgetKey(r.Context(), &k)
 	h.log.Info("key revoked", "id", id, "by", p.Name)
 	before := viewOf(k)
 	k, err = h.keys.KeyByID(r.Context(), id)
@@ -243,7 +243,7 @@ func (h *Handler) setKeyLimits(w http.ResponseWriter, r *http.Request, p Princip
 	if err := ka.SetKeyLimits(r.Context(), k.ID, req.RPM, req.TPM, req.MaxInFlight); err != nil {
 		return err
 	}
-	h.forgetKey(r.Context(), k.Hash) // the next request reads the new limits
+	h.forgetKey(r.Context(), &k) // the next request reads the new limits
 	h.audit(r, p, "key.limits", "key "+k.ID, ks, LimitsRequest{RPM: k.RPM, TPM: k.TPM, MaxInFlight: k.MaxInFlight}, req)
 	h.log.Info("key limits set", "id", k.ID, "rpm", req.RPM, "tpm", req.TPM, "max_inflight", req.MaxInFlight, "by", p.Name)
 	return h.answerKey(w, r, k.ID)
@@ -271,7 +271,7 @@ func (h *Handler) setKeyActive(w http.ResponseWriter, r *http.Request, p Princip
 	if err := ka.SetKeyDisabled(r.Context(), k.ID, !*req.Active); err != nil {
 		return err
 	}
-	h.forgetKey(r.Context(), k.Hash) // at once, both ways
+	h.forgetKey(r.Context(), &k) // at once, both ways
 	h.audit(r, p, "key.active", "key "+k.ID, ks, ActiveRequest{Active: new(!k.Disabled)}, req)
 	h.log.Info("key activation set", "id", k.ID, "active", *req.Active, "by", p.Name)
 	return h.answerKey(w, r, k.ID)
@@ -356,7 +356,7 @@ func (h *Handler) rotateKey(w http.ResponseWriter, r *http.Request, p Principal)
 	if err := h.keyRotation.RotateKey(r.Context(), k.ID, hash, hint, h.now().UTC().Add(grace)); err != nil {
 		return err
 	}
-	h.forgetKey(r.Context(), k.Hash) // its cached entry under the old secret
+	h.forgetKey(r.Context(), &k) // its cached entry under the old secret
 	h.gw.ForgetKey(hash)
 	after, err := h.keys.KeyByID(r.Context(), k.ID)
 	if err != nil {

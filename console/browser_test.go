@@ -347,6 +347,16 @@ func TestConsoleInBrowser(t *testing.T) {
 	if me.Key.Owner != "alice" || me.Scopes.Team != "lab-nlp" {
 		t.Errorf("/v1/me of the new key: %+v", me)
 	}
+	// rotated: a new secret shown once, the old one still working (1h grace)
+	rotate := chromedp.ID("rotate-" + me.Key.ID)
+	step("rotate the key", chromedp.Click(rotate), chromedp.WaitVisible(rotate), chromedp.Click(rotate))
+	rotated := text("the rotated key's secret", chromedp.Poll[string](
+		`(s => s && s.startsWith("llmf-") && s !== `+strconv.Quote(secret)+` ? s : null)(document.getElementById("new-secret")?.textContent)`))
+	for _, s := range []string{secret, rotated} {
+		if code, body := call(t, "GET", base+"/v1/me", s, ""); code != 200 || !strings.Contains(body, `"previous_valid_until"`) {
+			t.Errorf("a secret of the rotated key: %d %s", code, body)
+		}
+	}
 	revoke := chromedp.ID("revoke-" + me.Key.ID)
 	step("revoke the key",
 		chromedp.Click(revoke),
@@ -355,8 +365,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		// the listing of active keys no longer has it
 		chromedp.WaitNotPresent(chromedp.ID("key-"+me.Key.ID)),
 	)
-	if code, body := call(t, "GET", base+"/v1/me", secret, ""); code != http.StatusUnauthorized {
-		t.Errorf("revoked key: %d %s", code, body)
+	for _, s := range []string{secret, rotated} {
+		if code, body := call(t, "GET", base+"/v1/me", s, ""); code != http.StatusUnauthorized {
+			t.Errorf("revoked key: %d %s", code, body)
+		}
 	}
 
 	// her session's cookie outside the page

@@ -278,19 +278,26 @@ async function renderKeys(view) {
     const rpm = el("input", { id: "key-rpm", type: "number", min: 0, value: 0 });
     const tpm = el("input", { id: "key-tpm", type: "number", min: 0, value: 0 });
     const mif = el("input", { id: "key-inflight", type: "number", min: 0, value: 0 });
+    const days = el("input", { id: "key-days", type: "number", min: 0, value: 0, title: "0: never" });
+    const models = el("input", { id: "key-models", placeholder: "all", title: "comma-separated; empty: every model of the team" });
     const form = el("form", { class: "inline card", id: "key-form" },
       el("label", {}, "Team", team), el("label", {}, "Name", name),
       el("label", {}, "RPM", rpm), el("label", {}, "TPM", tpm), el("label", {}, "Max in flight", mif),
+      el("label", {}, "Expires in days", days), el("label", {}, "Models", models),
       el("button", { type: "submit", id: "key-create" }, "Create key"));
     form.addEventListener("submit", async (ev) => {
       ev.preventDefault();
       try {
-        const k = await api("POST", "/admin/keys", { team: team.value, name: name.value, rpm: Number(rpm.value), tpm: Number(tpm.value), max_inflight: Number(mif.value) });
+        const req = { team: team.value, name: name.value, rpm: Number(rpm.value), tpm: Number(tpm.value), max_inflight: Number(mif.value) };
+        if (Number(days.value) > 0) req.expires_at = new Date(Date.now() + Number(days.value) * 86400000).toISOString();
+        const ms = models.value.split(",").map((m) => m.trim()).filter(Boolean);
+        if (ms.length) req.models = ms;
+        const k = await api("POST", "/admin/keys", req);
         out.replaceChildren(el("div", { class: "card" },
           el("p", {}, "Key " + k.id + " created. Copy its secret now: it is shown once and never again."),
           el("p", { class: "secret", id: "new-secret" }, k.key)));
         name.value = "";
-        await refreshKeys(keysBox);
+        await refreshKeys(keysBox, out);
       } catch (e) { out.replaceChildren(el("p", { class: "error", id: "key-error" }, e.message)); }
     });
     parts.push(form);
@@ -301,26 +308,40 @@ async function renderKeys(view) {
   const keysBox = el("div", { id: "keys" });
   parts.push(out, keysBox);
   view.replaceChildren(...parts);
-  drawKeys(keysBox, l.data);
+  drawKeys(keysBox, l.data, out);
 }
 
-async function refreshKeys(box) { drawKeys(box, (await api("GET", "/admin/keys")).data); }
+async function refreshKeys(box, out) { drawKeys(box, (await api("GET", "/admin/keys")).data, out); }
 
-function drawKeys(box, keys) {
+// drawKeys lists keys with their revoke and rotate buttons (each asks to
+// be clicked twice); a rotation's new secret is shown once in out.
+function drawKeys(box, keys, out) {
   if (!keys || keys.length === 0) { box.replaceChildren(el("p", { class: "muted" }, "No key.")); return; }
+  const twice = (id, label, cls, action) => {
+    const btn = el("button", { type: "button", class: "small " + cls, id }, label);
+    btn.addEventListener("click", async () => {
+      if (btn.dataset.armed !== "1") { btn.dataset.armed = "1"; btn.textContent = "Confirm " + label.toLowerCase(); return; }
+      try { await action(); await refreshKeys(box, out); }
+      catch (e) { btn.replaceWith(el("span", { class: "error" }, e.message)); }
+    });
+    return btn;
+  };
   box.replaceChildren(el("table", { id: "keys-table" },
-    el("tr", {}, ["ID", "Name", "Team", "Project", "Owner", "Hint", "RPM", "TPM", "In flight", "Created", ""].map((h) => el("th", {}, h))),
+    el("tr", {}, ["ID", "Name", "Team", "Project", "Owner", "Hint", "RPM", "TPM", "In flight", "Models", "Expires", "Created", ""].map((h) => el("th", {}, h))),
     keys.map((k) => {
-      const btn = el("button", { type: "button", class: "small danger", id: "revoke-" + k.id }, "Revoke");
-      btn.addEventListener("click", async () => {
-        if (btn.dataset.armed !== "1") { btn.dataset.armed = "1"; btn.textContent = "Confirm revoke"; return; }
-        try { await api("DELETE", "/admin/keys/" + encodeURIComponent(k.id)); await refreshKeys(box); }
-        catch (e) { btn.replaceWith(el("span", { class: "error" }, e.message)); }
+      const path = "/admin/keys/" + encodeURIComponent(k.id);
+      const revoke = twice("revoke-" + k.id, "Revoke", "danger", () => api("DELETE", path));
+      const rotate = twice("rotate-" + k.id, "Rotate", "", async () => {
+        const r = await api("POST", path + "/rotate", { grace: "1h" });
+        out.replaceChildren(el("div", { class: "card" },
+          el("p", {}, "Key " + r.id + " rotated: the previous secret works until " + (r.previous_valid_until || "now") + ". Copy the new one now: it is shown once."),
+          el("p", { class: "secret", id: "new-secret" }, r.key)));
       });
       return el("tr", { id: "key-" + k.id },
         el("td", {}, k.id), el("td", {}, k.name), el("td", {}, k.team), el("td", {}, k.project || ""), el("td", {}, k.owner || ""),
         el("td", {}, k.hint), el("td", {}, k.rpm || "—"), el("td", {}, k.tpm || "—"), el("td", {}, k.max_inflight || "—"),
-        el("td", {}, (k.created_at || "").slice(0, 10)), el("td", {}, k.active ? btn : "inactive"));
+        el("td", {}, (k.models || []).join(", ") || "all"), el("td", {}, k.expires_at ? k.expires_at.slice(0, 10) : "never"),
+        el("td", {}, (k.created_at || "").slice(0, 10)), el("td", {}, k.active ? [rotate, " ", revoke] : "inactive"));
     })));
 }
 

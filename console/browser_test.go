@@ -440,6 +440,36 @@ func TestConsoleInBrowser(t *testing.T) {
 	if !strings.Contains(page, `"mallory"`) || !strings.Contains(page, "no llmflow user") {
 		t.Errorf("mallory's page: %q", page)
 	}
+
+	// an administrator signs in with the master key (tokens keep working)
+	// and sees the whole tree, live
+	step("sign in with the master key",
+		chromedp.Navigate(base+"/console/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), masterKey),
+		chromedp.Click(chromedp.ID("token-submit")),
+		chromedp.WaitVisible(chromedp.ID("tab-share")),
+		chromedp.Click(chromedp.ID("tab-share")),
+		chromedp.WaitVisible(chromedp.ID("share-p")),
+	)
+	tree := text("the fair-share tree", chromedp.Text(chromedp.ID("share-p")))
+	for _, want := range []string{"etabA", "lab-nlp", "etabB", "lab-chem"} {
+		if !strings.Contains(tree, want) {
+			t.Errorf("the tree lacks %s:\n%s", want, tree)
+		}
+	}
+	if who := text("#who", chromedp.Text(chromedp.ID("who"))); !strings.Contains(who, "master key") {
+		t.Errorf("signed in with the master key as %q", who)
+	}
+	if p := os.Getenv("LLMFLOW_CONSOLE_SCREENSHOT_ADMIN"); p != "" {
+		shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, shot, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // checkNotBlank fails unless the PNG shows a page: many colours, and

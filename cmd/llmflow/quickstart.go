@@ -154,6 +154,8 @@ Call it:
 
 More keys:  curl -s %s/admin/keys -H "Authorization: Bearer $(cat %s)" -d '{"team":"lab-chem","name":"me"}'
 Metrics:    curl -s %s/metrics
+Your key:   curl -s %s/v1/me -H "Authorization: Bearer %s"
+Console:    %s/console/ (sign in with the master key's content)
 `,
 		base, m.Upstreams[0].BaseURL, m.UpstreamModel, cfgPath, cfg.Store.Path, cfg.MasterKeyFile, key,
 		cfg.Orgs[0].Teams[0].Name, cfg.Orgs[0].Name,
@@ -161,5 +163,7 @@ Metrics:    curl -s %s/metrics
 		base, key, m.Name,
 		base, key, m.Name,
 		base, cfg.MasterKeyFile,
+		base,
+		base, key,
 		base)
 }

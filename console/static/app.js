@@ -66,6 +66,10 @@ function showSignin(msg) {
   $("who").textContent = "";
   $("sso-box").hidden = !(state.session && state.session.oidc);
   $("signin-error").textContent = msg || "";
+  if (!window.isSecureContext) {
+    // the session cookie is Secure: a browser keeps it over https and on localhost only
+    $("signin-error").textContent = "This page is not served over HTTPS, so your browser will not keep the sign-in: open it with https:// (a TLS proxy, or the tls block) or through an SSH tunnel to localhost. " + (msg || "");
+  }
 }
 
 function stopTimer() { if (state.timer) { clearInterval(state.timer); state.timer = null; } }
@@ -241,7 +245,7 @@ async function renderShare(view) {
         (p.accounts || []).map((a) => el("tr", {},
           el("td", { class: "indent" + Math.min(a.depth, 4) }, a.account),
           el("td", {}, a.user || ""),
-          el("td", { class: "num" }, a.use_parent ? "parent" : String(a.raw_shares)),
+          el("td", { class: "num" }, a.depth === 0 ? "" : a.use_parent ? "parent" : String(a.raw_shares)),
           el("td", { class: "num" }, Number(a.norm_shares).toFixed(4)),
           el("td", { class: "num" }, a.reserved), el("td", { class: "num" }, a.in_flight), el("td", { class: "num" }, a.within),
           el("td", { class: "num" }, a.borrowing), el("td", { class: "num" }, gh(a.raw_usage)),

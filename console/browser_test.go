@@ -470,6 +470,21 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// and sets a key's limits
+	var batch struct{ Key struct{ ID string } }
+	json.Unmarshal([]byte(must(t, 200, "GET", base+"/v1/me", k.Key, "")), &batch)
+	step("set a key's limits",
+		chromedp.Click(chromedp.ID("tab-keys")),
+		chromedp.WaitVisible(chromedp.ID("limits-"+batch.Key.ID)),
+		chromedp.Click(chromedp.ID("limits-"+batch.Key.ID)),
+		chromedp.WaitVisible(chromedp.ID("limits-rpm")),
+		chromedp.SetValue(chromedp.ID("limits-rpm"), "42"),
+		chromedp.Click(chromedp.ID("limits-save")),
+		chromedp.WaitVisible(chromedp.ID("limits-saved")),
+	)
+	if body := must(t, 200, "GET", base+"/admin/keys/"+batch.Key.ID, masterKey, ""); !strings.Contains(body, `"rpm":42`) {
+		t.Errorf("after setting the limits in the console: %s", body)
+	}
 }
 
 // checkNotBlank fails unless the PNG shows a page: many colours, and

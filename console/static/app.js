@@ -341,12 +341,36 @@ function drawKeys(box, keys, out) {
           el("p", {}, "Key " + r.id + " rotated: the previous secret works until " + (r.previous_valid_until || "now") + ". Copy the new one now: it is shown once."),
           el("p", { class: "secret", id: "new-secret" }, r.key)));
       });
+      const limits = el("button", { type: "button", class: "small", id: "limits-" + k.id }, "Limits");
+      limits.addEventListener("click", () => editLimits(k, box, out));
+      const actions = rights().manager ? [limits, " ", rotate, " ", revoke] : [rotate, " ", revoke];
       return el("tr", { id: "key-" + k.id },
         el("td", {}, k.id), el("td", {}, k.name), el("td", {}, k.team), el("td", {}, k.project || ""), el("td", {}, k.owner || ""),
         el("td", {}, k.hint), el("td", {}, k.rpm || "—"), el("td", {}, k.tpm || "—"), el("td", {}, k.max_inflight || "—"),
         el("td", {}, (k.models || []).join(", ") || "all"), el("td", {}, k.expires_at ? k.expires_at.slice(0, 10) : "never"),
-        el("td", {}, (k.created_at || "").slice(0, 10)), el("td", {}, k.active ? [rotate, " ", revoke] : "inactive"));
+        el("td", {}, (k.created_at || "").slice(0, 10)), el("td", {}, k.active ? actions : "inactive"));
     })));
+}
+
+// editLimits shows a form for a key's three limits (team admins and
+// above: PUT /admin/keys/{id}/limits sets all three, 0 is unlimited).
+function editLimits(k, box, out) {
+  const input = (id, v) => el("input", { id, type: "number", min: 0, value: v || 0 });
+  const rpm = input("limits-rpm", k.rpm), tpm = input("limits-tpm", k.tpm), mif = input("limits-inflight", k.max_inflight);
+  const msg = el("span");
+  const form = el("form", { class: "inline card", id: "limits-form" },
+    el("strong", {}, "Limits of " + k.id + " (0: unlimited)"),
+    el("label", {}, "RPM", rpm), el("label", {}, "TPM", tpm), el("label", {}, "Max in flight", mif),
+    el("button", { type: "submit", id: "limits-save" }, "Save"), msg);
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    try {
+      await api("PUT", "/admin/keys/" + encodeURIComponent(k.id) + "/limits", { rpm: Number(rpm.value), tpm: Number(tpm.value), max_inflight: Number(mif.value) });
+      out.replaceChildren(el("p", { class: "ok", id: "limits-saved" }, "Limits of " + k.id + " saved."));
+      await refreshKeys(box, out);
+    } catch (e) { msg.replaceChildren(el("span", { class: "error" }, " " + e.message)); }
+  });
+  out.replaceChildren(form);
 }
 
 async function renderUsers(view) {

@@ -14,3 +14,21 @@ func (k *KeyState) Window(now time.Time) (requests, tokens int64) {
 	k.toks.advance(sec)
 	return k.reqs.total, k.toks.total
 }
+
+// StatusWhere returns the live figures of the budgets in force whose
+// scope match accepts (Status, filtered before the figures are read).
+func (t *Table) StatusWhere(match func(Scope) bool) []Status {
+	var out []Status
+	for _, b := range t.budgets {
+		if !match(b.Scope) {
+			continue
+		}
+		s := t.slots[b.Scope]
+		s.mu.Lock()
+		st := Status{Budget: b, PeriodStart: s.start, Increase: s.incr, EffectiveLimit: s.maxCost + s.incr}
+		s.mu.Unlock()
+		st.Spent, st.Held = gpuHours(s.spent.Load()), gpuHours(s.held.Load())
+		out = append(out, st)
+	}
+	return out
+}

@@ -168,10 +168,7 @@ func (g *Gateway) meOf(k *llmflow.Key) Me {
 	for _, t := range k.Tags {
 		mine[budgets.Scope{Kind: budgets.KindTag, Name: t}] = true
 	}
-	for _, s := range g.bud.mem.Table().Status() {
-		if !mine[budgets.Scope{Kind: s.Kind, Name: s.Name}] {
-			continue
-		}
+	for _, s := range g.bud.mem.Table().StatusWhere(func(sc budgets.Scope) bool { return mine[budgets.Scope{Kind: sc.Kind, Name: sc.Name}] }) {
 		out.Budgets = append(out.Budgets, MeBudget{
 			Kind: string(s.Kind), Name: s.Name, Model: s.Model, Period: string(s.Period), PeriodEnd: s.Period.End(s.PeriodStart),
 			Limit: s.EffectiveLimit, Spent: s.Spent, Held: s.Held, Remaining: max(0, s.EffectiveLimit-s.Spent-s.Held),

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
 	"slices"
@@ -135,5 +136,25 @@ func TestMeRefused(t *testing.T) {
 				t.Errorf("%d %s, want %d", status, body, tc.want)
 			}
 		})
+	}
+}
+
+// BenchmarkMe is the work of GET /v1/me past authentication: the key's
+// budgets among 200 in force, its limits, and its standing in the pool.
+func BenchmarkMe(b *testing.B) {
+	e, _ := budgetEnv(b, []string{"http://127.0.0.1:1"}, "")
+	k, _, err := e.gw.CreateKey(b.Context(), KeyRequest{Team: "lab-nlp", Name: "bench", Owner: "alice", RPM: 60, Tags: []string{"t"}}, Principal{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	putBudget(b, e, `{"kind":"team","name":"lab-nlp","period":"month","max_cost":10}`)
+	for i := range 199 {
+		putBudget(b, e, fmt.Sprintf(`{"kind":"tag","name":"other-%d","period":"day","max_cost":1}`, i))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if me := e.gw.meOf(&k); len(me.Budgets) != 1 {
+			b.Fatalf("budgets %+v", me.Budgets)
+		}
 	}
 }

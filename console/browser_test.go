@@ -31,7 +31,7 @@ import (
 
 const (
 	masterKey    = "master-secret-for-console-tests-0123456789"
-	clientID     = "llmflow-console"
+	clientID     = "llmflow" // the README's
 	clientSecret = "console-client-secret"
 )
 
@@ -104,9 +104,37 @@ func startOP(t *testing.T, redirect string, users map[string]string) string {
 	return issuer
 }
 
+// readmeOIDC is the README's oidc and self_service configuration, verbatim
+// but for the provider's and the console's addresses and the secret
+// file's place: the registration the README shows is the one tested.
+func readmeOIDC(t *testing.T, addr, issuer string) string {
+	t.Helper()
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "```hcl\noidc {\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no ```hcl block starting with oidc {")
+	}
+	block = "oidc {\n" + block
+	for _, r := range [][2]string{
+		{`"https://keycloak.example.org/realms/hpc"`, strconv.Quote(issuer)},
+		{`"https://llmflow.example.org/console/callback"`, strconv.Quote("http://" + addr + "/console/callback")},
+		{`"/etc/llmflow/oidc.secret"`, `"oidc.secret"`},
+	} {
+		if !strings.Contains(block, r[0]) {
+			t.Fatalf("README.md's oidc block no longer has %s:\n%s", r[0], block)
+		}
+		block = strings.ReplaceAll(block, r[0], r[1])
+	}
+	return block
+}
+
 // gateway runs llmflow serve (server.Run) with the console and single
-// sign-on through issuer, in front of a simulated vLLM; it returns the
-// gateway's base URL.
+// sign-on through issuer (the README's oidc block), in front of a
+// simulated vLLM; it returns the gateway's base URL.
 func startGateway(t *testing.T, addr, issuer, extra string) string {
 	t.Helper()
 	sim := vllmsim.New(vllmsim.Config{APIKey: "upstream-key", Sched: vllmsim.SchedConfig{MaxNumSeqs: 64, KVBlocks: 1 << 14}})
@@ -143,15 +171,9 @@ store {
   path           = "llmflow.db"
   flush_interval = "10ms"
 }
-oidc {
-  issuer             = %q
-  client_id          = %q
-  client_secret_file = "oidc.secret"
-  redirect_url       = "http://%s/console/callback"
-  scopes             = ["openid", "profile", "email"]
-}
 %s
-`, up.URL, issuer, clientID, addr, extra)
+%s
+`, up.URL, readmeOIDC(t, addr, issuer), extra)
 	file := filepath.Join(dir, "gateway.hcl")
 	if err := os.WriteFile(file, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
@@ -232,7 +254,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	chrome := chromium(t)
 	addr := freeAddr(t)
 	issuer := startOP(t, "http://"+addr+"/console/callback", map[string]string{"alice": "alice-password", "mallory": "mallory-password"})
-	base := startGateway(t, addr, issuer, "self_service {\n  keys     = true\n  max_keys = 3\n}\n")
+	base := startGateway(t, addr, issuer, "")
 
 	// the tree as Slurm would give it: alice has an association in lab-nlp
 	must(t, 201, "POST", base+"/admin/users", masterKey, `{"name":"alice"}`)

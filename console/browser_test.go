@@ -295,10 +295,19 @@ func TestConsoleInBrowser(t *testing.T) {
 	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
 	defer cancelT()
 
+	// the browser starts with ctx (a step's shorter context must not own it)
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	// step runs actions, each step within 20 s; on failure it shows the
+	// page's text
 	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		if err := chromedp.Do(sctx, actions...); err != nil {
+			page, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+			t.Fatalf("%s: %v\nthe page:\n%s", what, err, page)
 		}
 	}
 	text := func(what string, a chromedp.Action[string]) string {
@@ -506,6 +515,37 @@ func TestConsoleInBrowser(t *testing.T) {
 	)
 	if body := must(t, 200, "GET", base+"/admin/keys/"+batch.Key.ID, masterKey, ""); !strings.Contains(body, `"rpm":42`) {
 		t.Errorf("after setting the limits in the console: %s", body)
+	}
+
+	// sets a budget, grants a role and removes it
+	step("set a budget",
+		chromedp.Click(chromedp.ID("tab-budgets")),
+		chromedp.WaitVisible(chromedp.ID("budget-name")),
+		chromedp.SendKeys(chromedp.ID("budget-name"), "lab-chem"),
+		chromedp.SetValue(chromedp.ID("budget-max"), "55"),
+		chromedp.Click(chromedp.ID("budget-save")),
+	)
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("all-budget-team-lab-chem-remaining")?.textContent === "55.0000"`)); err != nil {
+		t.Fatalf("the budget set in the console is not listed: %v", err)
+	}
+	if body := must(t, 200, "GET", base+"/admin/budgets?kind=team&name=lab-chem", masterKey, ""); !strings.Contains(body, `"max_cost":55`) {
+		t.Errorf("after setting the budget in the console: %s", body)
+	}
+	step("grant a role",
+		chromedp.Click(chromedp.ID("tab-users")),
+		chromedp.WaitVisible(chromedp.ID("grant-user")),
+		chromedp.SendKeys(chromedp.ID("grant-user"), "alice"),
+		chromedp.SetValue(chromedp.ID("grant-role"), "viewer"),
+		chromedp.SendKeys(chromedp.ID("grant-scope"), "etabB"),
+		chromedp.Click(chromedp.ID("grant-save")),
+		chromedp.WaitVisible(chromedp.ID("unrole-alice-viewer-etabB")),
+	)
+	if body := must(t, 200, "GET", base+"/admin/users/alice/roles", masterKey, ""); !strings.Contains(body, `"role":"viewer","org":"etabB"`) {
+		t.Errorf("after granting in the console: %s", body)
+	}
+	step("remove the role", chromedp.Click(chromedp.ID("unrole-alice-viewer-etabB")), chromedp.WaitNotPresent(chromedp.ID("unrole-alice-viewer-etabB")))
+	if body := must(t, 200, "GET", base+"/admin/users/alice/roles", masterKey, ""); strings.Contains(body, "etabB") {
+		t.Errorf("after removing in the console: %s", body)
 	}
 }
 

@@ -257,9 +257,33 @@ async function renderShare(view) {
   state.timer = setInterval(() => draw().catch(() => {}), 5000);
 }
 
+// renderBudgets lists every budget the caller may read; managers set one
+// (PUT /admin/budgets: the API says who may set which kind).
 async function renderBudgets(view) {
   const l = await api("GET", "/admin/budgets");
-  view.replaceChildren(el("h1", {}, "Budgets"), budgetTable(l.data, "all"));
+  const parts = [el("h1", {}, "Budgets")];
+  if (rights().manager) {
+    const kind = el("select", { id: "budget-kind" }, ["org", "team", "project", "key", "tag"].map((k) => el("option", { value: k, selected: k === "team" }, k)));
+    const name = el("input", { id: "budget-name", required: true });
+    const model = el("input", { id: "budget-model", placeholder: "all" });
+    const period = el("select", { id: "budget-period" }, ["day", "week", "month"].map((p) => el("option", { value: p, selected: p === "month" }, p)));
+    const max = el("input", { id: "budget-max", type: "number", min: 0, step: "any", required: true });
+    const soft = el("input", { id: "budget-soft", type: "number", min: 0, step: "any", value: 0 });
+    const msg = el("span");
+    const form = el("form", { class: "inline card", id: "budget-form" },
+      el("label", {}, "Kind", kind), el("label", {}, "Name", name), el("label", {}, "Model", model), el("label", {}, "Period", period),
+      el("label", {}, "Limit (GPU-h)", max), el("label", {}, "Soft limit", soft), el("button", { type: "submit", id: "budget-save" }, "Set budget"), msg);
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      try {
+        await api("PUT", "/admin/budgets", { kind: kind.value, name: name.value, model: model.value, period: period.value, max_cost: Number(max.value), soft_limit: Number(soft.value) });
+        await renderBudgets(view);
+      } catch (e) { msg.replaceChildren(el("span", { class: "error", id: "budget-error" }, " " + e.message)); }
+    });
+    parts.push(form);
+  }
+  parts.push(budgetTable(l.data, "all"));
+  if (state.tab === "budgets") view.replaceChildren(...parts); // not when another tab opened meanwhile
 }
 
 // ---- keys: create (the secret shown once), revoke
@@ -315,7 +339,10 @@ async function renderKeys(view) {
   drawKeys(keysBox, l.data, out);
 }
 
-async function refreshKeys(box, out) { drawKeys(box, (await api("GET", "/admin/keys")).data, out); }
+async function refreshKeys(box, out) {
+  const keys = (await api("GET", "/admin/keys")).data;
+  if (state.tab === "keys") drawKeys(box, keys, out); // not when another tab opened meanwhile
+}
 
 // drawKeys lists keys with their revoke and rotate buttons (each asks to
 // be clicked twice); a rotation's new secret is shown once in out.
@@ -373,13 +400,56 @@ function editLimits(k, box, out) {
   out.replaceChildren(form);
 }
 
+// renderUsers lists users and their roles; managers grant a role (PUT
+// /admin/users/{name}/roles: nobody grants above their own scope, the API
+// refuses it) and remove one.
 async function renderUsers(view) {
   const l = await api("GET", "/admin/users");
-  view.replaceChildren(el("h1", {}, "Users and roles"), el("table", { id: "users-table" },
+  const parts = [el("h1", {}, "Users and roles")];
+  const manager = rights().manager;
+  if (manager) {
+    const user = el("input", { id: "grant-user", required: true, list: "grant-users" });
+    const users = el("datalist", { id: "grant-users" }, l.data.map((u) => el("option", { value: u.name })));
+    const role = el("select", { id: "grant-role" }, ["member", "viewer", "team_admin", "org_admin", "proxy_viewer", "proxy_admin"].map((r) => el("option", { value: r }, r)));
+    const scope = el("input", { id: "grant-scope", placeholder: "team or organisation" });
+    const msg = el("span");
+    const form = el("form", { class: "inline card", id: "grant-form" },
+      el("label", {}, "User", user, users), el("label", {}, "Role", role), el("label", {}, "On", scope),
+      el("button", { type: "submit", id: "grant-save" }, "Grant"), msg);
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const req = { role: role.value };
+      if (["org_admin"].includes(role.value)) req.org = scope.value;
+      else if (["member", "team_admin"].includes(role.value)) req.team = scope.value;
+      else if (role.value === "viewer") {
+        const teams = (await api("GET", "/admin/teams").catch(() => ({ data: [] }))).data.map((t) => t.name);
+        if (teams.includes(scope.value)) req.team = scope.value; else req.org = scope.value;
+      }
+      try {
+        await api("PUT", "/admin/users/" + encodeURIComponent(user.value) + "/roles", req);
+        await renderUsers(view);
+      } catch (e) { msg.replaceChildren(el("span", { class: "error", id: "grant-error" }, " " + e.message)); }
+    });
+    parts.push(form);
+  }
+  const roleCell = (u) => el("td", {}, (u.roles || []).map((g) => {
+    const label = g.role + (g.team ? "@" + g.team : g.org ? "@" + g.org : "") + (g.source === "slurm" ? " (slurm)" : "");
+    if (!manager) return label + " ";
+    const rm = el("button", { type: "button", class: "small danger", title: "remove this role",
+      id: "unrole-" + u.name + "-" + g.role + "-" + (g.team || g.org || "all") }, "×");
+    rm.addEventListener("click", async () => {
+      const q = new URLSearchParams({ role: g.role });
+      if (g.team) q.set("team", g.team); else if (g.org) q.set("org", g.org);
+      try { await api("DELETE", "/admin/users/" + encodeURIComponent(u.name) + "/roles?" + q); await renderUsers(view); }
+      catch (e) { rm.replaceWith(el("span", { class: "error" }, e.message)); }
+    });
+    return el("span", { class: "role" }, label, " ", rm, " ");
+  }));
+  parts.push(el("table", { id: "users-table" },
     el("tr", {}, el("th", {}, "User"), el("th", {}, "Organisation"), el("th", {}, "Roles"), el("th", {}, "State")),
-    l.data.map((u) => el("tr", {}, el("td", {}, u.name), el("td", {}, u.org || ""),
-      el("td", {}, (u.roles || []).map((g) => g.role + (g.team ? "@" + g.team : g.org ? "@" + g.org : "") + (g.source === "slurm" ? " (slurm)" : "")).join(", ")),
+    l.data.map((u) => el("tr", { id: "user-" + u.name }, el("td", {}, u.name), el("td", {}, u.org || ""), roleCell(u),
       el("td", {}, u.disabled_at ? "disabled" : "active")))));
+  if (state.tab === "users") view.replaceChildren(...parts); // not when another tab opened meanwhile
 }
 
 async function renderAudit(view) {

@@ -453,7 +453,21 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("GET /console/: %d", code)
 	}
 	// signed out: the cookie is worth nothing, the page shows the sign-in
-	step("sign out", chromedp.Click(chromedp.ID("logout")), chromedp.WaitVisible(chromedp.ID("signin")))
+	// signing out ends the session here and sends the browser to the
+	// provider's logout (RP-initiated: end_session_endpoint with the ID token)
+	step("sign out", chromedp.Click(chromedp.ID("logout")))
+	// (a navigation ends a Poll: evaluate again until it holds)
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`location.href.startsWith(`+strconv.Quote(issuer)+`) && document.body.innerText.includes("signed out successfully")`))
+		if err == nil && ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			page, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
+			t.Fatalf("not signed out at the provider after 20 s: %v\n%s", err, page)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	if code, body := call(t, "GET", base+"/admin/whoami", "", "", "Cookie", cookie); code != http.StatusUnauthorized {
 		t.Errorf("after sign-out: %d %s", code, body)
 	}

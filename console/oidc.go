@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -149,7 +150,7 @@ func (c *Console) callback(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, errLogin)
 		return
 	}
-	name, err := c.oidc.finish(r.Context(), q.Get("code"), pl)
+	name, idToken, err := c.oidc.finish(r.Context(), q.Get("code"), pl)
 	if err != nil {
 		c.log.Warn("console sign-in failed", "err", err, "remote", r.RemoteAddr)
 		c.fail(w, r, err)
@@ -160,63 +161,64 @@ func (c *Console) callback(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, llmflow.Errorf(llmflow.EFORBIDDEN, "you signed in as %q, but %s", name, llmflow.ErrorMessage(err)))
 		return
 	}
-	id, s := c.sessions.create(session{user: name, name: name})
+	id, s := c.sessions.create(session{user: name, name: name, idToken: idToken})
 	c.setSession(w, id, s)
 	c.log.Info("console sign-in", "user", name, "remote", r.RemoteAddr)
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, Prefix, http.StatusSeeOther)
 }
 
-// finish exchanges the code and returns the username claim.
-func (o *oidcClient) finish(ctx context.Context, code string, pl pendingLogin) (string, error) {
+// finish exchanges the code and returns the username claim and the raw
+// ID token (for the provider's logout).
+func (o *oidcClient) finish(ctx context.Context, code string, pl pendingLogin) (string, string, error) {
 	fail := func(format string, args ...any) error {
 		return &llmflow.Error{Code: llmflow.EUNAUTHORIZED, Message: "the sign-in could not be verified: sign in again", Err: fmt.Errorf(format, args...)}
 	}
 	p, v, err := o.discover(ctx)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	ctx = o.ctx(ctx)
 	tok, err := o.oauth2(p).Exchange(ctx, code, oauth2.VerifierOption(pl.verifier))
 	if err != nil {
-		return "", fail("exchange the code: %w", err)
+		return "", "", fail("exchange the code: %w", err)
 	}
 	raw, _ := tok.Extra("id_token").(string)
 	if raw == "" {
-		return "", fail("the token answer has no id_token")
+		return "", "", fail("the token answer has no id_token")
 	}
 	idt, err := v.Verify(ctx, raw)
 	if err != nil {
-		return "", fail("verify the ID token: %w", err)
+		return "", "", fail("verify the ID token: %w", err)
 	}
 	if subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(pl.nonce)) != 1 {
-		return "", fail("the ID token's nonce is not the sign-in's")
+		return "", "", fail("the ID token's nonce is not the sign-in's")
 	}
 	claims := map[string]any{}
 	if err := idt.Claims(&claims); err != nil {
-		return "", fail("read the ID token's claims: %w", err)
+		return "", "", fail("read the ID token's claims: %w", err)
 	}
 	name, _ := claims[o.cfg.UsernameClaim].(string)
 	if name == "" {
 		ui, err := p.UserInfo(ctx, oauth2.StaticTokenSource(tok))
 		if err != nil {
-			return "", fail("the ID token has no %q claim, and userinfo: %w", o.cfg.UsernameClaim, err)
+			return "", "", fail("the ID token has no %q claim, and userinfo: %w", o.cfg.UsernameClaim, err)
 		}
 		if ui.Subject != idt.Subject {
-			return "", fail("userinfo answered for another subject")
+			return "", "", fail("userinfo answered for another subject")
 		}
 		claims = map[string]any{}
 		if err := ui.Claims(&claims); err != nil {
-			return "", fail("read the userinfo claims: %w", err)
+			return "", "", fail("read the userinfo claims: %w", err)
 		}
 		name, _ = claims[o.cfg.UsernameClaim].(string)
 	}
 	name = strings.ToLower(strings.TrimSpace(name))
 	if name == "" || len(name) > 128 || strings.IndexFunc(name, unicode.IsControl) >= 0 {
-		return "", &llmflow.Error{Code: llmflow.EFORBIDDEN,
+		return "", "", &llmflow.Error{Code: llmflow.EFORBIDDEN,
 			Message: fmt.Sprintf("the identity provider gives no usable %q claim (oidc username_claim): ask an administrator", o.cfg.UsernameClaim)}
 	}
-	return name, nil
+	return name, raw, nil
 }
 
 func truncate(s string, n int) string {
@@ -224,4 +226,29 @@ func truncate(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
+}
+
+// endSessionURL is where a browser signs out at the provider: its
+// end_session_endpoint (RP-initiated logout) with the session's ID token
+// as the hint; "" when the provider publishes none.
+func (o *oidcClient) endSessionURL(ctx context.Context, idToken string) string {
+	p, _, err := o.discover(ctx)
+	if err != nil {
+		return ""
+	}
+	var meta struct {
+		EndSession string `json:"end_session_endpoint"`
+	}
+	if err := p.Claims(&meta); err != nil || meta.EndSession == "" {
+		return ""
+	}
+	u, err := url.Parse(meta.EndSession)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") {
+		return ""
+	}
+	q := u.Query()
+	q.Set("id_token_hint", idToken)
+	q.Set("client_id", o.cfg.ClientID)
+	u.RawQuery = q.Encode()
+	return u.String()
 }

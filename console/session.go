@@ -27,6 +27,7 @@ const (
 // process), its CSRF token and its end.
 type session struct {
 	user    string
+	idToken string // the provider's ID token of a single sign-on, for its logout
 	token   string
 	name    string // who, for the page: the user, or the token's principal
 	csrf    string
@@ -184,6 +185,10 @@ type sessionInfo struct {
 	CSRF     string    `json:"csrf,omitempty"`
 	Expires  time.Time `json:"expires,omitzero"`
 	OIDC     bool      `json:"oidc"`
+	// EndSession, in the answer to a sign-out of a single sign-on, is
+	// where the page sends the browser to sign out at the provider too
+	// (its end_session_endpoint; absent when it has none).
+	EndSession string `json:"end_session_url,omitempty"`
 }
 
 func (c *Console) session(w http.ResponseWriter, r *http.Request) {
@@ -227,6 +232,7 @@ func (c *Console) loginToken(w http.ResponseWriter, r *http.Request) {
 // cookie is cleared too). It needs the CSRF token.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	s, id, err := c.of(r)
+	info := sessionInfo{OIDC: c.oidc != nil}
 	if s != nil {
 		if err := checkCSRF(r, s); err != nil {
 			c.fail(w, r, err)
@@ -234,12 +240,15 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 		}
 		c.sessions.remove(id)
 		c.log.Info("console sign-out", "principal", s.name)
+		if s.idToken != "" && c.oidc != nil {
+			info.EndSession = c.oidc.endSessionURL(r.Context(), s.idToken)
+		}
 	} else if err != nil {
 		c.fail(w, r, err)
 		return
 	}
 	clearCookie(w, sessionCookie, http.SameSiteStrictMode)
-	writeJSON(w, http.StatusOK, sessionInfo{OIDC: c.oidc != nil})
+	writeJSON(w, http.StatusOK, info)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

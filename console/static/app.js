@@ -84,8 +84,10 @@ async function start() {
     } catch (e) { $("signin-error").textContent = e.message; }
   });
   $("logout").addEventListener("click", async () => {
-    try { await api("POST", "/console/logout"); } catch (e) { /* signed out anyway */ }
+    let out = null;
+    try { out = await api("POST", "/console/logout"); } catch (e) { /* signed out anyway */ }
     state.session = { oidc: state.session && state.session.oidc };
+    if (out && out.end_session_url) { window.location.assign(out.end_session_url); return; } // sign out at the provider too
     showSignin("Signed out.");
   });
   state.session = await api("GET", "/console/session");

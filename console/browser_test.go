@@ -285,6 +285,16 @@ func TestConsoleInBrowser(t *testing.T) {
 	if remaining == "10.0000" {
 		t.Fatalf("remaining %s: the request cost nothing", remaining)
 	}
+	// and its record is in the store (the chart's source)
+	spent := strconv.FormatFloat(budgets.Data[0].Spent, 'f', 4, 64)
+	day := time.Now().UTC().Format(time.DateOnly)
+	next := time.Now().UTC().Add(24 * time.Hour).Format(time.DateOnly)
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(must(t, 200, "GET", base+"/admin/spend?from="+day+"&to="+next, masterKey, ""), `"requests":1`); {
+		if time.Now().After(deadline) {
+			t.Fatal("the request's record is not in the store after 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.NoSandbox,
 		chromedp.Flag("disable-gpu", true), chromedp.WindowSize(1280, 900))
@@ -347,6 +357,9 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// the screenshot: the overview with its chart
 	step("the chart", chromedp.WaitVisible(chromedp.ID("usage-total")))
+	if total := text("the chart's total", chromedp.Text(chromedp.ID("usage-total"))); total != "Total: "+spent+" GPU-hours" {
+		t.Errorf("the chart's total is %q; the API says %s GPU-hours were spent", total, spent)
+	}
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)

@@ -155,12 +155,19 @@ async function renderOverview(view) {
   parts.push(budgetTable(s.budgets, "self"));
   parts.push(el("h2", {}, "GPU-hours per day"));
   const chartBox = el("div", { class: "card", id: "chart" });
-  const days = el("select", { id: "chart-days" }, [7, 14, 30].map((d) => el("option", { value: d, selected: d === 14 }, d + " days")));
+  const today = new Date(); today.setUTCHours(0, 0, 0, 0);
+  const from = el("input", { id: "chart-from", type: "date", value: isoDay(new Date(today.getTime() - 13 * 86400000)) });
+  const to = el("input", { id: "chart-to", type: "date", value: isoDay(today) });
+  const days = el("select", { id: "chart-days" }, [7, 14, 30, 90].map((d) => el("option", { value: d, selected: d === 14 }, "last " + d + " days")));
+  days.addEventListener("change", () => { from.value = isoDay(new Date(today.getTime() - (Number(days.value) - 1) * 86400000)); to.value = isoDay(today); });
   const group = el("select", { id: "chart-group" }, ["org", "team", "model", "key"].map((g) => el("option", { value: g }, g)));
-  const draw = () => drawUsage(chartBox, Number(days.value), group.value).catch((e) => chartBox.replaceChildren(el("p", { class: "error" }, e.message)));
+  const draw = () => drawUsage(chartBox, from.value, to.value, group.value).catch((e) => chartBox.replaceChildren(el("p", { class: "error" }, e.message)));
   days.addEventListener("change", draw);
+  from.addEventListener("change", draw);
+  to.addEventListener("change", draw);
   group.addEventListener("change", draw);
-  parts.push(el("form", { class: "inline" }, el("label", {}, "Range", days), el("label", {}, "Stacked by", group)), chartBox);
+  parts.push(el("form", { class: "inline" }, el("label", {}, "Range", days), el("label", {}, "From", from), el("label", {}, "To", to),
+    el("label", {}, "Stacked by", group)), chartBox);
   view.replaceChildren(...parts);
   draw();
 }
@@ -188,11 +195,17 @@ function budgetTable(list, prefix) {
 
 function isoDay(d) { return d.toISOString().slice(0, 10); }
 
-async function drawUsage(box, ndays, group) {
+// drawUsage draws the GPU-hours of each UTC day from first to last
+// (YYYY-MM-DD, at most 92 days), stacked by group: one /admin/spend call
+// per day.
+async function drawUsage(box, first, last, group) {
   box.replaceChildren(el("p", { class: "muted" }, "Loading…"));
-  const today = new Date(); today.setUTCHours(0, 0, 0, 0);
+  const start = Date.parse(first + "T00:00:00Z"), end = Date.parse(last + "T00:00:00Z");
+  if (isNaN(start) || isNaN(end) || end < start) throw new Error("choose a first day before the last");
+  const ndays = Math.round((end - start) / 86400000) + 1;
+  if (ndays > 92) throw new Error("at most 92 days at a time");
   const days = [];
-  for (let i = ndays - 1; i >= 0; i--) days.push(new Date(today.getTime() - i * 86400000));
+  for (let i = 0; i < ndays; i++) days.push(new Date(start + i * 86400000));
   const answers = await Promise.all(days.map((d) => api("GET", "/admin/spend?from=" + isoDay(d) + "&to=" + isoDay(new Date(d.getTime() + 86400000)) + "&group_by=" + group)));
   const series = new Map();
   answers.forEach((a, i) => {
@@ -227,7 +240,7 @@ async function drawUsage(box, ndays, group) {
       r.append(svg("title", {}, n + " " + isoDay(d) + ": " + gh(v) + " GPU-hours"));
       g.append(r);
     });
-    if (ndays <= 14 || i % 3 === 0) g.append(svg("text", { x: L + i * bw + bw / 2, y: H - 10, "text-anchor": "middle" }, isoDay(d).slice(5)));
+    if (i % Math.ceil(ndays / 15) === 0) g.append(svg("text", { x: L + i * bw + bw / 2, y: H - 10, "text-anchor": "middle" }, isoDay(d).slice(5)));
   });
   const legend = el("div", { class: "legend" }, names.map((n, j) => el("span", {}, el("span", { class: "swatch s" + (j % colours.length) }), n + " " + gh(series.get(n).reduce((a, b) => a + b, 0)))));
   box.replaceChildren(g, names.length ? legend : el("p", { class: "muted" }, "No usage in this range."),

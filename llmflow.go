@@ -57,11 +57,13 @@ func (k Key) Expired(now time.Time) bool { return !k.ExpiresAt.IsZero() && !now.
 
 // Matches reports whether a secret hashing to h is the key's at now: its
 // secret, or the one before its last rotation while that is in its grace
-// period. Both compared in constant time.
+// period. Each is compared in constant time (which of the two matched may
+// show in the time taken: both are the holder's).
 func (k Key) Matches(h [32]byte, now time.Time) bool {
-	cur := subtle.ConstantTimeCompare(h[:], k.Hash[:]) == 1
-	prev := subtle.ConstantTimeCompare(h[:], k.PrevHash[:]) == 1 && k.PrevHash != [32]byte{} && now.Before(k.PrevExpiresAt)
-	return cur || prev
+	if subtle.ConstantTimeCompare(h[:], k.Hash[:]) == 1 {
+		return true
+	}
+	return k.PrevHash != [32]byte{} && subtle.ConstantTimeCompare(h[:], k.PrevHash[:]) == 1 && now.Before(k.PrevExpiresAt)
 }
 
 // AllowsModel reports whether the key's model list lets it use model.

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/internal/gatewaytest"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TestKeyExpiryRotationModels: a key stops at its expiry, also from the
@@ -123,4 +125,22 @@ func TestKeyExpiryRotationModels(t *testing.T) {
 			}
 		}
 	})
+}
+
+// BenchmarkAuthCached is a request's authentication on a key-cache hit.
+func BenchmarkAuthCached(b *testing.B) {
+	keys := gatewaytest.NewKeys()
+	secret, hash, hint := llmflow.NewKeySecret()
+	keys.CreateKey(b.Context(), llmflow.Key{ID: "key_b", Hash: hash, Hint: hint, Team: "lab-nlp"})
+	a := newAuthenticator(Options{Keys: keys}, config.Limits{AuthFailuresPerMinute: 60}, newMetrics(prometheus.NewRegistry()))
+	hdr, now := "Bearer "+secret, time.Now()
+	if _, err := a.authenticate(b.Context(), hdr, "127.0.0.1:1", now); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := a.authenticate(b.Context(), hdr, "127.0.0.1:1", now); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

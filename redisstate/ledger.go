@@ -65,8 +65,8 @@ type Ledger struct {
 	proposal atomic.Value // string: the token to set when there is none
 	// the scripts' constant arguments, boxed once (an argument is an any)
 	fixedArgs [4]any // replica, leases' key, lease (s), epoch's key
-	lost     atomic.Bool
-	inRedis  atomic.Int64
+	lost      atomic.Bool
+	inRedis   atomic.Int64
 
 	local atomic.Pointer[budgets.Mem]
 

@@ -78,7 +78,9 @@ type Team struct {
 // Pool is a set of engines sharing one capacity.
 type Pool struct {
 	Name     string
-	Capacity int // C, sustainable concurrency, 1..1048576
+	Capacity int // C, sustainable concurrency, 1..1048576; where C starts when Auto
+	// Auto, when not nil, measures C from the engines (capacity = "auto").
+	Auto *AutoCapacity
 	// GPUs is how many GPUs serve the pool (0 = not given): the capacity of
 	// the cluster rows of `llmflow report` and of the write-back to
 	// slurmdbd (Utilization's Reported = GPUs × hours).

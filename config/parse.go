@@ -491,6 +491,7 @@ var poolSchema = &hcl.BodySchema{
 		{Name: "headroom"},
 		{Name: "engine"},
 		{Name: "priority_order"},
+		{Name: "min"}, {Name: "max"}, {Name: "kv_target"}, {Name: "capacity_interval"}, {Name: "capacity_hold"}, // capacity = "auto"
 	},
 }
 
@@ -501,12 +502,13 @@ func (d *decoder) decodePools(blocks hcl.Blocks) {
 		c := d.content(b.Body, poolSchema)
 		p := Pool{Name: name,
 			QueueTimeout: DefaultQueueTimeout, QueueSize: DefaultQueueSize, DefRange: b.DefRange}
-		intAttr(d, c.Attributes, "capacity", 1, MaxCapacity, &p.Capacity)
+		d.decodeCapacity(c.Attributes, &p)
 		d.duration(c.Attributes, "queue_timeout", &p.QueueTimeout)
 		intAttr(d, c.Attributes, "queue_size", 1, 1<<24, &p.QueueSize)
 		intAttr(d, c.Attributes, "gpus", 0, 1<<24, &p.GPUs)
 		d.decodeEngine(c.Attributes, b.DefRange, &p)
 		d.decodeReclaim(c.Attributes, &p)
+		d.decodeAutoHeadroom(c.Attributes, &p)
 		if ok {
 			d.cfg.Pools = append(d.cfg.Pools, p)
 		}

@@ -178,9 +178,10 @@ type state struct {
 // published immutable snapshot of the tree and its ranks); Refresh,
 // SetTree, Snapshot, Usage and RestoreUsage serialise on a pool mutex.
 type Pool struct {
-	capacity int
-	gpus     int // the pool's GPUs, for the GrpTRES caps; 0: unknown, no cap
+	capacity atomic.Int64 // C; written with mu held
+	gpus     int          // the pool's GPUs, for the GrpTRES caps; 0: unknown, no cap
 	ctr      Counters
+	root     *Node // the tree last installed (mu), for SetCapacity
 
 	st atomic.Pointer[state]
 	mu sync.Mutex
@@ -203,7 +204,8 @@ func NewPoolWith(capacity int, root *Node, ctr Counters, now time.Time) *Pool {
 // accounts' GPU limits (Node.GPULimit) into caps on their requests in
 // flight; gpus ≤ 0: no cap.
 func NewPoolGPUs(capacity, gpus int, root *Node, ctr Counters, now time.Time) *Pool {
-	p := &Pool{capacity: max(capacity, 0), gpus: max(gpus, 0), ctr: ctr}
+	p := &Pool{gpus: max(gpus, 0), ctr: ctr}
+	p.capacity.Store(int64(max(capacity, 0)))
 	p.SetTree(root, now)
 	return p
 }
@@ -227,7 +229,20 @@ func inFlightCap(has bool, gpus int64, poolGPUs, c int) int64 {
 }
 
 // Capacity is C.
-func (p *Pool) Capacity() int { return p.capacity }
+func (p *Pool) Capacity() int { return int(p.capacity.Load()) }
+
+// SetCapacity changes C (capacity = "auto"): the reservations and GPU caps
+// are apportioned again over the same tree, as SetTree would; usage,
+// in-flight counts and tickets admitted before are kept.
+func (p *Pool) SetCapacity(capacity int, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if int64(max(capacity, 0)) == p.capacity.Load() {
+		return
+	}
+	p.capacity.Store(int64(max(capacity, 0)))
+	p.setTree(p.root, now)
+}
 
 // SetTree installs a new tree or new shares (a Slurm sync): reservations are
 // recomputed; the usage and in-flight counts of accounts that survive (same
@@ -235,6 +250,13 @@ func (p *Pool) Capacity() int { return p.capacity }
 func (p *Pool) SetTree(root *Node, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.setTree(root, now)
+}
+
+// setTree is SetTree with mu held.
+func (p *Pool) setTree(root *Node, now time.Time) {
+	p.root = root
+	capacity := int(p.capacity.Load())
 	t := &tree{orgs: map[string]*pnode{}, byKey: map[string]*pnode{}, accts: map[string]*pnode{}}
 	// add builds n under parent (nil: the pool) unless it is unnamed, a
 	// duplicate or too deep, and returns it.
@@ -261,7 +283,7 @@ func (p *Pool) SetTree(root *Node, now time.Time) {
 		}
 		pn := &pnode{id: len(t.nodes), name: n.Name, path: path, depth: depth, parent: parent,
 			user: n.User, partition: n.Partition, rawShares: n.Shares, useParent: n.UseParent,
-			cap: inFlightCap(n.HasGPULimit && !n.User, n.GPULimit, p.gpus, p.capacity)}
+			cap: inFlightCap(n.HasGPULimit && !n.User, n.GPULimit, p.gpus, capacity)}
 		pn.slot = p.ctr.Bind(key)
 		t.byKey[key] = pn
 		t.nodes = append(t.nodes, pn)
@@ -302,7 +324,7 @@ func (p *Pool) SetTree(root *Node, now time.Time) {
 	}
 	// Effective parents and reservations, top-down, over accounts only.
 	t.top = lift(orgs)
-	apportionLevel(t.top, int64(p.capacity), nil)
+	apportionLevel(t.top, int64(capacity), nil)
 	for _, n := range t.nodes {
 		if !n.useParent && !n.user {
 			apportionLevel(lift(n.ordered), n.res, n)

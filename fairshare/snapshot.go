@@ -111,7 +111,7 @@ func (p *Pool) Snapshot(now time.Time) Snapshot {
 	defer p.mu.Unlock()
 	st := p.st.Load()
 	inflight, borrowing := p.ctr.PoolCounts()
-	s := Snapshot{Time: now, Capacity: p.capacity, InFlight: inflight,
+	s := Snapshot{Time: now, Capacity: p.Capacity(), InFlight: inflight,
 		Borrowing: borrowing, RawUsage: p.ctr.Usage(PoolSlot, now), Leaves: st.users}
 	for _, n := range st.tree.top {
 		s.Reserved += n.res

@@ -106,6 +106,9 @@ type Pool struct {
 	// slot back from one of their borrowers (pool reclaim = "preempt");
 	// nil: one gateway, whose borrowers are all its own.
 	Reclaim Reclaim
+	// Capacity, when not nil, makes the replicas agree on one capacity
+	// for a pool with capacity = "auto"; nil: this gateway decides alone.
+	Capacity CapacityAgreement
 }
 
 // Reclaim is the replicas' exchange of slots to take back: a replica whose
@@ -121,6 +124,16 @@ type Reclaim interface {
 	Claim() bool
 	// Unclaim gives back a claim whose borrower was gone by then.
 	Unclaim()
+}
+
+// CapacityAgreement makes the replicas of a pool agree on one capacity C:
+// one of them decides at a time, under a lease, and the others follow.
+type CapacityAgreement interface {
+	// Agree offers this replica's C and returns the C in force and
+	// whether this replica decides it for the next ttl. A replica that
+	// takes the lease over adopts the C in force (it is returned, not
+	// overwritten); the first to decide sets it.
+	Agree(ctx context.Context, c int, ttl time.Duration) (agreed int, leads bool, err error)
 }
 
 // Source gives each pool of a gateway the state its admissions share. A

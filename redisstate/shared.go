@@ -148,7 +148,7 @@ func (s *Shared) Ledger() *Ledger { return s.ledger }
 func (s *Shared) Pool(name string, halfLife time.Duration, ledger *budgets.Mem) admission.Pool {
 	c := s.counters(name, halfLife)
 	s.ledger.setLocal(ledger)
-	return admission.Pool{Counters: c, Shared: NewAdmissions(c, s.ledger), Share: c,
+	return admission.Pool{Counters: c, Shared: NewAdmissions(c, s.ledger), Share: c, Capacity: c,
 		Reclaim: NewReclaim(s.rdb, s.prefix, s.BusChannel(), name, s.timeout, s.log)}
 }
 

@@ -6,10 +6,11 @@
 // The law. C grows while the engines run what the gateway sends them
 // without preempting, without a queue of their own, below the KV-cache
 // target, and the pool actually uses C (an idle pool teaches nothing); it
-// shrinks when they preempt or queue. A step up is proportional to the
-// KV-cache headroom (C × target / usage, at most a quarter more per step),
-// a step down goes to what the engines held when they gave out (running ×
-// target / usage, at most half per step). After a change C holds for
+// shrinks when they preempt or queue. A step up goes half the way to where
+// the KV usage would reach the target (C × target / usage), a quarter more
+// at most,
+// a step down goes to what the engines held when they gave out (the
+// requests they ran; one less than C at least, half at most). After a change C holds for
 // Params.Hold, so the engines reach the new load before they are judged
 // again. The C at which the engines gave out becomes a ceiling: C grows
 // to one below it and stays there, so it settles instead of oscillating
@@ -178,12 +179,9 @@ func (c *Controller) Step(s Sample, now time.Time) (int, Decision) {
 	kv := s.KV
 	kvKnown := !math.IsNaN(kv) && kv > 0
 	if c.preempted || c.queued >= 2 {
-		// What the engines held when they gave out, at the KV target.
-		est := s.Running
-		if kvKnown {
-			est = s.Running * math.Min(1, c.p.KVTarget/kv)
-		}
-		n := min(int(math.Floor(est)), c.c-1)
+		// What the engines held when they gave out, one less than C at
+		// least.
+		n := min(int(math.Floor(s.Running)), c.c-1)
 		n = max(n, c.c/2)
 		if c.ceiling == 0 || c.c < c.ceiling {
 			c.ceiling = c.c
@@ -197,7 +195,10 @@ func (c *Controller) Step(s Sample, now time.Time) (int, Decision) {
 	}
 	n := c.c + max(1, c.c/8) // no KV figure (llama-server): a slot at a time, an eighth at most
 	if kvKnown {
-		n = int(math.Floor(float64(c.c) * c.p.KVTarget / kv))
+		// Half the way to where the KV target would be (a snapshot of
+		// the KV usage is noisy), a quarter more at most.
+		est := float64(c.c) * c.p.KVTarget / kv
+		n = c.c + int(math.Ceil((est-float64(c.c))/2))
 		n = min(n, c.c+max(1, c.c/4))
 	}
 	if c.ceiling > 0 {

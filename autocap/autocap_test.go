@@ -36,10 +36,14 @@ func TestStep(t *testing.T) {
 		{"a stale sample is unknown, not zero", 32, []step{{20 * time.Second, 16 * time.Second, vllm(0, 0, 0, 0, 32)}}, 32, Unknown},
 		{"an incomplete sample is unknown", 32, []step{{20 * time.Second, 0, Sample{Running: 0, Waiting: 0, KV: 0, Engines: 1}}}, 32, Unknown},
 		{"a missing metric is unknown", 32, []step{{20 * time.Second, 0, vllm(nan, 0, 0.1, 0, 32)}}, 32, Unknown},
-		{"preemptions shrink to what ran at the target", 64, []step{
+		{"preemptions shrink to what ran", 64, []step{
 			{20 * time.Second, 0, vllm(50, 14, 1, 3, 64)},
 			{time.Second, 0, vllm(50, 14, 1, 9, 64)},
-		}, 45, Shrink},
+		}, 50, Shrink},
+		{"preemptions at the edge shrink by one", 64, []step{
+			{20 * time.Second, 0, vllm(64, 0, 1, 3, 64)},
+			{time.Second, 0, vllm(64, 0, 1, 4, 64)},
+		}, 63, Shrink},
 		{"half at most per step", 64, []step{
 			{20 * time.Second, 0, vllm(10, 54, 1, 3, 64)},
 			{time.Second, 0, vllm(10, 54, 1, 9, 64)},
@@ -66,19 +70,19 @@ func TestStep(t *testing.T) {
 		{"a queue does not grow", 64, []step{{20 * time.Second, 0, vllm(56, 8, 0.5, 0, 64)}}, 64, Steady},
 		{"grows to below the C that gave out", 64, []step{
 			{20 * time.Second, 0, vllm(60, 10, 1, 0, 64)},
-			{time.Second, 0, vllm(60, 10, 1, 0, 64)}, // shrink to 54, ceiling 64
-			{20 * time.Second, 0, vllm(54, 0, 0.5, 0, 54)},
+			{time.Second, 0, vllm(60, 10, 1, 0, 64)}, // shrink to 60, ceiling 64
+			{20 * time.Second, 0, vllm(60, 0, 0.5, 0, 60)},
 		}, 63, Grow},
 		{"the ceiling holds", 64, []step{
 			{20 * time.Second, 0, vllm(60, 10, 1, 0, 64)},
 			{time.Second, 0, vllm(60, 10, 1, 0, 64)},
-			{20 * time.Second, 0, vllm(54, 0, 0.5, 0, 54)}, // 63
+			{20 * time.Second, 0, vllm(60, 0, 0.5, 0, 60)}, // 63
 			{20 * time.Second, 0, vllm(63, 0, 0.6, 0, 63)},
 		}, 63, Steady},
 		{"the ceiling is raised after its TTL", 64, []step{
 			{20 * time.Second, 0, vllm(60, 10, 1, 0, 64)},
 			{time.Second, 0, vllm(60, 10, 1, 0, 64)},
-			{20 * time.Second, 0, vllm(54, 0, 0.5, 0, 54)}, // 63
+			{20 * time.Second, 0, vllm(60, 0, 0.5, 0, 60)}, // 63
 			{time.Hour, 0, vllm(63, 0, 0.6, 0, 63)},        // ceiling 68
 		}, 67, Grow},
 		{"at most Max", 190, []step{{20 * time.Second, 0, vllm(190, 0, 0.3, 0, 190)}}, 200, Grow},

@@ -378,6 +378,9 @@ func (g *Gateway) newPools(o Options, view *accountView) error {
 			wait := g.m.queueWait.WithLabelValues(p.Name)
 			pl.queue.waitSeconds = func(d time.Duration) { wait.Observe(d.Seconds()) }
 		}
+		if p.Auto != nil {
+			pl.auto = newAutoCapacity(*p.Auto, st.Capacity, g.cfg.Health.Timeout, g.started)
+		}
 		if !o.KeepUsage { // else the shared counters hold it
 			if err := g.restoreUsage(pl); err != nil {
 				return err
@@ -385,7 +388,7 @@ func (g *Gateway) newPools(o Options, view *accountView) error {
 		}
 		pl.transport = o.Transport
 		if pl.transport == nil {
-			pl.transport = newTransport(p.Capacity, g.cfg.Limits)
+			pl.transport = newTransport(max(p.Capacity, autoMax(p.Auto)), g.cfg.Limits)
 		}
 		g.pools[p.Name] = pl
 		g.poolOrder = append(g.poolOrder, pl)
@@ -469,7 +472,7 @@ func cacheSalt(secret, org string) string {
 }
 
 func (g *Gateway) registerGauges() {
-	g.reg.MustRegister(newBackendCollector(g))
+	g.reg.MustRegister(newBackendCollector(g), newCapacityCollector(g))
 	g.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "llmflow_accounting_queue_length", Help: "Accounting records waiting to be written.",
 	}, func() float64 {
@@ -514,6 +517,7 @@ func (g *Gateway) Start(ctx context.Context) {
 		defer wg.Done()
 		g.runRuntimeProbes(ctx) // routing.go
 	}()
+	wg.Go(func() { g.capacityLoop(ctx) }) // autocap.go
 	go func() {
 		wg.Wait()
 		close(g.done)

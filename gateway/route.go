@@ -35,6 +35,7 @@ type pool struct {
 	reclaim engine.Reclaim
 	victims *reclaimer        // the borrowers reclaim may preempt
 	remote  admission.Reclaim // the other replicas' borrowers; nil: none
+	auto    *autoCapacity     // capacity = "auto"; nil: C is fixed
 }
 
 // route is a client-facing model: where its requests go and what they cost.

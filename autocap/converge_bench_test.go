@@ -1,0 +1,262 @@
+package autocap_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-llmflow/llmflow/autocap"
+	"github.com/go-llmflow/llmflow/vllmsim"
+)
+
+// The convergence figures of issue 22: a vllmsim engine (vLLM V1's
+// scheduler, KV blocks, recompute preemption) driven at exactly C
+// requests in flight, as a saturated gateway pool sends it, its /metrics
+// scraped over loopback into the controller every tick. C* is the largest
+// C at which the engine does not preempt under that load (found by
+// bisection at fixed C); then the controller starts at C*/2 and at 2·C*.
+//
+//	go test -run '^$' -bench BenchmarkConvergence -benchtime 1x ./autocap/
+//
+// Time is scaled: 2 ms engine steps (vLLM's default rig here is 20 ms),
+// answers of 128–384 tokens, hold 1.5 s, a scrape every 250 ms.
+const (
+	simStep     = 2 * time.Millisecond
+	simBlocks   = 1024
+	promptToks  = 256
+	minAnswer   = 128
+	maxAnswer   = 384
+	scrapeEvery = 250 * time.Millisecond
+)
+
+var benchParams = autocap.Params{Min: 2, Max: 400, KVTarget: autocap.DefaultKVTarget, Hold: 1500 * time.Millisecond,
+	Stale: time.Second, CeilingTTL: time.Hour}
+
+// rig is one vllmsim behind a loopback listener and a closed-loop load
+// that keeps target requests in flight.
+type rig struct {
+	sim    *vllmsim.Server
+	srv    *httptest.Server
+	client *http.Client
+
+	mu       sync.Mutex
+	target   int
+	inflight int
+	errs     int
+	wake     chan struct{}
+	rng      *rand.Rand
+}
+
+func newRig(tb testing.TB) *rig {
+	sim := vllmsim.New(vllmsim.Config{StepInterval: simStep, Sched: vllmsim.SchedConfig{MaxNumSeqs: 512, KVBlocks: simBlocks}})
+	srv := httptest.NewServer(sim)
+	tb.Cleanup(func() { srv.Close(); sim.Close() })
+	return &rig{sim: sim, srv: srv, client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}},
+		wake: make(chan struct{}, 1), rng: rand.New(rand.NewPCG(22, 2))}
+}
+
+// run keeps r.target requests in flight until ctx ends.
+func (r *rig) run(ctx context.Context) {
+	prompt := strings.Repeat("x", 4*promptToks)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for ctx.Err() == nil {
+		r.mu.Lock()
+		for r.inflight < r.target {
+			r.inflight++
+			n := minAnswer + r.rng.IntN(maxAnswer-minAnswer+1)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := r.complete(ctx, prompt, n)
+				r.mu.Lock()
+				r.inflight--
+				if err != nil && ctx.Err() == nil {
+					r.errs++
+				}
+				r.mu.Unlock()
+				select {
+				case r.wake <- struct{}{}:
+				default:
+				}
+			}()
+		}
+		r.mu.Unlock()
+		select {
+		case <-r.wake:
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (r *rig) complete(ctx context.Context, prompt string, n int) error {
+	body, _ := json.Marshal(map[string]any{"model": "sim/llama", "prompt": prompt, "max_tokens": n})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.srv.URL+"/v1/completions", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+func (r *rig) setTarget(c int) {
+	r.mu.Lock()
+	r.target = c
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *rig) scrape() (autocap.Engine, error) {
+	resp, err := r.client.Get(r.srv.URL + "/metrics")
+	if err != nil {
+		return autocap.Engine{}, err
+	}
+	defer resp.Body.Close()
+	return autocap.ParseMetrics(io.LimitReader(resp.Body, 1<<20))
+}
+
+// preemptsAt runs the load at fixed c for d after a warm-up and reports
+// the preemptions the engine made.
+func preemptsAt(tb testing.TB, c int, warm, d time.Duration) int64 {
+	r := newRig(tb)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.run(ctx); close(done) }()
+	r.setTarget(c)
+	time.Sleep(warm)
+	before := r.sim.Stats().Preemptions
+	time.Sleep(d)
+	n := r.sim.Stats().Preemptions - before
+	cancel()
+	<-done
+	return n
+}
+
+// trace is C over time from one run of the controller.
+type trace struct {
+	at []time.Duration
+	c  []int
+}
+
+func converge(tb testing.TB, start int, d time.Duration) (trace, int64) {
+	r := newRig(tb)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.run(ctx); close(done) }()
+	begin := time.Now()
+	ctl := autocap.New(benchParams, start, begin)
+	r.setTarget(ctl.C())
+	tr := trace{at: []time.Duration{0}, c: []int{ctl.C()}}
+	tick := time.NewTicker(scrapeEvery)
+	defer tick.Stop()
+	for now := range tick.C {
+		if now.Sub(begin) > d {
+			break
+		}
+		e, err := r.scrape()
+		if err != nil {
+			continue
+		}
+		r.mu.Lock()
+		inflight := r.inflight
+		r.mu.Unlock()
+		c, _ := ctl.Step(autocap.Pool([]autocap.Engine{e}, now, inflight), now)
+		if c != tr.c[len(tr.c)-1] {
+			tr.at, tr.c = append(tr.at, now.Sub(begin)), append(tr.c, c)
+			r.setTarget(c)
+		}
+	}
+	pre := r.sim.Stats().Preemptions
+	cancel()
+	<-done
+	return tr, pre
+}
+
+// settle is when C entered ±10 % of want for good, the farthest C went
+// beyond want on the side opposite to where it started (overshoot, in %
+// of want), and the changes of direction after settling.
+func settle(tr trace, want int) (at time.Duration, overshoot float64, reversals int) {
+	lo, hi := 0.9*float64(want), 1.1*float64(want)
+	at = -1
+	for i := range tr.c {
+		if in := float64(tr.c[i]) >= lo && float64(tr.c[i]) <= hi; in && at < 0 {
+			at = tr.at[i]
+		} else if !in {
+			at = -1
+		}
+	}
+	up := tr.c[0] < want
+	for _, c := range tr.c {
+		if up {
+			overshoot = math.Max(overshoot, float64(c-want)/float64(want)*100)
+		} else {
+			overshoot = math.Max(overshoot, float64(want-c)/float64(want)*100)
+		}
+	}
+	dir := 0
+	for i := 1; i < len(tr.c); i++ {
+		if at < 0 || tr.at[i] <= at {
+			continue
+		}
+		d := 1
+		if tr.c[i] < tr.c[i-1] {
+			d = -1
+		}
+		if dir != 0 && d != dir {
+			reversals++
+		}
+		dir = d
+	}
+	return at, overshoot, reversals
+}
+
+func BenchmarkConvergence(b *testing.B) {
+	for range b.N {
+		// C*: the largest C without preemption, by bisection.
+		lo, hi := 8, 128
+		for hi-lo > 1 {
+			mid := (lo + hi) / 2
+			if preemptsAt(b, mid, 1500*time.Millisecond, 3*time.Second) == 0 {
+				lo = mid
+			} else {
+				hi = mid
+			}
+			b.Logf("bisect: [%d, %d]", lo, hi)
+		}
+		cstar := lo
+		b.ReportMetric(float64(cstar), "C*")
+		for _, st := range []struct {
+			name  string
+			start int
+		}{{"half", cstar / 2}, {"twice", 2 * cstar}} {
+			tr, pre := converge(b, st.start, 30*time.Second)
+			at, over, rev := settle(tr, cstar)
+			b.Logf("from %s (%d): C over time %v %v; settled at %v, overshoot %.1f %%, reversals after %d, final %d, preemptions %d",
+				st.name, st.start, tr.at, tr.c, at, over, rev, tr.c[len(tr.c)-1], pre)
+			b.ReportMetric(at.Seconds(), "settle_s_"+st.name)
+			b.ReportMetric(over, "overshoot_%_"+st.name)
+			b.ReportMetric(float64(tr.c[len(tr.c)-1]), "final_"+st.name)
+			b.ReportMetric(float64(rev), "reversals_"+st.name)
+		}
+	}
+}

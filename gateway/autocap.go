@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"io"
-	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -178,7 +177,7 @@ func (g *Gateway) sampleEngines(ctx context.Context, pl *pool, timeout time.Dura
 }
 
 func (g *Gateway) scrapeEngine(ctx context.Context, pl *pool, t metricsTarget, timeout time.Duration) autocap.Engine {
-	unknown := autocap.Engine{Running: math.NaN(), Waiting: math.NaN(), KV: math.NaN(), Preemptions: math.NaN()}
+	unknown := autocap.UnknownEngine()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.b.base+metricsPath, nil)
@@ -198,7 +197,7 @@ func (g *Gateway) scrapeEngine(ctx context.Context, pl *pool, t metricsTarget, t
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		return unknown
 	}
-	e, err := autocap.ParseMetrics(io.LimitReader(resp.Body, maxMetricsBytes))
+	e, err := parseEngineMetrics(io.LimitReader(resp.Body, maxMetricsBytes))
 	if err != nil {
 		return unknown
 	}

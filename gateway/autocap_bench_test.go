@@ -1,4 +1,4 @@
-package autocap_test
+package gateway
 
 import (
 	"bytes"
@@ -26,9 +26,9 @@ import (
 // C at which the engine does not preempt under that load (found by
 // bisection at fixed C); then the controller starts at C*/2 and at 2·C*.
 //
-//	go test -run '^$' -bench BenchmarkConvergence -benchtime 1x ./autocap/
+//	go test -run '^$' -bench BenchmarkConvergence -benchtime 1x ./gateway/
 //
-// Time is scaled: 2 ms engine steps (vLLM's default rig here is 20 ms),
+// Time is scaled: 2 ms engine steps (vLLM's default simRig here is 20 ms),
 // answers of 128–384 tokens, hold 1.5 s, a scrape every 250 ms.
 const (
 	simStep     = 2 * time.Millisecond
@@ -39,12 +39,12 @@ const (
 	scrapeEvery = 250 * time.Millisecond
 )
 
-var benchParams = autocap.Params{Min: 2, Max: 400, KVTarget: autocap.DefaultKVTarget, Hold: 1500 * time.Millisecond,
+var convergeParams = autocap.Params{Min: 2, Max: 400, KVTarget: autocap.DefaultKVTarget, Hold: 1500 * time.Millisecond,
 	Stale: time.Second, CeilingTTL: time.Hour}
 
-// rig is one vllmsim behind a loopback listener and a closed-loop load
+// simRig is one vllmsim behind a loopback listener and a closed-loop load
 // that keeps target requests in flight.
-type rig struct {
+type simRig struct {
 	sim    *vllmsim.Server
 	srv    *httptest.Server
 	client *http.Client
@@ -57,16 +57,16 @@ type rig struct {
 	rng      *rand.Rand
 }
 
-func newRig(tb testing.TB) *rig {
+func newSimRig(tb testing.TB) *simRig {
 	sim := vllmsim.New(vllmsim.Config{StepInterval: simStep, Sched: vllmsim.SchedConfig{MaxNumSeqs: 512, KVBlocks: simBlocks}})
 	srv := httptest.NewServer(sim)
 	tb.Cleanup(func() { srv.Close(); sim.Close() })
-	return &rig{sim: sim, srv: srv, client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}},
+	return &simRig{sim: sim, srv: srv, client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}},
 		wake: make(chan struct{}, 1), rng: rand.New(rand.NewPCG(22, 2))}
 }
 
 // run keeps r.target requests in flight until ctx ends.
-func (r *rig) run(ctx context.Context) {
+func (r *simRig) run(ctx context.Context) {
 	prompt := strings.Repeat("x", 4*promptToks)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -100,7 +100,7 @@ func (r *rig) run(ctx context.Context) {
 	}
 }
 
-func (r *rig) complete(ctx context.Context, prompt string, n int) error {
+func (r *simRig) complete(ctx context.Context, prompt string, n int) error {
 	body, _ := json.Marshal(map[string]any{"model": "sim/llama", "prompt": prompt, "max_tokens": n})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.srv.URL+"/v1/completions", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -116,7 +116,7 @@ func (r *rig) complete(ctx context.Context, prompt string, n int) error {
 	return nil
 }
 
-func (r *rig) setTarget(c int) {
+func (r *simRig) setTarget(c int) {
 	r.mu.Lock()
 	r.target = c
 	r.mu.Unlock()
@@ -126,19 +126,19 @@ func (r *rig) setTarget(c int) {
 	}
 }
 
-func (r *rig) scrape() (autocap.Engine, error) {
+func (r *simRig) scrape() (autocap.Engine, error) {
 	resp, err := r.client.Get(r.srv.URL + "/metrics")
 	if err != nil {
 		return autocap.Engine{}, err
 	}
 	defer resp.Body.Close()
-	return autocap.ParseMetrics(io.LimitReader(resp.Body, 1<<20))
+	return parseEngineMetrics(io.LimitReader(resp.Body, 1<<20))
 }
 
 // preemptsAt runs the load at fixed c for d after a warm-up and reports
 // the preemptions the engine made.
 func preemptsAt(tb testing.TB, c int, warm, d time.Duration) int64 {
-	r := newRig(tb)
+	r := newSimRig(tb)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { r.run(ctx); close(done) }()
@@ -152,21 +152,21 @@ func preemptsAt(tb testing.TB, c int, warm, d time.Duration) int64 {
 	return n
 }
 
-// trace is C over time from one run of the controller.
-type trace struct {
+// capTrace is C over time from one run of the controller.
+type capTrace struct {
 	at []time.Duration
 	c  []int
 }
 
-func converge(tb testing.TB, start int, d time.Duration) (trace, int64) {
-	r := newRig(tb)
+func convergeFrom(tb testing.TB, start int, d time.Duration) (capTrace, int64) {
+	r := newSimRig(tb)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { r.run(ctx); close(done) }()
 	begin := time.Now()
-	ctl := autocap.New(benchParams, start, begin)
+	ctl := autocap.New(convergeParams, start, begin)
 	r.setTarget(ctl.C())
-	tr := trace{at: []time.Duration{0}, c: []int{ctl.C()}}
+	tr := capTrace{at: []time.Duration{0}, c: []int{ctl.C()}}
 	tick := time.NewTicker(scrapeEvery)
 	defer tick.Stop()
 	for now := range tick.C {
@@ -192,10 +192,10 @@ func converge(tb testing.TB, start int, d time.Duration) (trace, int64) {
 	return tr, pre
 }
 
-// settle is when C entered ±10 % of want for good, the farthest C went
+// settleOf is when C entered ±10 % of want for good, the farthest C went
 // beyond want on the side opposite to where it started (overshoot, in %
 // of want), and the changes of direction after settling.
-func settle(tr trace, want int) (at time.Duration, overshoot float64, reversals int) {
+func settleOf(tr capTrace, want int) (at time.Duration, overshoot float64, reversals int) {
 	lo, hi := 0.9*float64(want), 1.1*float64(want)
 	at = -1
 	for i := range tr.c {
@@ -249,8 +249,8 @@ func BenchmarkConvergence(b *testing.B) {
 			name  string
 			start int
 		}{{"half", cstar / 2}, {"twice", 2 * cstar}} {
-			tr, pre := converge(b, st.start, 30*time.Second)
-			at, over, rev := settle(tr, cstar)
+			tr, pre := convergeFrom(b, st.start, 30*time.Second)
+			at, over, rev := settleOf(tr, cstar)
 			b.Logf("from %s (%d): C over time %v %v; settled at %v, overshoot %.1f %%, reversals after %d, final %d, preemptions %d",
 				st.name, st.start, tr.at, tr.c, at, over, rev, tr.c[len(tr.c)-1], pre)
 			b.ReportMetric(at.Seconds(), "settle_s_"+st.name)

@@ -5,15 +5,19 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/go-llmflow/llmflow/autocap"
 	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/internal/gatewaytest"
+	"github.com/go-llmflow/llmflow/redisstate"
 )
 
 // fakeEngine serves /metrics as set, or fails with 500 when down.
@@ -139,5 +143,125 @@ func TestAutoCapacity(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(newCapacityCollector(e.gw)); n != int(autocap.Shrink)+2 {
 		t.Fatalf("%d capacity series, want %d (decisions and leader)", n, autocap.Shrink+2)
+	}
+}
+
+// Two replicas sharing Redis agree on one C: one decides, the other
+// follows; when the leader stops, the other takes over from the C in force
+// (not from min).
+func TestAutoCapacityReplicas(t *testing.T) {
+	if os.Getenv("LLMFLOW_SKIP_REDIS") == "1" {
+		t.Skip("LLMFLOW_SKIP_REDIS=1")
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	if err := rdb.Ping(t.Context()).Err(); err != nil {
+		t.Fatalf("Redis at 127.0.0.1:6379: %v (LLMFLOW_SKIP_REDIS=1 skips)", err)
+	}
+	prefix := fmt.Sprintf("llmflow-gwtest:%d:", time.Now().UnixNano())
+	t.Cleanup(func() {
+		keys, _ := rdb.Keys(context.Background(), prefix+"*").Result()
+		if len(keys) > 0 {
+			rdb.Del(context.Background(), keys...)
+		}
+		rdb.Close()
+	})
+	eng := &fakeEngine{}
+	eng.set(0, 0, 0, 0)
+	up := httptest.NewServer(eng)
+	defer up.Close()
+	var gws [2]*Gateway
+	var cancels [2]context.CancelFunc
+	for i, name := range []string{"a", "b"} {
+		sh := redisstate.NewShared(rdb, redisstate.SharedOptions{Prefix: prefix, Replica: name})
+		t.Cleanup(sh.Close)
+		e := newEnv(t, []string{up.URL}, "", func(o *Options) {
+			o.Admissions = sh
+			p := &o.Config.Pools[0]
+			p.Auto = &config.AutoCapacity{Min: 4, Max: 40, KVTarget: 0.9, Interval: 5 * time.Millisecond, Hold: 20 * time.Millisecond, Headroom: -1}
+			p.Capacity, p.Headroom = 4, 1
+		})
+		var ctx context.Context
+		ctx, cancels[i] = context.WithCancel(context.Background())
+		defer cancels[i]()
+		e.gw.Start(ctx)
+		gws[i] = e.gw
+	}
+	capOf := func(i int) int { return gws[i].pools["p"].fs.Capacity() }
+	leads := func(i int) bool { return gws[i].pools["p"].auto.leads.Load() }
+
+	// The engine runs the agreed C at 10 % KV per 4 requests.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			eng.set(capOf(0), 0, min(float64(capOf(0))*0.025, 1), 0)
+		}
+	})
+	waitFor(t, "both replicas at 36", func() bool { return capOf(0) == 36 && capOf(1) == 36 })
+	close(stop)
+	wg.Wait()
+	waitFor(t, "one leader", func() bool { return leads(0) != leads(1) })
+	leader := 0
+	if leads(1) {
+		leader = 1
+	}
+	other := 1 - leader
+	cancels[leader]() // the leader stops deciding; its lease expires
+	waitFor(t, "the other replica to lead", func() bool { return leads(other) })
+	if c := capOf(other); c != 36 {
+		t.Fatalf("the new leader's C = %d, want 36 (taken over, not restarted)", c)
+	}
+	eng.set(30, 6, 1, 5) // preemptions
+	waitFor(t, "the new leader to shrink C to 30", func() bool { return capOf(other) == 30 })
+	if v, err := rdb.Get(t.Context(), prefix+"counters:{p}:cap").Int(); err != nil || v != 30 {
+		t.Fatalf("C in Redis = %d, %v; want 30", v, err)
+	}
+}
+
+// setTotal: a larger capacity dispatches the waiters at once; a smaller
+// one lets none through until the count is under it; with replicas, the
+// part of the new total is asked.
+func TestQueueSetTotal(t *testing.T) {
+	q := newQueue(2, 100, time.Minute, func(queueKey) int { return 0 })
+	ctx := context.Background()
+	for range 2 {
+		if err := q.acquire(ctx, queueKey{}, time.Now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	granted := make(chan error, 10)
+	for i := range 3 {
+		go func() { granted <- q.acquire(ctx, queueKey{}, time.Now) }()
+		gatewaytest.WaitFor(t, func() bool { _, w := q.lengths(); return w == i+1 })
+	}
+	q.setTotal(4, 1) // two of the three waiters go at once
+	for range 2 {
+		if err := <-granted; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if in, w := q.lengths(); in != 4 || w != 1 {
+		t.Fatalf("in flight %d waiting %d, want 4 and 1", in, w)
+	}
+	q.setTotal(2, 0)
+	q.release(false)
+	q.release(false) // 2 in flight: still not under 2
+	if in, w := q.lengths(); in != 2 || w != 1 {
+		t.Fatalf("in flight %d waiting %d after shrinking to 2, want 2 and 1", in, w)
+	}
+	q.release(false)
+	if err := <-granted; err != nil {
+		t.Fatal(err)
+	}
+	sh := newFakeShare(3, true)
+	q.share = sh
+	q.setTotal(12, 4)
+	if sh.asked != 12 || q.capacity != 3 || q.room != 1 {
+		t.Fatalf("with a share: asked %d, part %d, room %d; want 12, 3, 1", sh.asked, q.capacity, q.room)
 	}
 }

@@ -10,7 +10,8 @@
 // the KV usage would reach the target (C × target / usage), a quarter more
 // at most,
 // a step down goes to what the engines held when they gave out (the
-// requests they ran; one less than C at least, half at most). After a change C holds for
+// requests they ran; one less than C when they ran nearly C, half at
+// most). After a change C holds for
 // Params.Hold, so the engines reach the new load before they are judged
 // again. The C at which the engines gave out becomes a ceiling: C grows
 // to one below it and stays there, so it settles instead of oscillating
@@ -180,8 +181,12 @@ func (c *Controller) Step(s Sample, now time.Time) (int, Decision) {
 	kvKnown := !math.IsNaN(kv) && kv > 0
 	if c.preempted || c.queued >= 2 {
 		// What the engines held when they gave out, one less than C at
-		// least.
+		// least; one less only when they held nearly C (the edge is near:
+		// step down to it, rather than below it and up again).
 		n := min(int(math.Floor(s.Running)), c.c-1)
+		if s.Running >= float64(c.c)*7/8 {
+			n = c.c - 1
+		}
 		n = max(n, c.c/2)
 		if c.ceiling == 0 || c.c < c.ceiling {
 			c.ceiling = c.c

@@ -63,27 +63,31 @@ func TestStep(t *testing.T) {
 		}, 64, Steady},
 		{"a queue once is an arrival", 64, []step{{20 * time.Second, 0, vllm(56, 8, 0.9, 0, 64)}}, 64, Steady},
 		{"a queue twice shrinks to what runs", 64, []step{
+			{20 * time.Second, 0, vllm(48, 8, 0.5, 0, 64)},
+			{time.Second, 0, vllm(48, 8, 0.5, 0, 64)},
+		}, 48, Shrink},
+		{"near the edge, a step of one", 64, []step{
 			{20 * time.Second, 0, vllm(56, 8, 0.5, 0, 64)},
 			{time.Second, 0, vllm(56, 8, 0.5, 0, 64)},
-		}, 56, Shrink},
+		}, 63, Shrink},
 		{"a request between arrival and step is no queue", 64, []step{{20 * time.Second, 0, vllm(60, 4, 0.5, 0, 64)}}, 80, Grow},
 		{"a queue does not grow", 64, []step{{20 * time.Second, 0, vllm(56, 8, 0.5, 0, 64)}}, 64, Steady},
 		{"grows to below the C that gave out", 64, []step{
-			{20 * time.Second, 0, vllm(60, 10, 1, 0, 64)},
-			{time.Second, 0, vllm(60, 10, 1, 0, 64)}, // shrink to 60, ceiling 64
-			{20 * time.Second, 0, vllm(60, 0, 0.5, 0, 60)},
+			{20 * time.Second, 0, vllm(40, 10, 1, 0, 64)},
+			{time.Second, 0, vllm(40, 10, 1, 0, 64)},       // 40, ceiling 64
+			{20 * time.Second, 0, vllm(40, 0, 0.3, 0, 40)}, // 50
+			{20 * time.Second, 0, vllm(50, 0, 0.3, 0, 50)}, // 62
+			{20 * time.Second, 0, vllm(62, 0, 0.3, 0, 62)}, // 63
 		}, 63, Grow},
 		{"the ceiling holds", 64, []step{
-			{20 * time.Second, 0, vllm(60, 10, 1, 0, 64)},
-			{time.Second, 0, vllm(60, 10, 1, 0, 64)},
-			{20 * time.Second, 0, vllm(60, 0, 0.5, 0, 60)}, // 63
-			{20 * time.Second, 0, vllm(63, 0, 0.6, 0, 63)},
+			{20 * time.Second, 0, vllm(58, 10, 1, 0, 64)},
+			{time.Second, 0, vllm(58, 10, 1, 0, 64)}, // 63, ceiling 64
+			{20 * time.Second, 0, vllm(63, 0, 0.3, 0, 63)},
 		}, 63, Steady},
 		{"the ceiling is raised after its TTL", 64, []step{
-			{20 * time.Second, 0, vllm(60, 10, 1, 0, 64)},
-			{time.Second, 0, vllm(60, 10, 1, 0, 64)},
-			{20 * time.Second, 0, vllm(60, 0, 0.5, 0, 60)}, // 63
-			{time.Hour, 0, vllm(63, 0, 0.6, 0, 63)},        // ceiling 68
+			{20 * time.Second, 0, vllm(58, 10, 1, 0, 64)},
+			{time.Second, 0, vllm(58, 10, 1, 0, 64)}, // 63, ceiling 64
+			{time.Hour, 0, vllm(63, 0, 0.3, 0, 63)},  // ceiling 68
 		}, 67, Grow},
 		{"at most Max", 190, []step{{20 * time.Second, 0, vllm(190, 0, 0.3, 0, 190)}}, 200, Grow},
 		{"at least Min", 6, []step{
@@ -91,9 +95,9 @@ func TestStep(t *testing.T) {
 			{time.Second, 0, vllm(2, 4, 1, 2, 6)},
 		}, 4, Shrink},
 		{"no KV figure: an eighth at a time", 16, []step{{20 * time.Second, 0, vllm(16, 0, nan, 0, 16)}}, 18, Grow},
-		{"no KV figure: a queue shrinks to the slots", 18, []step{
-			{20 * time.Second, 0, vllm(16, 2, nan, 0, 18)},
-			{time.Second, 0, vllm(16, 2, nan, 0, 18)},
+		{"no KV figure: a queue shrinks to the slots", 20, []step{
+			{20 * time.Second, 0, vllm(16, 4, nan, 0, 20)},
+			{time.Second, 0, vllm(16, 4, nan, 0, 20)},
 		}, 16, Shrink},
 	}
 	for _, tc := range cases {

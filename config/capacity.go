@@ -81,16 +81,11 @@ func (d *decoder) decodeAuto(attrs hcl.Attributes, capAttr *hcl.Attribute, p *Po
 	p.Capacity, p.Auto = au.Min, au
 }
 
-// decodeAutoHeadroom checks an auto pool's headroom (after decodeReclaim):
-// a headroom given must be below min, one not given follows C.
+// decodeAutoHeadroom keeps an auto pool's headroom (after decodeReclaim,
+// which checked it against the capacity, min): one given stays, one not
+// given follows C.
 func (d *decoder) decodeAutoHeadroom(attrs hcl.Attributes, p *Pool) {
-	if p.Auto == nil {
-		return
-	}
-	if a := attrs["headroom"]; a != nil && p.Reclaim != engine.ReclaimNone {
+	if p.Auto != nil && attrs["headroom"] != nil && p.Reclaim != engine.ReclaimNone {
 		p.Auto.Headroom = p.Headroom
-		if p.Headroom >= p.Auto.Min {
-			d.errorf(a.Expr.Range(), "headroom must be less than the pool's min capacity (%d): borrowers need a slot", p.Auto.Min)
-		}
 	}
 }

@@ -41,7 +41,7 @@ func TestPoolAutoCapacityErrors(t *testing.T) {
 		{`capacity = "auto"` + "\nmin = 0\nmax = 4", `p.hcl:3:7: min must be between 1 and 1048576`},
 		{`capacity = "auto"` + "\nmin = 2\nmax = 4\nkv_target = 0", `p.hcl:5:13: kv_target must be above 0`},
 		{`capacity = "auto"` + "\nmin = 2\nmax = 4\nkv_target = 1.5", `p.hcl:5:13: kv_target must be`},
-		{`capacity = "auto"` + "\nmin = 4\nmax = 8\nheadroom = 4", `p.hcl:5:12: headroom must be less than the pool's min capacity (4)`},
+		{`capacity = "auto"` + "\nmin = 4\nmax = 8\nheadroom = 4", `p.hcl:5:12: headroom must be less than the pool's capacity (4)`},
 		{`capacity = "some"`, `p.hcl:2:12: Incorrect attribute value type`},
 		{`capacity = 16` + "\nmin = 4", `p.hcl:3:1: min applies only to capacity = "auto"`},
 	} {

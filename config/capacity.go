@@ -81,11 +81,18 @@ func (d *decoder) decodeAuto(attrs hcl.Attributes, capAttr *hcl.Attribute, p *Po
 	p.Capacity, p.Auto = au.Min, au
 }
 
-// decodeAutoHeadroom keeps an auto pool's headroom (after decodeReclaim,
-// which checked it against the capacity, min): one given stays, one not
-// given follows C.
+// decodeAutoHeadroom finishes an auto pool after its engine and reclaim:
+// its engines must report their load (engine.Metrics), and a headroom
+// given (checked against the capacity, min, by decodeReclaim) stays, one
+// not given follows C.
 func (d *decoder) decodeAutoHeadroom(attrs hcl.Attributes, p *Pool) {
-	if p.Auto != nil && attrs["headroom"] != nil && p.Reclaim != engine.ReclaimNone {
+	if p.Auto == nil {
+		return
+	}
+	if m := p.Engine.Metrics; m.Running == "" || m.Waiting == "" {
+		d.errorf(attrs["capacity"].Expr.Range(), "capacity = \"auto\" reads the engines' load from their metrics; the %s engines of this pool expose none the gateway knows: give a number", p.Engine.Name)
+	}
+	if attrs["headroom"] != nil && p.Reclaim != engine.ReclaimNone {
 		p.Auto.Headroom = p.Headroom
 	}
 }

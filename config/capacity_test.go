@@ -17,6 +17,8 @@ func TestPoolAutoCapacity(t *testing.T) {
 		cap  int
 	}{
 		{`capacity = 16`, nil, 16},
+		{`capacity = "auto"` + "\nmin = 8\nmax = 64\nengine = \"llama-server\"", &config.AutoCapacity{Min: 8, Max: 64, KVTarget: 0.9, Interval: 2 * time.Second, Hold: 10 * time.Second, Headroom: -1}, 8},
+		{`capacity = "auto"` + "\nmin = 8\nmax = 64\nengine = \"sglang\"", &config.AutoCapacity{Min: 8, Max: 64, KVTarget: 0.9, Interval: 2 * time.Second, Hold: 10 * time.Second, Headroom: -1}, 8},
 		{`capacity = "auto"` + "\nmin = 8\nmax = 64", &config.AutoCapacity{Min: 8, Max: 64, KVTarget: 0.9, Interval: 2 * time.Second, Hold: 10 * time.Second, Headroom: -1}, 8},
 		{`capacity = "auto"` + "\nmin = 8\nmax = 8\nkv_target = 0.8\ncapacity_interval = \"5s\"\ncapacity_hold = \"30s\"\nheadroom = 2",
 			&config.AutoCapacity{Min: 8, Max: 8, KVTarget: 0.8, Interval: 5 * time.Second, Hold: 30 * time.Second, Headroom: 2}, 8},
@@ -44,6 +46,8 @@ func TestPoolAutoCapacityErrors(t *testing.T) {
 		{`capacity = "auto"` + "\nmin = 4\nmax = 8\nheadroom = 4", `p.hcl:5:12: headroom must be less than the pool's capacity (4)`},
 		{`capacity = "some"`, `p.hcl:2:12: Incorrect attribute value type`},
 		{`capacity = 16` + "\nmin = 4", `p.hcl:3:1: min applies only to capacity = "auto"`},
+		{`capacity = "auto"` + "\nmin = 4\nmax = 8\nengine = \"openai\"", `p.hcl:2:12: capacity = "auto" reads the engines' load from their metrics; the openai-compatible engines`},
+		{`capacity = "auto"` + "\nmin = 4\nmax = 8\nscheduler = \"fcfs\"", `p.hcl:2:12: capacity = "auto" reads the engines' load`},
 	} {
 		_, err := config.Parse("p.hcl", []byte("pool \"p\" {\n"+tc.pool+"\n}\n"))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -197,7 +197,7 @@ func (g *Gateway) scrapeEngine(ctx context.Context, pl *pool, t metricsTarget, t
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		return unknown
 	}
-	e, err := parseEngineMetrics(io.LimitReader(resp.Body, maxMetricsBytes))
+	e, err := parseEngineMetrics(io.LimitReader(resp.Body, maxMetricsBytes), pl.engine.Metrics)
 	if err != nil {
 		return unknown
 	}

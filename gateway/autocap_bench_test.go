@@ -45,6 +45,7 @@ var convergeParams = autocap.Params{Min: 2, Max: 400, KVTarget: autocap.DefaultK
 // simRig is one vllmsim behind a loopback listener and a closed-loop load
 // that keeps target requests in flight.
 type simRig struct {
+	tb     testing.TB
 	sim    *vllmsim.Server
 	srv    *httptest.Server
 	client *http.Client
@@ -61,7 +62,7 @@ func newSimRig(tb testing.TB) *simRig {
 	sim := vllmsim.New(vllmsim.Config{StepInterval: simStep, Sched: vllmsim.SchedConfig{MaxNumSeqs: 512, KVBlocks: simBlocks}})
 	srv := httptest.NewServer(sim)
 	tb.Cleanup(func() { srv.Close(); sim.Close() })
-	return &simRig{sim: sim, srv: srv, client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}},
+	return &simRig{tb: tb, sim: sim, srv: srv, client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}},
 		wake: make(chan struct{}, 1), rng: rand.New(rand.NewPCG(22, 2))}
 }
 
@@ -132,7 +133,7 @@ func (r *simRig) scrape() (autocap.Engine, error) {
 		return autocap.Engine{}, err
 	}
 	defer resp.Body.Close()
-	return parseEngineMetrics(io.LimitReader(resp.Body, 1<<20))
+	return parseEngineMetrics(io.LimitReader(resp.Body, 1<<20), kindMetrics(r.tb, "vllm"))
 }
 
 // preemptsAt runs the load at fixed c for d after a warm-up and reports

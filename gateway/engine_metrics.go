@@ -3,55 +3,41 @@ package gateway
 import (
 	"io"
 	"math"
+	"strings"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
 	"github.com/go-llmflow/llmflow/autocap"
+	"github.com/go-llmflow/llmflow/engine"
 )
 
-// The metric names read, per engine (reference/engines.md): vLLM's
-// gauges and preemption counter (registered as vllm:num_preemptions,
-// exposed with _total), llama-server's busy slots and deferred requests
-// (its --metrics).
-const (
-	vllmRunning     = "vllm:num_requests_running"
-	vllmWaiting     = "vllm:num_requests_waiting"
-	vllmKV          = "vllm:kv_cache_usage_perc"
-	vllmPreemptions = "vllm:num_preemptions_total"
-	vllmPreemptOld  = "vllm:num_preemptions"
-	llamaRunning    = "llamacpp:requests_processing"
-	llamaWaiting    = "llamacpp:requests_deferred"
-)
-
-// parseEngineMetrics reads an engine's Prometheus text exposition. Series of
-// one name are summed (one per engine core with data parallelism), but
-// the KV usage, which is the fullest core's. Values that are not finite
-// or negative make the metric unknown.
-func parseEngineMetrics(r io.Reader) (autocap.Engine, error) {
+// parseEngineMetrics reads an engine's Prometheus text exposition for the
+// series its descriptor names (engine.Metrics, reference/engines.md).
+// Series of one name are summed (one per engine core with data
+// parallelism), but the KV usage, which is the fullest core's. Values that
+// are not finite or negative make the metric unknown. An engine whose
+// descriptor names no preemption counter never preempts (llama-server) or
+// does not count it (SGLang): 0, its queue is what shrinks C. vLLM's
+// counter registered as vllm:num_preemptions is read under that name too
+// when the _total series is absent.
+func parseEngineMetrics(r io.Reader, names engine.Metrics) (autocap.Engine, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(r)
 	if err != nil {
 		return autocap.UnknownEngine(), err
 	}
-	e := autocap.Engine{
-		Running:     sumOf(fams[vllmRunning]),
-		Waiting:     sumOf(fams[vllmWaiting]),
-		KV:          maxOf(fams[vllmKV]),
-		Preemptions: sumOf(fams[vllmPreemptions]),
+	e := autocap.Engine{Running: sumOf(fams[names.Running]), Waiting: sumOf(fams[names.Waiting]),
+		KV: math.NaN(), Preemptions: 0}
+	if names.KVUsage != "" {
+		e.KV = math.Min(maxOf(fams[names.KVUsage]), 1)
 	}
-	if math.IsNaN(e.Preemptions) {
-		e.Preemptions = sumOf(fams[vllmPreemptOld])
-	}
-	if math.IsNaN(e.Running) && math.IsNaN(e.Waiting) {
-		e.Running, e.Waiting = sumOf(fams[llamaRunning]), sumOf(fams[llamaWaiting])
-		if !math.IsNaN(e.Running) && math.IsNaN(e.Preemptions) {
-			e.Preemptions = 0 // llama-server never preempts
+	if names.Preemptions != "" {
+		e.Preemptions = sumOf(fams[names.Preemptions])
+		if base, ok := strings.CutSuffix(names.Preemptions, "_total"); ok && math.IsNaN(e.Preemptions) {
+			e.Preemptions = sumOf(fams[base])
 		}
-	}
-	if e.KV > 1 {
-		e.KV = 1
 	}
 	return e, nil
 }

@@ -9,18 +9,21 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow/autocap"
+	"github.com/go-llmflow/llmflow/engine"
 	"github.com/go-llmflow/llmflow/vllmsim"
 )
 
 func TestParseEngineMetrics(t *testing.T) {
 	nan := math.NaN()
+	vllm, llama := kindMetrics(t, "vllm"), kindMetrics(t, "llama-server")
 	cases := []struct {
-		name string
-		text string
-		want autocap.Engine
-		err  bool
+		name  string
+		names engine.Metrics
+		text  string
+		want  autocap.Engine
+		err   bool
 	}{
-		{"vLLM", `# HELP vllm:num_requests_running Number of requests in model execution batches.
+		{"vLLM", vllm, `# HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge
 vllm:num_requests_running{engine="0",model_name="m"} 12
 # TYPE vllm:num_requests_waiting gauge
@@ -30,7 +33,7 @@ vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.75
 # TYPE vllm:num_preemptions_total counter
 vllm:num_preemptions_total{engine="0",model_name="m"} 7
 `, eng(12, 3, 0.75, 7), false},
-		{"vLLM data parallel: summed, KV of the fullest", `vllm:num_requests_running{engine="0"} 12
+		{"vLLM data parallel: summed, KV of the fullest", vllm, `vllm:num_requests_running{engine="0"} 12
 vllm:num_requests_running{engine="1"} 10
 vllm:num_requests_waiting{engine="0"} 0
 vllm:num_requests_waiting{engine="1"} 1
@@ -39,38 +42,45 @@ vllm:kv_cache_usage_perc{engine="1"} 0.8
 vllm:num_preemptions_total{engine="0"} 1
 vllm:num_preemptions_total{engine="1"} 2
 `, eng(22, 1, 0.8, 3), false},
-		{"vLLM counter registered without _total", `vllm:num_requests_running 1
+		{"vLLM counter registered without _total", vllm, `vllm:num_requests_running 1
 vllm:num_requests_waiting 0
 vllm:kv_cache_usage_perc 0.1
 vllm:num_preemptions 4
 `, eng(1, 0, 0.1, 4), false},
-		{"llama-server", `# TYPE llamacpp:requests_processing gauge
+		{"llama-server", llama, `# TYPE llamacpp:requests_processing gauge
 llamacpp:requests_processing 4
 # TYPE llamacpp:requests_deferred gauge
 llamacpp:requests_deferred 2
 `, eng(4, 2, nan, 0), false},
-		{"no preemption counter", `vllm:num_requests_running 1
+		{"no preemption counter", vllm, `vllm:num_requests_running 1
 vllm:num_requests_waiting 0
 `, eng(1, 0, nan, nan), false},
-		{"negative is unknown", `vllm:num_requests_running -1
+		{"llama-server's names on vLLM", vllm, `llamacpp:requests_processing 4
+llamacpp:requests_deferred 2
+`, eng(nan, nan, nan, nan), false},
+		{"SGLang: no preemption counter", kindMetrics(t, "sglang"), `sglang:num_running_reqs{tp_rank="0"} 5
+sglang:num_queue_reqs{tp_rank="0"} 1
+sglang:token_usage{tp_rank="0"} 0.4
+`, eng(5, 1, 0.4, 0), false},
+		{"negative is unknown", vllm, `vllm:num_requests_running -1
 vllm:num_requests_waiting 0
 vllm:num_preemptions_total 0
 `, eng(nan, 0, nan, 0), false},
-		{"NaN is unknown", `vllm:num_requests_running NaN
+		{"NaN is unknown", vllm, `vllm:num_requests_running NaN
 vllm:num_requests_waiting +Inf
 vllm:num_preemptions_total 0
 `, eng(nan, nan, nan, 0), false},
-		{"a sum beyond float64 is unknown", `vllm:num_requests_running{engine="0"} 1e308
+		{"a sum beyond float64 is unknown", vllm, `vllm:num_requests_running{engine="0"} 1e308
 vllm:num_requests_running{engine="1"} 1e308
 `, eng(nan, nan, nan, nan), false},
-		{"KV above 1 is full", `vllm:kv_cache_usage_perc 1.2
+		{"KV above 1 is full", vllm, `vllm:kv_cache_usage_perc 1.2
 `, eng(nan, nan, 1, nan), false},
-		{"nothing", ``, eng(nan, nan, nan, nan), false},
-		{"not Prometheus", `<html>`, eng(nan, nan, nan, nan), true},
+		{"nothing", vllm, ``, eng(nan, nan, nan, nan), false},
+		{"not Prometheus", vllm, `<html>`, eng(nan, nan, nan, nan), true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseEngineMetrics(strings.NewReader(tc.text))
+			got, err := parseEngineMetrics(strings.NewReader(tc.text), tc.names)
 			if (err != nil) != tc.err {
 				t.Fatalf("err = %v, want error %v", err, tc.err)
 			}
@@ -84,6 +94,15 @@ vllm:num_requests_running{engine="1"} 1e308
 	}
 }
 
+// kindMetrics are the metric names of an engine kind's descriptor.
+func kindMetrics(t testing.TB, kind string) engine.Metrics {
+	d, err := engine.New(kind, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Metrics
+}
+
 func sameFloat(a, b float64) bool { return a == b || math.IsNaN(a) && math.IsNaN(b) }
 
 // FuzzParseEngineMetrics: any text parses or fails without panicking, and what
@@ -94,8 +113,9 @@ func FuzzParseEngineMetrics(f *testing.F) {
 	f.Add("llamacpp:requests_processing 4\nllamacpp:requests_deferred 2\n")
 	f.Add("# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running NaN\n")
 	f.Add("vllm:kv_cache_usage_perc 1e308\nvllm:num_requests_running 1e308\nvllm:num_requests_running{a=\"b\"} 1e308\n")
+	kinds := []engine.Metrics{kindMetrics(f, "vllm"), kindMetrics(f, "llama-server"), kindMetrics(f, "sglang")}
 	f.Fuzz(func(t *testing.T, text string) {
-		e, err := parseEngineMetrics(strings.NewReader(text))
+		e, err := parseEngineMetrics(strings.NewReader(text), kinds[len(text)%len(kinds)])
 		if err != nil {
 			return
 		}
@@ -135,7 +155,7 @@ func TestParseVllmsimMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	e, err := parseEngineMetrics(resp.Body)
+	e, err := parseEngineMetrics(resp.Body, kindMetrics(t, "vllm"))
 	if err != nil || !e.Known() || e.Running != 0 || e.Waiting != 0 || e.KV != 0 || e.Preemptions != 0 {
 		t.Fatalf("vllmsim's metrics: %+v, %v; want known and idle", e, err)
 	}

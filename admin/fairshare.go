@@ -57,6 +57,9 @@ func fairshareOf(r gateway.FairshareReport) adminapi.FairshareReport {
 	for _, p := range r.Pools {
 		ps := adminapi.PoolShare{Pool: p.Pool, Scheduler: p.Scheduler, Capacity: p.Capacity, InFlight: p.InFlight,
 			Borrowing: p.Borrowing, Queued: p.Queued, Accounts: make([]adminapi.AccountShare, 0, len(p.Accounts))}
+		if a := p.Auto; a != nil {
+			ps.Auto = &adminapi.CapacityAuto{Min: a.Min, Max: a.Max, Leader: a.Leader, Decision: a.Decision}
+		}
 		for _, a := range p.Accounts {
 			ps.Accounts = append(ps.Accounts, adminapi.AccountShare{Account: a.Account, User: a.User, Partition: a.Partition,
 				Depth: a.Depth, RawShares: a.RawShares, UseParent: a.UseParent, NormShares: a.NormShares, RawUsage: a.RawUsage,

@@ -433,6 +433,17 @@ type PoolShare struct {
 	Borrowing int            `json:"borrowing"` // in flight beyond their organisation's reservation
 	Queued    int            `json:"queued"`    // waiting in the gateway-side queue
 	Accounts  []AccountShare `json:"accounts"`  // tree order: the pool's root, then depth first
+	// Auto is the capacity loop of a pool with capacity = "auto"; nil for
+	// a fixed capacity.
+	Auto *CapacityAuto `json:"capacity_auto,omitempty"`
+}
+
+// CapacityAuto is the state of a pool's capacity loop (capacity = "auto").
+type CapacityAuto struct {
+	Min      int    `json:"min"`
+	Max      int    `json:"max"`
+	Leader   bool   `json:"leader"`   // this replica decides C (alone, or holding the Redis lease)
+	Decision string `json:"decision"` // the last step: unknown, holding, steady, grow or shrink
 }
 
 // AccountShare is one account or user association of a pool's tree

@@ -28,6 +28,7 @@ type autoCapacity struct {
 	scrapeTimeout time.Duration // of one engine's metrics
 
 	leads     atomic.Bool
+	last      atomic.Int32 // the last autocap.Decision
 	decisions [autocap.Shrink + 1]atomic.Int64
 }
 
@@ -96,6 +97,7 @@ func (g *Gateway) adaptCapacity(ctx context.Context, pl *pool) {
 		now := g.now()
 		c, why := a.ctl.Step(s, now)
 		a.decisions[why].Add(1)
+		a.last.Store(int32(why))
 		if a.agree != nil {
 			agreed, leads, err := a.agree.Agree(ctx, c, 3*a.cfg.Interval)
 			if err != nil {

@@ -141,6 +141,10 @@ func TestAutoCapacity(t *testing.T) {
 	if !pl.auto.leads.Load() {
 		t.Fatal("alone, the gateway does not lead")
 	}
+	rep := e.gw.FairshareReport().Pools[0]
+	if a := rep.Auto; rep.Capacity != 30 || a == nil || a.Min != 4 || a.Max != 40 || !a.Leader || a.Decision == "" {
+		t.Fatalf("fair-share report: capacity %d auto %+v, want 30 and min 4, max 40, leader", rep.Capacity, a)
+	}
 	if n := testutil.CollectAndCount(newCapacityCollector(e.gw)); n != int(autocap.Shrink)+2 {
 		t.Fatalf("%d capacity series, want %d (decisions and leader)", n, autocap.Shrink+2)
 	}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"math"
 
+	"github.com/go-llmflow/llmflow/autocap"
 	"github.com/go-llmflow/llmflow/fairshare"
 )
 
@@ -23,6 +24,14 @@ type PoolShare struct {
 	Borrowing int            // in flight beyond their organisation's reservation
 	Queued    int            // waiting in the gateway-side queue
 	Accounts  []AccountShare // tree order: the pool's root, then depth first
+	Auto      *CapacityAuto  // capacity = "auto"; nil for a fixed capacity
+}
+
+// CapacityAuto is the state of a pool's capacity loop.
+type CapacityAuto struct {
+	Min, Max int
+	Leader   bool   // this replica decides C
+	Decision string // the last step's
 }
 
 // AccountShare is one account or user association of a pool's tree
@@ -60,6 +69,9 @@ func (g *Gateway) FairshareReport() FairshareReport {
 		}
 		if pl.queue != nil {
 			_, ps.Queued = pl.queue.lengths()
+		}
+		if a := pl.auto; a != nil {
+			ps.Auto = &CapacityAuto{Min: a.cfg.Min, Max: a.cfg.Max, Leader: a.leads.Load(), Decision: autocap.Decision(a.last.Load()).String()}
 		}
 		ps.Accounts = append(ps.Accounts, AccountShare{
 			Account: "root", RawUsage: s.RawUsage, NormUsage: 1, EffectvUsage: 1,

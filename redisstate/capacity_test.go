@@ -41,6 +41,15 @@ func TestAgree(t *testing.T) {
 	if pttl := rdb.PTTL(ctx, a.key+":cap:lease").Val(); pttl <= 0 || pttl > ttl {
 		t.Fatalf("lease expires in %v, want within %v", pttl, ttl)
 	}
+	// A process restarted under b's name, within b's lease: its first call
+	// adopts C, the next ones decide.
+	b2 := New(rdb, "p", time.Hour, o("b"))
+	if got, lead, err := b2.Agree(ctx, 4, ttl); err != nil || got != 30 || !lead {
+		t.Fatalf("b restarted, first call: %d lead %v err %v, want 30 lead", got, lead, err)
+	}
+	if got, lead, err := b2.Agree(ctx, 29, ttl); err != nil || got != 29 || !lead {
+		t.Fatalf("b restarted, second call: %d lead %v err %v, want 29 lead", got, lead, err)
+	}
 	// Redis away: an error, never a C of 0.
 	c := New(rdb, "p", time.Hour, o("c"))
 	cctx, cancel := context.WithCancel(ctx)

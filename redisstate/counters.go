@@ -88,18 +88,16 @@ type Options struct {
 
 // Counters is fairshare.Counters over Redis for one pool.
 type Counters struct {
-	rdb     redis.UniversalClient
-	key     string // totals
-	mine    string // this replica's counts
-	live    string // leases
-	replica string
-	// capAgreed: Agree has answered once (capacity.go)
-	capAgreed atomic.Bool
-	halfLife  time.Duration
-	timeout   time.Duration
-	beat      time.Duration
-	log       *slog.Logger
-	pool      string
+	rdb      redis.UniversalClient
+	key      string // totals
+	mine     string // this replica's counts
+	live     string // leases
+	replica  string
+	halfLife time.Duration
+	timeout  time.Duration
+	beat     time.Duration
+	log      *slog.Logger
+	pool     string
 
 	mu    sync.Mutex // Bind, usage cache, pending charges
 	slots map[string]fairshare.Slot
@@ -131,6 +129,8 @@ type Counters struct {
 	lastErr atomic.Pointer[errAt]
 	errors  atomic.Int64
 	wake    chan struct{}
+
+	capAgreed atomic.Bool // Agree has answered once (capacity.go)
 }
 
 type usageAt struct {

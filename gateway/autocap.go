@@ -114,6 +114,27 @@ func (g *Gateway) adaptCapacity(ctx context.Context, pl *pool) {
 	}
 }
 
+// Capacities are the capacities of the pools with capacity = "auto", by
+// name: what the next generation starts from (Options.Capacities).
+func (g *Gateway) Capacities() map[string]int {
+	m := map[string]int{}
+	for _, pl := range g.poolOrder {
+		if pl.auto != nil {
+			m[pl.name] = pl.fs.Capacity()
+		}
+	}
+	return m
+}
+
+// carryCapacity starts an auto pool at the capacity a previous generation
+// had reached, if any (clamped to the bounds).
+func (g *Gateway) carryCapacity(pl *pool, capacities map[string]int) {
+	if c, ok := capacities[pl.name]; ok {
+		pl.auto.ctl.Set(c, g.started)
+		g.applyCapacity(pl, pl.auto.ctl.C(), autocap.Steady)
+	}
+}
+
 // applyCapacity makes c the pool's capacity: reservations and caps
 // apportioned again, the gateway queue's total and headroom.
 func (g *Gateway) applyCapacity(pl *pool, c int, why autocap.Decision) {

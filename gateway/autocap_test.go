@@ -269,3 +269,26 @@ func TestQueueSetTotal(t *testing.T) {
 		t.Fatalf("with a share: asked %d, part %d, room %d; want 12, 3, 1", sh.asked, q.capacity, q.room)
 	}
 }
+
+// A reload carries an auto pool's capacity into the next generation
+// (clamped to its bounds); a pool without one starts at min.
+func TestAutoCapacityCarried(t *testing.T) {
+	for _, tc := range []struct {
+		carry map[string]int
+		want  int
+	}{{nil, 4}, {map[string]int{"p": 30}, 30}, {map[string]int{"p": 100}, 40}, {map[string]int{"q": 30}, 4}} {
+		e := newEnv(t, []string{"http://127.0.0.1:1"}, "", func(o *Options) {
+			p := &o.Config.Pools[0]
+			p.Auto = &config.AutoCapacity{Min: 4, Max: 40, KVTarget: 0.9, Interval: time.Second, Hold: time.Second, Headroom: -1}
+			p.Capacity, p.Headroom = 4, 1
+			o.Capacities = tc.carry
+		})
+		pl := e.gw.pools["p"]
+		pl.queue.mu.Lock()
+		total := pl.queue.total
+		pl.queue.mu.Unlock()
+		if got := e.gw.Capacities()["p"]; got != tc.want || pl.fs.Capacity() != tc.want || total != tc.want {
+			t.Errorf("carried %v: Capacities %d, pool %d, queue %d; want %d", tc.carry, got, pl.fs.Capacity(), total, tc.want)
+		}
+	}
+}

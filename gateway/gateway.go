@@ -111,6 +111,10 @@ type Options struct {
 	// KeepUsage skips loading the saved fair-share usage: Admissions
 	// already hold it (a reload sharing them).
 	KeepUsage bool
+	// Capacities are where the pools with capacity = "auto" start, by
+	// name (a reload carries the capacities the previous generation had
+	// reached: Gateway.Capacities); a pool not in it starts at its min.
+	Capacities map[string]int
 
 	// Budgets keeps the budgets and their increases, and reads their
 	// spend; nil = no budgets (per-key limits still hold).
@@ -380,6 +384,7 @@ func (g *Gateway) newPools(o Options, view *accountView) error {
 		}
 		if p.Auto != nil {
 			pl.auto = newAutoCapacity(*p.Auto, st.Capacity, g.cfg.Health.Timeout, g.started)
+			g.carryCapacity(pl, o.Capacities) // autocap.go
 		}
 		if !o.KeepUsage { // else the shared counters hold it
 			if err := g.restoreUsage(pl); err != nil {

@@ -35,7 +35,7 @@ type generation struct {
 
 // start builds and starts a generation for cfg. keepUsage says the shared
 // counters already hold the fair-share usage (a reload).
-func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) (*generation, error) {
+func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool, capacities map[string]int) (*generation, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	db := s.db
@@ -49,7 +49,8 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool) 
 		return nil, fmt.Errorf("read admin account changes: %w", err)
 	}
 	opts := gateway.Options{Config: cfg, Version: s.version, Keys: db, Records: db, Pinger: db, ClampCounter: db, Recorder: s.rec, ShareUsage: db,
-		Registry: reg, Log: s.log, AccountChanges: changes, Admissions: s.counters.source(), KeepUsage: keepUsage, Budgets: db}
+		Registry: reg, Log: s.log, AccountChanges: changes, Admissions: s.counters.source(), KeepUsage: keepUsage, Budgets: db,
+		Capacities: capacities}
 	if s.counters.shared == nil { // replicas sharing the store see each other there
 		opts.Replicas, opts.Replica = db, s.counters.replica
 	}
@@ -189,7 +190,7 @@ func (s *server) reload(ctx context.Context, old *generation) *generation {
 	if cfg.Limits.MaxConnections != old.cfg.Limits.MaxConnections || cfg.Limits.MaxConnectionsPerNetwork != old.cfg.Limits.MaxConnectionsPerNetwork {
 		s.log.Warn("reload: limits.max_connections and max_connections_per_network change at the next restart")
 	}
-	g, err := s.start(ctx, cfg, true)
+	g, err := s.start(ctx, cfg, true, old.gw.Capacities()) // auto pools start where they were
 	if err != nil {
 		s.log.Error("reload refused, the running configuration stays", "err", err)
 		s.cur.Store(old)

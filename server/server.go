@@ -85,7 +85,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		}()
 	}
 	s := &server{db: db, rec: rec, hook: hook, log: log, counters: counters, version: o.Version, sessions: newSessionStore(cfg)}
-	cur, err := s.start(ctx, cfg, counters.holdsUsage(ctx, cfg))
+	cur, err := s.start(ctx, cfg, counters.holdsUsage(ctx, cfg), nil)
 	if err != nil {
 		closeAccounting(rec, log)
 		return err

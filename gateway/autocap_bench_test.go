@@ -16,6 +16,9 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow/autocap"
+	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/engine"
+	"github.com/go-llmflow/llmflow/internal/gatewaytest"
 	"github.com/go-llmflow/llmflow/vllmsim"
 )
 
@@ -27,6 +30,9 @@ import (
 // bisection at fixed C); then the controller starts at C*/2 and at 2·C*.
 //
 //	go test -run '^$' -bench BenchmarkConvergence -benchtime 1x ./gateway/
+//
+// "controller" steps the controller directly against the engine; "gateway"
+// runs the whole gateway (capacity loop, queue) in front of it.
 //
 // Time is scaled: 2 ms engine steps (vLLM's default simRig here is 20 ms),
 // answers of 128–384 tokens, hold 1.5 s, a scrape every 250 ms.
@@ -231,33 +237,101 @@ func settleOf(tr capTrace, want int) (at time.Duration, overshoot float64, rever
 	return at, overshoot, reversals
 }
 
+// convergeGateway runs a gateway with an auto pool (scheduler "gateway":
+// at most C in flight) in front of vllmsim, its capacity loop reading the
+// engine's /metrics, under 150 closed-loop clients, from C = start.
+func convergeGateway(b *testing.B, start int, d time.Duration) (capTrace, int64) {
+	sim := vllmsim.New(vllmsim.Config{APIKey: gatewaytest.UpstreamKey, StepInterval: simStep,
+		Sched: vllmsim.SchedConfig{MaxNumSeqs: 512, KVBlocks: simBlocks}})
+	hs := httptest.NewServer(sim)
+	defer func() { hs.CloseClientConnections(); sim.Close(); hs.Close() }()
+	e := newEnv(b, []string{hs.URL}, "", func(o *Options) {
+		p := &o.Config.Pools[0]
+		p.Engine, _ = engine.New("vllm", engine.Options{Scheduler: "gateway"})
+		p.Reclaim, p.Headroom, p.QueueTimeout = engine.ReclaimNone, 0, time.Minute
+		p.Auto = &config.AutoCapacity{Min: 2, Max: 400, KVTarget: autocap.DefaultKVTarget, Interval: scrapeEvery,
+			Hold: convergeParams.Hold, Headroom: -1}
+		p.Capacity = start
+		o.Capacities = map[string]int{"p": start}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	e.gw.Start(ctx)
+	pl := e.gw.pools["p"]
+	prompt := strings.Repeat("x", 4*promptToks)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	var wg sync.WaitGroup
+	for i := range 150 {
+		rng := rand.New(rand.NewPCG(22, uint64(i)))
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				body, _ := json.Marshal(map[string]any{"model": "m", "prompt": prompt, "max_tokens": minAnswer + rng.IntN(maxAnswer-minAnswer+1)})
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.srv.URL+"/v1/completions", bytes.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+e.key)
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := client.Do(req)
+				if err != nil {
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	begin := time.Now()
+	tr := capTrace{at: []time.Duration{0}, c: []int{pl.fs.Capacity()}}
+	tick := time.NewTicker(scrapeEvery / 5)
+	for now := range tick.C {
+		if now.Sub(begin) > d {
+			break
+		}
+		if c := pl.fs.Capacity(); c != tr.c[len(tr.c)-1] {
+			tr.at, tr.c = append(tr.at, now.Sub(begin)), append(tr.c, c)
+		}
+	}
+	tick.Stop()
+	pre := sim.Stats().Preemptions
+	cancel()
+	wg.Wait()
+	return tr, pre
+}
+
 func BenchmarkConvergence(b *testing.B) {
 	for range b.N {
 		// C*: the largest C without preemption, by bisection.
 		lo, hi := 8, 128
+		var probes []string
 		for hi-lo > 1 {
 			mid := (lo + hi) / 2
-			if preemptsAt(b, mid, 1500*time.Millisecond, 3*time.Second) == 0 {
+			n := preemptsAt(b, mid, 1500*time.Millisecond, 3*time.Second)
+			if n == 0 {
 				lo = mid
 			} else {
 				hi = mid
 			}
-			b.Logf("bisect: [%d, %d]", lo, hi)
+			probes = append(probes, fmt.Sprintf("C %d: %d preemptions", mid, n))
 		}
 		cstar := lo
+		b.Logf("C* = %d (%s)", cstar, strings.Join(probes, ", "))
 		b.ReportMetric(float64(cstar), "C*")
-		for _, st := range []struct {
-			name  string
-			start int
-		}{{"half", cstar / 2}, {"twice", 2 * cstar}} {
-			tr, pre := convergeFrom(b, st.start, 30*time.Second)
-			at, over, rev := settleOf(tr, cstar)
-			b.Logf("from %s (%d): C over time %v %v; settled at %v, overshoot %.1f %%, reversals after %d, final %d, preemptions %d",
-				st.name, st.start, tr.at, tr.c, at, over, rev, tr.c[len(tr.c)-1], pre)
-			b.ReportMetric(at.Seconds(), "settle_s_"+st.name)
-			b.ReportMetric(over, "overshoot_%_"+st.name)
-			b.ReportMetric(float64(tr.c[len(tr.c)-1]), "final_"+st.name)
-			b.ReportMetric(float64(rev), "reversals_"+st.name)
+		for _, mode := range []string{"controller", "gateway"} {
+			for _, st := range []struct {
+				name  string
+				start int
+			}{{"half", cstar / 2}, {"twice", 2 * cstar}} {
+				var tr capTrace
+				var pre int64
+				if mode == "controller" {
+					tr, pre = convergeFrom(b, st.start, 30*time.Second)
+				} else {
+					tr, pre = convergeGateway(b, st.start, 30*time.Second)
+				}
+				at, over, rev := settleOf(tr, cstar)
+				b.Logf("%s from %s (%d): C over time %v %v; within 10 %% at %v, overshoot %.1f %%, reversals after %d, final %d, preemptions %d",
+					mode, st.name, st.start, tr.at, tr.c, at, over, rev, tr.c[len(tr.c)-1], pre)
+				b.ReportMetric(at.Seconds(), mode+"_settle_s_"+st.name)
+				b.ReportMetric(over, mode+"_overshoot_%_"+st.name)
+				b.ReportMetric(float64(tr.c[len(tr.c)-1]), mode+"_final_"+st.name)
+			}
 		}
 	}
 }

@@ -176,7 +176,7 @@ func TestClientRequests(t *testing.T) {
 		}, `{"data":[],"object":"list"}`, "GET", "/admin/audit", "actor=ann&from=2026-11-30T00%3A00%3A00Z&limit=5", "", "[]"},
 		{"fairshare", func(ctx context.Context, c *adminapi.Client) (any, error) { return c.Fairshare(ctx) },
 			`{"pools":[{"pool":"p","scheduler":"priority","capacity":4,"in_flight":0,"borrowing":0,"queued":0,"accounts":[{"account":"root","depth":0,"raw_shares":0,"norm_shares":0,"raw_usage":0,"norm_usage":1,"effectv_usage":1,"level_fs":null,"fair_share":"inf","rank":0,"reserved":4,"in_flight":0,"within":0,"borrowing":0}]}]}`,
-			"GET", "/admin/fairshare", "", "", "{[{p priority 4 0 0 0 [{root   0 0 false 0 0 1 1  inf 0 4 0 0 0}]}]}"},
+			"GET", "/admin/fairshare", "", "", "{[{p priority 4 0 0 0 [{root   0 0 false 0 0 1 1  inf 0 4 0 0 0}] <nil>}]}"},
 		{"sync runs", func(ctx context.Context, c *adminapi.Client) (any, error) { return c.SyncRuns(ctx, 1) },
 			`{"data":[],"object":"list"}`, "GET", "/admin/sync", "limit=1", "", "[]"},
 		{"spend", func(ctx context.Context, c *adminapi.Client) (any, error) {

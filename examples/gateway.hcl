@@ -13,6 +13,12 @@ org "etabB" {
 }
 
 pool "b300" { capacity = 256 }
+# or measured from the engines' /metrics (README, "Capacity from the engines"):
+# pool "b300" {
+#   capacity = "auto"
+#   min      = 64
+#   max      = 512
+# }
 
 model "llama-3.3-70b" {
   upstream_model = "meta-llama/Llama-3.3-70B-Instruct"

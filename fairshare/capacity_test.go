@@ -35,3 +35,27 @@ func TestSetCapacity(t *testing.T) {
 		t.Fatalf("after Done: in flight %d usage %v, want 0 and 0.5", s.InFlight, s.RawUsage)
 	}
 }
+
+// The GPU caps follow C: 2 of 8 GPUs is 4 requests at C 16, 8 at C 32.
+func TestSetCapacityCaps(t *testing.T) {
+	root := &Node{Children: []*Node{
+		{Name: "A", Shares: 1, GPULimit: 2, HasGPULimit: true, Children: []*Node{{Name: "ta", Shares: 1}}},
+	}}
+	p := NewPoolGPUs(16, 8, root, NewMemCounters(0), t0)
+	admitted := func() int {
+		n := 0
+		for range 20 {
+			if tk := p.Admit(Path{Org: "A", Team: "ta"}, 0); tk.Capped == "" {
+				n++
+			}
+		}
+		return n
+	}
+	if n := admitted(); n != 4 {
+		t.Fatalf("C 16: %d admitted, want 4", n)
+	}
+	p.SetCapacity(32, t0)
+	if n := admitted(); n != 4 { // 4 more: 8 in flight
+		t.Fatalf("C 32: %d more admitted, want 4", n)
+	}
+}

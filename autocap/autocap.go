@@ -16,7 +16,9 @@
 // again. The C at which the engines gave out becomes a ceiling: C grows
 // to one below it and stays there, so it settles instead of oscillating
 // around the edge; the ceiling is raised by one step after
-// Params.CeilingTTL to notice a lighter workload. A sample that is stale
+// Params.CeilingTTL to notice a lighter workload. Preemptions and queues
+// count from half of Hold after a change, once the engines hold no more
+// than C: before, they are the old C's. A sample that is stale
 // or incomplete is unknown: C holds, it is never read as zero load.
 package autocap
 
@@ -153,17 +155,20 @@ func (c *Controller) Step(s Sample, now time.Time) (int, Decision) {
 	if !s.Complete || now.Sub(s.At) > c.p.Stale || math.IsNaN(s.Running) || math.IsNaN(s.Waiting) || math.IsNaN(s.Preemptions) {
 		return c.c, Unknown
 	}
-	// Within Hold of a change the engines still run what the old C sent
-	// them: what they do then is not held against the new C.
-	holding := now.Sub(c.changed) < c.p.Hold
+	// Decisions wait for Hold after a change. What the engines do counts
+	// from half of it, once they hold no more than C (the requests a
+	// larger C sent have drained): before, it is the old C's doing.
+	elapsed := now.Sub(c.changed)
+	holding := elapsed < c.p.Hold
+	counts := elapsed >= c.p.Hold/2 && s.Running+s.Waiting <= float64(c.c)+queueFloor(c.c)
 	if s.Engines != c.engines {
 		c.lastPre, c.engines = math.NaN(), s.Engines
 	}
-	if !holding && !math.IsNaN(c.lastPre) && s.Preemptions > c.lastPre {
+	if counts && !math.IsNaN(c.lastPre) && s.Preemptions > c.lastPre {
 		c.preempted = true
 	} // a counter that went down restarted: only the increase from now counts
 	c.lastPre = s.Preemptions
-	if !holding && s.Waiting > queueFloor(c.c) {
+	if counts && s.Waiting > queueFloor(c.c) {
 		c.queued++
 	} else {
 		c.queued = 0

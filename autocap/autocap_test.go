@@ -53,6 +53,18 @@ func TestStep(t *testing.T) {
 			{time.Second, 0, vllm(50, 14, 1, 9, 64)},
 			{10 * time.Second, 0, vllm(50, 0, 0.9, 9, 64)},
 		}, 64, Steady},
+		{"preemptions while the old C's requests drain do not count", 64, []step{
+			{20 * time.Second, 0, vllm(40, 24, 1, 0, 64)},
+			{time.Second, 0, vllm(40, 24, 1, 0, 64)},      // queued twice: 40
+			{6 * time.Second, 0, vllm(50, 14, 1, 5, 40)},  // still 64 in the engine
+			{5 * time.Second, 0, vllm(40, 0, 0.5, 5, 40)}, // drained, no new preemption
+		}, 50, Grow},
+		{"preemptions once drained count", 64, []step{
+			{20 * time.Second, 0, vllm(40, 24, 1, 0, 64)},
+			{time.Second, 0, vllm(40, 24, 1, 0, 64)},    // 40
+			{6 * time.Second, 0, vllm(38, 2, 1, 5, 40)}, // drained, preempting
+			{5 * time.Second, 0, vllm(38, 2, 1, 6, 40)},
+		}, 39, Shrink},
 		{"a counter that went down restarted", 64, []step{
 			{20 * time.Second, 0, vllm(60, 0, 0.9, 30, 64)},
 			{time.Second, 0, vllm(60, 0, 0.9, 0, 64)},

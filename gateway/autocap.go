@@ -81,8 +81,7 @@ func (g *Gateway) capacityLoop(ctx context.Context) {
 // adaptCapacity reads the pool's engines every interval, steps its
 // controller, agrees with the other replicas and applies C.
 func (g *Gateway) adaptCapacity(ctx context.Context, pl *pool) {
-	a := pl.auto
-	t := time.NewTicker(a.cfg.Interval)
+	t := time.NewTicker(pl.auto.cfg.Interval)
 	defer t.Stop()
 	for {
 		select {
@@ -90,28 +89,35 @@ func (g *Gateway) adaptCapacity(ctx context.Context, pl *pool) {
 			return
 		case <-t.C:
 		}
-		s := g.sampleEngines(ctx, pl, a.scrapeTimeout)
-		if ctx.Err() != nil {
+		g.capacityTick(ctx, pl)
+	}
+}
+
+// capacityTick is one step of a pool's capacity loop.
+func (g *Gateway) capacityTick(ctx context.Context, pl *pool) {
+	a := pl.auto
+	s := g.sampleEngines(ctx, pl, a.scrapeTimeout)
+	if ctx.Err() != nil {
+		return
+	}
+	now := g.now()
+	c, why := a.ctl.Step(s, now)
+	a.decisions[why].Add(1)
+	a.last.Store(int32(why))
+	if a.agree != nil {
+		agreed, leads, err := a.agree.Agree(ctx, c, 3*a.cfg.Interval)
+		if err != nil {
+			g.log.Debug("capacity agreement failed: C holds", "pool", pl.name, "err", err)
+			a.ctl.Set(pl.fs.Capacity(), now) // what it decided alone is not applied
 			return
 		}
-		now := g.now()
-		c, why := a.ctl.Step(s, now)
-		a.decisions[why].Add(1)
-		a.last.Store(int32(why))
-		if a.agree != nil {
-			agreed, leads, err := a.agree.Agree(ctx, c, 3*a.cfg.Interval)
-			if err != nil {
-				g.log.Debug("capacity agreement failed: C holds", "pool", pl.name, "err", err)
-				continue
-			}
-			a.leads.Store(leads)
-			if agreed != c {
-				a.ctl.Set(agreed, now)
-				c = a.ctl.C()
-			}
+		a.leads.Store(leads)
+		if agreed != c {
+			a.ctl.Set(agreed, now)
+			c = a.ctl.C()
 		}
-		g.applyCapacity(pl, c, why)
 	}
+	g.applyCapacity(pl, c, why)
 }
 
 // Capacities are the capacities of the pools with capacity = "auto", by

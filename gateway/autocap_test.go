@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -290,5 +291,44 @@ func TestAutoCapacityCarried(t *testing.T) {
 		if got := e.gw.Capacities()["p"]; got != tc.want || pl.fs.Capacity() != tc.want || total != tc.want {
 			t.Errorf("carried %v: Capacities %d, pool %d, queue %d; want %d", tc.carry, got, pl.fs.Capacity(), total, tc.want)
 		}
+	}
+}
+
+// failingAgreement is a Redis that does not answer.
+type failingAgreement struct{ calls int }
+
+func (f *failingAgreement) Agree(context.Context, int, time.Duration) (int, bool, error) {
+	f.calls++
+	return 0, false, errors.New("redis: connection refused")
+}
+
+// When the replicas cannot agree, C holds, and what the controller would
+// have decided alone is dropped: it starts again from the C applied.
+func TestAutoCapacityAgreementFails(t *testing.T) {
+	eng := &fakeEngine{}
+	eng.set(4, 0, 0.1, 0) // far below the KV target: the controller would grow
+	up := httptest.NewServer(eng)
+	defer up.Close()
+	e := newEnv(t, []string{up.URL}, "", func(o *Options) {
+		p := &o.Config.Pools[0]
+		p.Auto = &config.AutoCapacity{Min: 4, Max: 40, KVTarget: 0.9, Interval: time.Hour, Hold: time.Nanosecond, Headroom: -1}
+		p.Capacity, p.Headroom = 4, 1
+	})
+	pl := e.gw.pools["p"]
+	f := &failingAgreement{}
+	pl.auto.agree = f
+	for range 3 {
+		e.gw.capacityTick(context.Background(), pl)
+	}
+	if f.calls != 3 || pl.fs.Capacity() != 4 || pl.auto.ctl.C() != 4 {
+		t.Fatalf("%d calls, pool C %d, controller C %d; want 3, 4, 4", f.calls, pl.fs.Capacity(), pl.auto.ctl.C())
+	}
+	if n := pl.auto.decisions[autocap.Grow].Load(); n != 3 {
+		t.Fatalf("%d grow decisions, want 3 (each dropped)", n)
+	}
+	pl.auto.agree = nil // alone again: the next step applies
+	e.gw.capacityTick(context.Background(), pl)
+	if c := pl.fs.Capacity(); c != 5 {
+		t.Fatalf("alone: C = %d, want 5", c)
 	}
 }

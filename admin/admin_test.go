@@ -183,3 +183,45 @@ func TestAdminKeysRefuseWhatDoesNotHold(t *testing.T) {
 		t.Errorf("key whose project is back: %d %s", code, b)
 	}
 }
+
+// TestCreateKeyOwnerIsSlurmUser: when the key's account comes from Slurm,
+// its owner must be a user with an association there (any case: Slurm
+// lower-cases names); no owner is always taken; accounts of the
+// configuration take any owner.
+func TestCreateKeyOwnerIsSlurmUser(t *testing.T) {
+	up := newRecordingUpstream(t, nil)
+	e := newEnv(t, []string{up.srv.URL}, "")
+	accts := e.cfg.Accounts()
+	for i := range accts {
+		if accts[i].Name == "lab-nlp" {
+			accts[i].Source, accts[i].Members = "slurm", []string{"alice"}
+		}
+	}
+	accts = append(accts, llmflow.Account{Name: "nlp-llm", Kind: llmflow.KindProject, Parent: "lab-nlp", Shares: 1,
+		Members: []string{"bob"}, Source: "slurm"})
+	e.gw.SetAccounts(accts)
+	for _, tc := range []struct {
+		name, body string
+		status     int
+	}{
+		{"team user", `{"team":"lab-nlp","name":"x","owner":"alice"}`, 201},
+		{"team user, other case", `{"team":"lab-nlp","name":"x","owner":"Alice"}`, 201},
+		{"no owner", `{"team":"lab-nlp","name":"x"}`, 201},
+		{"project user", `{"team":"lab-nlp","name":"x","project":"nlp-llm","owner":"bob"}`, 201},
+		{"no Slurm user", `{"team":"lab-nlp","name":"x","owner":"mallory"}`, 400},
+		{"user of the project, not of the team", `{"team":"lab-nlp","name":"x","owner":"bob"}`, 400},
+		{"user of the team, not of the project", `{"team":"lab-nlp","name":"x","project":"nlp-llm","owner":"alice"}`, 400},
+		{"configured team: any owner", `{"team":"lab-chem","name":"x","owner":"mallory"}`, 201},
+	} {
+		resp := adminDo(t, e, http.MethodPost, "/admin/keys", tc.body)
+		var body gatewaytest.ErrorBody
+		gatewaytest.DecodeJSON(t, resp, &body)
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s: %d %+v, want %d", tc.name, resp.StatusCode, body, tc.status)
+			continue
+		}
+		if tc.status == 400 && (body.Error.Param == nil || *body.Error.Param != "owner") {
+			t.Errorf("%s: %+v, want the error to name owner", tc.name, body)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -97,6 +98,9 @@ func CreateKey(ctx context.Context, gw *gateway.Gateway, keys KeyStore, req KeyR
 				Message: fmt.Sprintf("unknown model %s (a key lists configured models: %s)", quote(m), strings.Join(gw.Models(), ", "))}
 		}
 	}
+	if err := checkOwner(view, team, req.Project, req.Owner); err != nil {
+		return llmflow.Key{}, "", err
+	}
 	secret, hash, hint := llmflow.NewKeySecret()
 	k := llmflow.Key{
 		ID: llmflow.NewID("key_"), Hash: hash, Hint: hint, Name: req.Name,
@@ -118,6 +122,39 @@ func CreateKey(ctx context.Context, gw *gateway.Gateway, keys KeyStore, req KeyR
 	}
 	gw.ForgetKey(hash) // a miss cached for it (a client trying it early)
 	return k, secret, nil
+}
+
+// checkOwner refuses an owner who is not a Slurm user of the account the
+// key counts at (its project, else its team) when that account comes from
+// Slurm: usage is charged, and written back, to the owner's association
+// in that account, and a name Slurm does not have there would count
+// nowhere in Slurm (or have the write-back plan a new Slurm user). Slurm
+// keeps user names lower-case, so the match ignores case, as the
+// fair-share leaves do. Accounts of the configuration or the admin API
+// have no Slurm users: any owner is taken.
+func checkOwner(view gateway.AccountView, team *llmflow.Account, project, owner string) error {
+	if owner == "" {
+		return nil
+	}
+	acct := team
+	if project != "" {
+		if a, ok := view.Account(project); ok {
+			acct = a
+		}
+	}
+	if acct.Source != "slurm" {
+		return nil
+	}
+	if slices.ContainsFunc(acct.Members, func(m string) bool { return strings.EqualFold(m, owner) }) {
+		return nil
+	}
+	where := "team " + quote(team.Name)
+	if acct != team {
+		where = "project " + quote(acct.Name)
+	}
+	return &llmflow.Error{Code: llmflow.EINVALID, Param: "owner",
+		Message: fmt.Sprintf("owner %s is not a Slurm user of %s (no association there): give one of its users, or no owner",
+			quote(owner), where)}
 }
 
 func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, p Principal) error {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/go-llmflow/llmflow"
 )
 
 // Validate reports the first structural fault of the Tree: an account
@@ -281,7 +283,7 @@ func (t *Tree) Clone() *Tree {
 	if t == nil {
 		return nil
 	}
-	c := &Tree{Cluster: t.Cluster, CoordsKnown: t.CoordsKnown}
+	c := &Tree{Cluster: t.Cluster, CoordsKnown: t.CoordsKnown, MinutesUnknown: t.MinutesUnknown, GPUsUnknown: t.GPUsUnknown}
 	c.Accounts = append([]Account(nil), t.Accounts...)
 	c.Users = append([]User(nil), t.Users...)
 	c.Coords = append([]Coord(nil), t.Coords...)
@@ -305,9 +307,24 @@ func MergeDeleted(plain, withDeleted *Tree) *Tree {
 		out.Cluster = plain.Cluster
 	}
 	live := make(map[string]bool, len(plain.Accounts))
+	plainLimits := make(map[string]llmflow.GPULimits, len(plain.Accounts))
 	for _, a := range plain.Accounts {
 		live[a.Name] = true
+		plainLimits[a.Name] = a.Limits
 	}
+	// A limit column only the plain listing has is taken from it (a
+	// deleted account has no limit that matters).
+	for i := range out.Accounts {
+		a, l := &out.Accounts[i], plainLimits[out.Accounts[i].Name]
+		if out.MinutesUnknown && !plain.MinutesUnknown {
+			a.Limits.Minutes, a.Limits.HasMinutes = l.Minutes, l.HasMinutes
+		}
+		if out.GPUsUnknown && !plain.GPUsUnknown {
+			a.Limits.GPUs, a.Limits.HasGPUs = l.GPUs, l.HasGPUs
+		}
+	}
+	out.MinutesUnknown = out.MinutesUnknown && plain.MinutesUnknown
+	out.GPUsUnknown = out.GPUsUnknown && plain.GPUsUnknown
 	liveUsers := make(map[userKey]bool, len(plain.Users))
 	for _, u := range plain.Users {
 		liveUsers[userKey{u.Name, u.Account, u.Partition}] = true

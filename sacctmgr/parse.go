@@ -442,7 +442,8 @@ func parseAssociations(data []byte, opts Options) (*Tree, error) {
 		method = byNestedSet
 	}
 
-	t := &Tree{Cluster: strings.ToLower(opts.Cluster)}
+	t := &Tree{Cluster: strings.ToLower(opts.Cluster),
+		MinutesUnknown: !opts.Limits || !l.has(colGrpTRESMins), GPUsUnknown: !opts.Limits || !l.has(colGrpTRES)}
 	clusterLine := 0
 	rows := make([]row, 0, bytes.Count(data, []byte{'\n'})+1)
 	indented := false

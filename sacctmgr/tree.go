@@ -21,6 +21,12 @@ type Tree struct {
 	// is false, an empty Coords means "not read", not "none" (a sacctmgr
 	// listing file given alone), and no role may be taken away for it.
 	CoordsKnown bool `json:",omitempty"`
+	// MinutesUnknown and GPUsUnknown say that the source did not list
+	// GrpTRESMins / GrpTRES (a listing without the column): the accounts'
+	// Limits then say nothing about that limit. It is unknown, not
+	// "none", and must not erase a limit known from elsewhere.
+	MinutesUnknown bool `json:",omitempty"`
+	GPUsUnknown    bool `json:",omitempty"`
 }
 
 // Account is an account association (user = ”): one node of the tree.

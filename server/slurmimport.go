@@ -148,6 +148,9 @@ func (imp *slurmImport) run(ctx context.Context, gw treeServer) {
 	for _, n := range res.RoleNotes {
 		imp.log.Info("slurm role note", "note", n)
 	}
+	for _, n := range res.Notes {
+		imp.log.Info("slurm import note", "note", n)
+	}
 }
 
 // serve hands gw the tree combined from stored (the Slurm tree in the

@@ -53,6 +53,9 @@ type Result struct {
 	// RoleNotes what Slurm says that gives no role, and why.
 	RoleChanges []llmflow.RoleChange
 	RoleNotes   []string
+	// Notes say what the source left unknown and was kept as stored
+	// (a listing without the limit columns).
+	Notes []string
 }
 
 // Run imports the tree, computes the changes against the stored tree and,
@@ -88,6 +91,7 @@ func (s *Syncer) Run(ctx context.Context, dryRun bool) (Result, error) {
 	if err != nil {
 		return fail(err)
 	}
+	res.Notes = KeepUnknownLimits(cur, old, tree.MinutesUnknown, tree.GPUsUnknown)
 	changes, next := Diff(old, cur)
 	res.Changes = changes
 	Count(&res.Run, changes, len(next))
@@ -181,4 +185,40 @@ func Combine(slurm, cfg llmflow.Accounts, where func(name string) string) (llmfl
 		return nil, errors.Join(errs...)
 	}
 	return order(out), nil
+}
+
+// KeepUnknownLimits gives the accounts of cur the stored limits (old) the
+// source did not list: a listing without the GrpTRESMins (minutes) or
+// GrpTRES (gpus) column says nothing about that limit, so it is unknown,
+// never "none" (two sources, one with the columns and one without, would
+// otherwise erase and restore a budget in turn). It returns a note for
+// each limit left unknown.
+func KeepUnknownLimits(cur, old llmflow.Accounts, minutes, gpus bool) []string {
+	if !minutes && !gpus {
+		return nil
+	}
+	stored := make(map[string]llmflow.GPULimits, len(old))
+	for _, o := range old {
+		stored[o.Name] = o.Limits
+	}
+	for i := range cur {
+		l := stored[cur[i].Name]
+		if minutes {
+			cur[i].Limits.Minutes, cur[i].Limits.HasMinutes = l.Minutes, l.HasMinutes
+		}
+		if gpus {
+			cur[i].Limits.GPUs, cur[i].Limits.HasGPUs = l.GPUs, l.HasGPUs
+		}
+	}
+	var notes []string
+	for _, c := range []struct {
+		unknown bool
+		col     string
+	}{{minutes, "GrpTRESMins"}, {gpus, "GrpTRES"}} {
+		if c.unknown {
+			notes = append(notes, "limits: the listing has no "+c.col+" column: "+c.col+" is unknown, the stored limits are kept "+
+				"(list it with format=…,GrpTRESMins,GrpTRES to import it)")
+		}
+	}
+	return notes
 }

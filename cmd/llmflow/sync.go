@@ -138,7 +138,7 @@ func syncCmd(e *env) *cobra.Command {
 				err = fmt.Errorf("%w; name them with --columns, e.g. --columns Cluster,Account,User,Partition,Share,ParentName", err)
 			}
 			writeChanges(e.stdout, res)
-			for _, n := range res.RoleNotes {
+			for _, n := range append(res.Notes, res.RoleNotes...) {
 				fmt.Fprintln(e.stderr, "note: "+n)
 			}
 			if err == nil && cfg.Slurm == nil {

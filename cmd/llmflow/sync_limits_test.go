@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -104,5 +105,79 @@ func TestSyncGPULimits(t *testing.T) {
 	t.Logf("sync --from-slurmdbd --dry-run:\n%s", fromDB)
 	if out := run("--history", "--limit", "1"); !strings.Contains(out, "LIMITS") {
 		t.Errorf("history has no LIMITS column:\n%s", out)
+	}
+}
+
+// TestSyncListingWithoutLimitColumns: a listing of the columns `sync
+// --help` names first (no GrpTRESMins, no GrpTRES) says nothing about the
+// limits: after an import from slurmdbd it changes none of them (it erased
+// them: "GrpTRES=gres/gpu=2 → none"), and the output says they are kept.
+func TestSyncListingWithoutLimitColumns(t *testing.T) {
+	needSlurm(t)
+	b := make([]byte, 4)
+	rand.Read(b)
+	suffix := hex.EncodeToString(b)
+	cluster := "llmt_nolim" + suffix
+	org, team := "nlo"+suffix, "nlt"+suffix
+	sam(t, "add", "cluster", cluster)
+	t.Cleanup(func() { exec.Command("sacctmgr", "-i", "delete", "cluster", cluster).Run() })
+	sam(t, "add", "account", org, "cluster="+cluster, "fairshare=3", "GrpTRES=gres/gpu=2")
+	sam(t, "add", "account", team, "parent="+org, "cluster="+cluster, "fairshare=1", "GrpTRESMins=gres/gpu=600")
+
+	dir := t.TempDir()
+	path := syncConfig(t, dir, "http://127.0.0.1:9")
+	run := func(args ...string) (string, string) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := Run(context.Background(), append([]string{"sync", "-c", path, "--cluster", cluster}, args...), &out, &errb); code != 0 {
+			t.Fatalf("sync %v: %d\n%s%s", args, code, out.String(), errb.String())
+		}
+		return out.String(), errb.String()
+	}
+	run("--from-slurmdbd", "--dsn-file", "/etc/slurm/llmflow-slurmdbd.dsn")
+
+	listing := filepath.Join(dir, "assoc.psv")
+	out, err := exec.Command("sacctmgr", "-P", "show", "assoc", "where", "cluster="+cluster,
+		"format=Cluster,Account,User,Partition,Share,ParentName").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(listing, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, dry := range []bool{true, false} {
+		args := []string{"--from-sacctmgr", "--file", listing}
+		if dry {
+			args = append(args, "--dry-run")
+		}
+		stdout, stderr := run(args...)
+		if strings.Contains(stdout, "limits   ") || !strings.Contains(stdout, " 0 limits changed,") {
+			t.Errorf("dry run %v: the listing without limit columns changed limits:\n%s", dry, stdout)
+		}
+		for _, col := range []string{"no GrpTRESMins column", "no GrpTRES column"} {
+			if !strings.Contains(stderr, col) {
+				t.Errorf("dry run %v: stderr does not say %q:\n%s", dry, col, stderr)
+			}
+		}
+	}
+	db, err := store.OpenSQLite(t.Context(), filepath.Join(dir, "llmflow.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	accts, err := db.Accounts(t.Context())
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]llmflow.GPULimits{}
+	for _, a := range accts {
+		got[a.Name] = a.Limits
+	}
+	if got[org] != (llmflow.GPULimits{GPUs: 2, HasGPUs: true}) || got[team] != (llmflow.GPULimits{Minutes: 600, HasMinutes: true}) {
+		t.Errorf("stored limits after the listing without limit columns: %+v", got)
+	}
+	// slurmdbd after it: nothing to change (no flip-flop between sources)
+	if stdout, _ := run("--from-slurmdbd", "--dsn-file", "/etc/slurm/llmflow-slurmdbd.dsn", "--dry-run"); !strings.Contains(stdout, " 0 limits changed,") {
+		t.Errorf("slurmdbd after the listing:\n%s", stdout)
 	}
 }

@@ -1,11 +1,14 @@
 package redisstate
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/go-llmflow/llmflow/config"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -62,12 +65,39 @@ func (b *Bus) TreeChanged(ctx context.Context) {
 }
 
 func (b *Bus) publish(ctx context.Context, msg, failed string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.timeout)
-	defer cancel()
-	if err := b.rdb.Publish(ctx, b.channel, msg).Err(); err != nil {
+	if err := b.send(ctx, msg); err != nil {
 		b.log.Warn(failed, "err", err)
 	}
 }
+
+func (b *Bus) send(ctx context.Context, msg string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.timeout)
+	defer cancel()
+	return b.rdb.Publish(ctx, b.channel, msg).Err()
+}
+
+// AnnounceTree tells the gateways listening on the bus of rc's Redis
+// (every replica with that redis block) that the stored account tree
+// changed, from outside a gateway (`llmflow sync`): they serve it at
+// once. It returns how many gateways received the announcement.
+func AnnounceTree(ctx context.Context, rc config.Redis) (int64, error) {
+	rdb, err := dial(rc)
+	if err != nil {
+		return 0, err
+	}
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(ctx, max(rc.Timeout, time.Second))
+	defer cancel()
+	n, err := rdb.Publish(ctx, busChannel(rc), msgTree).Result()
+	if err != nil {
+		return 0, fmt.Errorf("redis %s: %w", rc.Address, err)
+	}
+	return n, nil
+}
+
+// busChannel is the channel of the bus of rc's replicas (Shared.BusChannel
+// of a Shared opened on rc).
+func busChannel(rc config.Redis) string { return cmp.Or(rc.KeyPrefix, DefaultPrefix) + "invalidate" }
 
 // Receiver applies what the replicas announce: the serving gateway and
 // its control plane.

@@ -69,12 +69,15 @@ type SharedOptions struct {
 	Log *slog.Logger
 }
 
+// DefaultPrefix starts every key when the redis block names no prefix.
+const DefaultPrefix = "llmflow:"
+
 // NewShared returns the state shared through rdb, which stays the
 // caller's. Its Ledger probes Redis while in fallback until Close; each
 // pool's Counters beat from the first Pool call.
 func NewShared(rdb redis.UniversalClient, o SharedOptions) *Shared {
 	if o.Prefix == "" {
-		o.Prefix = "llmflow:"
+		o.Prefix = DefaultPrefix
 	}
 	if o.Replica == "" {
 		o.Replica = ReplicaName()
@@ -93,22 +96,13 @@ func NewShared(rdb redis.UniversalClient, o SharedOptions) *Shared {
 // does not answer at start is logged, not fatal: each pool admits against
 // this replica's slice until it answers.
 func Open(ctx context.Context, rc config.Redis, maxRequest time.Duration, log *slog.Logger) (*Shared, error) {
-	o := &redis.Options{Addr: rc.Address, DialTimeout: time.Second, ReadTimeout: rc.Timeout, WriteTimeout: rc.Timeout}
-	if rc.PasswordFile != "" {
-		pw, err := config.ReadSecret(rc.PasswordFile)
-		if err != nil {
-			return nil, fmt.Errorf("redis password_file: %w", err)
-		}
-		o.Password = pw
-	}
-	if rc.TLS {
-		host := rc.Address[:strings.LastIndexByte(rc.Address, ':')]
-		o.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
-	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	rdb := redis.NewClient(o)
+	rdb, err := dial(rc)
+	if err != nil {
+		return nil, err
+	}
 	redis.SetLogger(redisLogger{log})
 	s := NewShared(rdb, SharedOptions{Prefix: rc.KeyPrefix, Timeout: rc.Timeout, Replicas: rc.Replicas,
 		InFlightTTL: maxRequest + time.Minute, Log: log})
@@ -121,6 +115,24 @@ func Open(ctx context.Context, rc config.Redis, maxRequest time.Duration, log *s
 		log.Info("fair-share counters shared through redis", "address", rc.Address, "prefix", s.prefix)
 	}
 	return s, nil
+}
+
+// dial returns a client of the Redis of rc (a password file, TLS); it
+// connects at its first command.
+func dial(rc config.Redis) (*redis.Client, error) {
+	o := &redis.Options{Addr: rc.Address, DialTimeout: time.Second, ReadTimeout: rc.Timeout, WriteTimeout: rc.Timeout}
+	if rc.PasswordFile != "" {
+		pw, err := config.ReadSecret(rc.PasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("redis password_file: %w", err)
+		}
+		o.Password = pw
+	}
+	if rc.TLS {
+		host := rc.Address[:strings.LastIndexByte(rc.Address, ':')]
+		o.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	}
+	return redis.NewClient(o), nil
 }
 
 // Client is the Redis client of the shared state (for the invalidation

@@ -12,9 +12,11 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/admin"
 	"github.com/go-llmflow/llmflow/budgets"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/gateway"
+	"github.com/go-llmflow/llmflow/redisstate"
 	"github.com/go-llmflow/llmflow/slurmsync"
 )
 
@@ -42,7 +44,15 @@ type slurmImport struct {
 	// announce tells the other replicas that an import changed the
 	// stored tree (serve: a message on the Redis channel); nil: alone.
 	announce func(ctx context.Context)
+	// history reads the latest sync runs: a run recorded by another
+	// process (`llmflow sync`, a replica without Redis) makes this one
+	// serve the stored tree within treeWatchEvery.
+	history admin.SyncHistory
 }
+
+// treeWatchEvery is how often serve looks for a sync run recorded by
+// another process on its store (one indexed row read).
+const treeWatchEvery = 5 * time.Second
 
 func newSlurmImport(ctx context.Context, cfg *config.Config, as AccountStore, log *slog.Logger) (*slurmImport, error) {
 	src, name, closeSrc, err := slurmsync.Open(*cfg.Slurm, nil)
@@ -52,7 +62,7 @@ func newSlurmImport(ctx context.Context, cfg *config.Config, as AccountStore, lo
 	// Slurm is the source of who administers (coordinators, members).
 	syncer := &slurmsync.Syncer{Source: src, Name: name, Sink: as, Roles: as}
 	imp := &slurmImport{cfg: cfg, syncer: syncer,
-		closeSrc: closeSrc, log: log, cfgAccts: cfg.Accounts()}
+		closeSrc: closeSrc, log: log, cfgAccts: cfg.Accounts(), history: as}
 	stored, err := as.Accounts(ctx)
 	if err != nil {
 		closeSrc()
@@ -107,7 +117,45 @@ func (imp *slurmImport) start(ctx context.Context, gw treeServer) {
 		imp.log.Error("slurm import schedule", "err", err) // checked by config: cannot happen
 	}
 	imp.cron.Start()
+	last := imp.lastRun(ctx)
 	imp.runs.Go(func() { imp.run(ctx, gw) })
+	imp.runs.Go(func() { imp.watch(ctx, gw, last) })
+}
+
+// lastRun is the ID of the latest sync run recorded in the store (0: none
+// or unreadable).
+func (imp *slurmImport) lastRun(ctx context.Context) int64 {
+	runs, err := imp.history.SyncRuns(ctx, 1)
+	if err != nil || len(runs) == 0 {
+		return 0
+	}
+	return runs[0].ID
+}
+
+// watch serves the stored tree whenever a sync run newer than last is
+// recorded, until ctx ends: `llmflow sync` run by an admin, or a replica
+// sharing the store without Redis, reaches this gateway within
+// treeWatchEvery rather than at its next scheduled import. (With Redis,
+// their announcement makes it at once: receiver.TreeChanged.)
+func (imp *slurmImport) watch(ctx context.Context, gw treeServer, last int64) {
+	t := time.NewTicker(treeWatchEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		id := imp.lastRun(ctx)
+		if id == last || id == 0 {
+			continue
+		}
+		if err := imp.reload(ctx, gw); err != nil {
+			imp.log.Warn("account tree not reloaded after a sync run recorded in the store", "err", err)
+			continue
+		}
+		last = id
+	}
 }
 
 // run imports once and hands a changed tree to the gateway.
@@ -199,4 +247,21 @@ func (imp *slurmImport) close() {
 	imp.closeSrc()
 	imp.closed = true
 	imp.mu.Unlock()
+}
+
+// AnnounceTree tells the running gateways of cfg's store that `llmflow
+// sync` changed the stored tree, and returns what to tell the admin: with
+// a redis block, the announcement the replicas' own imports make (they
+// serve the tree at once); without one, or when Redis does not take it,
+// each gateway finds the run in the store within treeWatchEvery.
+func AnnounceTree(ctx context.Context, cfg *config.Config) string {
+	poll := fmt.Sprintf("running gateways of this store serve it within %s (they check the store's sync runs)", treeWatchEvery)
+	if cfg.Redis == nil {
+		return poll
+	}
+	n, err := redisstate.AnnounceTree(ctx, *cfg.Redis)
+	if err != nil {
+		return "not announced on redis (" + err.Error() + "): " + poll
+	}
+	return fmt.Sprintf("announced on redis %s to %d running gateway(s): they serve it now", cfg.Redis.Address, n)
 }

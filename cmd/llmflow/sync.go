@@ -93,8 +93,8 @@ func syncCmd(e *env) *cobra.Command {
 			"removed from Slurm with no hand-granted role is disabled. Accounts removed in Slurm are disabled, never\n" +
 			"deleted; one deleted before llmflow saw it is not imported. The\n" +
 			"changes are printed and applied in one transaction (--dry-run only prints them). Every run is\n" +
-			"recorded: --history lists them. A running gateway picks the tree up at its next scheduled\n" +
-			"import (slurm { schedule }).",
+			"recorded: --history lists them. Running gateways of the store serve an applied tree at once\n" +
+			"(announced on the redis block's Redis), or within 5 s without Redis (they check the store).",
 		Example: "  llmflow sync -c gateway.hcl --dry-run\n" +
 			"  llmflow sync -c gateway.hcl --from-slurmdbd --dsn-file /etc/llmflow/slurmdbd.dsn --cluster hgx\n" +
 			"  llmflow sync -c gateway.hcl --from-sacctmgr --cluster hgx\n" +
@@ -138,6 +138,9 @@ func syncCmd(e *env) *cobra.Command {
 				err = fmt.Errorf("%w; name them with --columns, e.g. --columns Cluster,Account,User,Partition,Share,ParentName", err)
 			}
 			writeChanges(e.stdout, res)
+			if err == nil && cfg.Slurm != nil && res.Run.Outcome == "applied" && len(res.Changes) > 0 {
+				fmt.Fprintln(e.stdout, server.AnnounceTree(ctx, cfg))
+			}
 			for _, n := range append(res.Notes, res.RoleNotes...) {
 				fmt.Fprintln(e.stderr, "note: "+n)
 			}

@@ -34,14 +34,16 @@
 //     insert), changes are logged in txn_table and slurmdbd caches the
 //     associations (assoc_mgr); sacctmgr has slurmdbd do all of it in one
 //     transaction. Nothing is ever removed (history stays reportable).
-//     Only the cluster's own associations and new accounts and users are
-//     added: acct_table and user_table rows that exist are never changed,
-//     nor any other cluster. An account or user deleted in slurmdbd
-//     (deleted = 1) is never added again (sacctmgr add would revive it on
-//     every cluster and reset its description): it is left out of the
-//     tree (Result.Skipped), and its usage is written only to an
-//     association the cluster already has (deleted or not, sreport counts
-//     it), else reported as not written (Result.NotWritten).
+//     Only the cluster's own associations are added: no account or user
+//     is created (but the service user, when missing), acct_table and
+//     user_table rows that exist are never changed, nor any other
+//     cluster. An account or user that slurmdbd does not have live
+//     (deleted = 1: sacctmgr add would revive it on every cluster and
+//     reset its description; or no row at all: a key owner who is no
+//     Slurm user, an account only llmflow knows) is left out of the tree
+//     (Result.Skipped), and its usage is written only to an association
+//     the cluster already has (deleted or not, sreport counts it), else
+//     reported as not written (Result.NotWritten).
 //   - the gres/gpu TRES: read from tres_table; when no slurmctld ever
 //     registered it (AccountingStorageTRES=gres/gpu), inserted the way
 //     slurmctld would (id ≥ 1001). sacctmgr and sreport read tres_table

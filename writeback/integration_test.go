@@ -366,6 +366,7 @@ func TestIntegrationSreport(t *testing.T) {
 	} else {
 		t.Cleanup(func() { f.cleanup(t, db) })
 	}
+	seedSlurm(t, f.cluster+"s", f.tree, f.users)
 	t.Logf("cluster %s", f.cluster)
 
 	from, to := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
@@ -531,6 +532,7 @@ func TestIntegrationScale(t *testing.T) {
 	}
 	f.users = users
 	t.Cleanup(func() { f.cleanup(t, db) })
+	seedSlurm(t, f.cluster+"s", f.tree, f.users)
 	w, err := writeback.New(db, writeback.Config{Cluster: f.cluster, ServiceUser: f.svc, GPUs: 4096, Location: time.UTC})
 	if err != nil {
 		t.Fatal(err)
@@ -555,4 +557,38 @@ func TestIntegrationScale(t *testing.T) {
 		t.Errorf("sreport: %d rows, want %d", len(got), len(want))
 	}
 	t.Logf("sreport over the month: %d rows in %s", len(got), time.Since(start).Round(time.Millisecond))
+}
+
+// seedSlurm creates the Slurm the tree was imported from: a cluster of its
+// own (removed at the end) with the accounts of tree and each user in the
+// first account. The write-back creates no Slurm account or user (only
+// the service user), so the names it writes must exist.
+func seedSlurm(t *testing.T, cluster string, tree llmflow.Accounts, users []string) {
+	t.Helper()
+	run(t, "sacctmgr", "-i", "add", "cluster", cluster)
+	t.Cleanup(func() {
+		if out, err := exec.Command("sacctmgr", "-i", "delete", "cluster", cluster).CombinedOutput(); err != nil {
+			t.Logf("cleanup: sacctmgr delete cluster %s: %v: %s", cluster, err, out)
+		}
+	})
+	var first string
+	var parents []string
+	children := map[string][]string{}
+	for _, a := range tree {
+		if a.Kind == llmflow.KindRoot {
+			continue
+		}
+		p := cmp.Or(strings.ToLower(a.Parent), "root")
+		if _, ok := children[p]; !ok {
+			parents = append(parents, p)
+		}
+		children[p] = append(children[p], strings.ToLower(a.Name))
+		first = cmp.Or(first, strings.ToLower(a.Name))
+	}
+	for _, p := range parents { // the tree lists parents before children
+		run(t, "sacctmgr", "-i", "add", "account", strings.Join(children[p], ","), "parent="+p, "cluster="+cluster)
+	}
+	if len(users) > 0 {
+		run(t, "sacctmgr", "-i", "add", "user", strings.Join(users, ","), "account="+first, "cluster="+cluster)
+	}
 }

@@ -291,18 +291,33 @@ func chunks(s []string, n int) [][]string {
 	return out
 }
 
-// deletedSet holds the accounts and users deleted in slurmdbd.
-type deletedSet struct{ accts, users map[string]bool }
+// deletedSet holds what slurmdbd has of accounts and users (acct_table,
+// user_table): the deleted names, and the live ones. The write-back never
+// creates an account or a user (sacctmgr add would revive a deleted one on
+// every cluster, and a name Slurm does not have would become a new Slurm
+// account or user), with one exception: the configured service user.
+type deletedSet struct {
+	accts, users         map[string]bool // deleted = 1
+	liveAccts, liveUsers map[string]bool // deleted = 0
+	service              string          // the service user, created if missing
+}
 
-// prune removes from the desired tree every account that is deleted in
-// slurmdbd or lies under one (sacctmgr add account would revive it, or
-// fail for want of its parent), and every user association of a deleted
-// user or of a removed account. It returns what it removed, sorted.
+// missingAcct reports whether name is no live account of slurmdbd.
+func (d deletedSet) missingAcct(name string) bool { return !d.liveAccts[name] }
+
+// missingUser reports whether name is no live user of slurmdbd (the
+// service user excepted).
+func (d deletedSet) missingUser(name string) bool { return !d.liveUsers[name] && name != d.service }
+
+// prune removes from the desired tree every account that slurmdbd does
+// not have live (deleted, or never created) or that lies under one, and
+// every user association of a user slurmdbd does not have live or of a
+// removed account. It returns what it removed, sorted.
 func (d deletedSet) prune(accts map[string]*wantAccount, users map[[2]string]bool) []string {
 	gone := map[string]bool{}
 	var under func(name string, depth int) bool
 	under = func(name string, depth int) bool {
-		if d.accts[name] {
+		if d.missingAcct(name) {
 			return true
 		}
 		w := accts[name]
@@ -322,7 +337,7 @@ func (d deletedSet) prune(accts map[string]*wantAccount, users map[[2]string]boo
 		delete(accts, n)
 	}
 	for u := range users {
-		if gone[u[0]] || d.users[u[1]] {
+		if gone[u[0]] || d.users[u[1]] || d.missingUser(u[1]) {
 			delete(users, u)
 			out = append(out, "user "+u[1]+" in account "+u[0])
 		}
@@ -333,8 +348,8 @@ func (d deletedSet) prune(accts map[string]*wantAccount, users map[[2]string]boo
 
 // unwritable splits usage into what can be written (its association is
 // in the desired tree, or the cluster has it, deleted or not) and what
-// cannot: an association whose account or user is deleted in slurmdbd and
-// that the cluster never had.
+// cannot: an association whose account or user slurmdbd does not have
+// live (deleted, or never a Slurm name) and that the cluster never had.
 func (d deletedSet) unwritable(usage []llmflow.AssocHour, users map[[2]string]bool, existing []haveAssoc) ([]llmflow.AssocHour, []NotWritten) {
 	had := map[[2]string]bool{}
 	for _, h := range existing {
@@ -354,11 +369,18 @@ func (d deletedSet) unwritable(usage []llmflow.AssocHour, users map[[2]string]bo
 	for _, k := range slices.SortedFunc(maps.Keys(lost), func(a, b [2]string) int {
 		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
 	}) {
-		reason := "account " + k[0] + " is deleted in slurmdbd"
-		if !d.accts[k[0]] && d.users[k[1]] {
-			reason = "user " + k[1] + " is deleted in slurmdbd"
-		} else if !d.accts[k[0]] {
-			reason = "account " + k[0] + " lies under an account deleted in slurmdbd"
+		var reason string
+		switch a, u := k[0], k[1]; {
+		case d.accts[a]:
+			reason = "account " + a + " is deleted in slurmdbd"
+		case d.missingAcct(a):
+			reason = "account " + a + " is not a Slurm account (the write-back creates none)"
+		case d.users[u]:
+			reason = "user " + u + " is deleted in slurmdbd"
+		case d.missingUser(u):
+			reason = "user " + u + " is not a Slurm user (the write-back creates none)"
+		default:
+			reason = "account " + a + " lies under an account deleted in, or missing from, slurmdbd"
 		}
 		out = append(out, NotWritten{Account: k[0], User: k[1], GPUSeconds: lost[k], Reason: reason + ", and cluster never had the association"})
 	}

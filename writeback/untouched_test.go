@@ -61,8 +61,10 @@ func clusterTables(t *testing.T, db *sql.DB, cluster string) map[string][]string
 // every table of another cluster before and after: the rows of accounts
 // and users that existed are unchanged (the deleted ones stay deleted, the
 // description stays), the other cluster is untouched; the usage that
-// could only be written by reviving the account or user is reported as
-// not written, the rest is written.
+// could only be written by reviving the account or user, or by creating
+// one Slurm does not have (an account only llmflow knows, a key owner who
+// is no Slurm user), is reported as not written, the rest is written: no
+// account or user row is added, but the service user's.
 func TestIntegrationTouchesNothingElse(t *testing.T) {
 	db := needSlurm(t)
 	b := make([]byte, 3)
@@ -75,7 +77,7 @@ func TestIntegrationTouchesNothingElse(t *testing.T) {
 	t.Cleanup(func() {
 		for _, args := range [][]string{
 			{"-i", "delete", "cluster", other}, {"-i", "delete", "cluster", wb},
-			{"-i", "delete", "user", strings.Join([]string{n("kept"), n("old"), n("fresh")}, ",")},
+			{"-i", "delete", "user", strings.Join([]string{n("kept"), n("old"), n("fresh"), n("svc")}, ",")},
 			{"-i", "delete", "account", strings.Join([]string{n("desc"), n("gone"), n("team"), n("live")}, ",")},
 		} {
 			if out, err := exec.Command("sacctmgr", args...).CombinedOutput(); err != nil {
@@ -137,8 +139,10 @@ func TestIntegrationTouchesNothingElse(t *testing.T) {
 		roll(n("desc"), n("desc"), n("kept"), 1),  // live account, live user: written
 		roll(n("desc"), n("desc"), n("old"), 2),   // deleted user: not written
 		roll(n("gone"), n("gone"), n("kept"), 3),  // deleted account: not written
-		roll(n("desc"), n("team"), n("fresh"), 4), // new account, new user: created, written
+		roll(n("desc"), n("team"), n("fresh"), 4), // an account and a user Slurm does not have: not written
 		roll(n("live"), n("live"), n("kept"), 5),  // live: written
+		roll(n("live"), n("live"), n("fresh"), 6), // a key owner who is no Slurm user: not written
+		roll(n("live"), n("live"), "", 7),         // the service user: created, written
 	}
 	w, err := writeback.New(db, writeback.Config{Cluster: wb, ServiceUser: n("svc"), GPUs: 8, Location: time.UTC})
 	if err != nil {
@@ -154,29 +158,36 @@ func TestIntegrationTouchesNothingElse(t *testing.T) {
 			t.Errorf("ran %s: revives a deleted account or user", c)
 		}
 	}
-	if got := res.GPUSeconds; got != (1+4+5)*3600 {
-		t.Errorf("wrote %d GPU-seconds, want %d", got, (1+4+5)*3600)
+	if got := res.GPUSeconds; got != (1+5+7)*3600 {
+		t.Errorf("wrote %d GPU-seconds, want %d", got, (1+5+7)*3600)
 	}
 	var nw []string
 	for _, x := range res.NotWritten {
 		nw = append(nw, x.Account+"/"+x.User)
 	}
-	if want := []string{n("desc") + "/" + n("old"), n("gone") + "/" + n("kept")}; !slices.Equal(nw, want) {
+	if want := []string{n("desc") + "/" + n("old"), n("gone") + "/" + n("kept"), n("live") + "/" + n("fresh"), n("team") + "/" + n("fresh")}; !slices.Equal(nw, want) {
 		t.Errorf("not written %v, want %v (%+v)", nw, want, res.NotWritten)
 	}
 
-	// Rows of accounts and users that existed: unchanged. New ones may
-	// have been added (team, fresh).
-	existing := func(before, after []string) {
-		t.Helper()
-		for _, row := range before {
-			if !slices.Contains(after, row) {
-				t.Errorf("row changed or removed:\nbefore: %s\n after: %v", row, after)
-			}
+	// Rows of accounts and users: unchanged, none added but the service
+	// user's.
+	if after := accts(); !slices.Equal(after, acctsBefore) {
+		t.Errorf("acct_table changed:\nbefore: %v\n after: %v", acctsBefore, after)
+	}
+	var added []string
+	for _, row := range users() {
+		if !slices.Contains(usersBefore, row) {
+			added = append(added, row)
 		}
 	}
-	existing(acctsBefore, accts())
-	existing(usersBefore, users())
+	for _, row := range usersBefore {
+		if !slices.Contains(users(), row) {
+			t.Errorf("user row changed or removed: %s", row)
+		}
+	}
+	if len(added) != 1 || !strings.Contains(added[0], "name="+n("svc")+"|") {
+		t.Errorf("user rows added: %v, want the service user's only", added)
+	}
 	otherAfter := clusterTables(t, db, other)
 	if len(otherAfter) == 0 || len(otherAfter) != len(otherBefore) {
 		t.Errorf("cluster %s: %d tables before, %d after", other, len(otherBefore), len(otherAfter))

@@ -129,10 +129,11 @@ type Result struct {
 	Unattributed llmflow.Unattributed // usage with no association, not written
 	// NotWritten is usage of associations the write-back may not create:
 	// their account or user is deleted in slurmdbd (acct_table /
-	// user_table) and the cluster never had the association. sacctmgr
-	// add would revive the account or user on every cluster (and reset
-	// its description): the write-back never changes an existing account
-	// or user.
+	// user_table) or not there at all, and the cluster never had the
+	// association. sacctmgr add would revive the account or user on every
+	// cluster (and reset its description), or create a new one: the
+	// write-back never creates or changes an account or user (the service
+	// user excepted).
 	NotWritten []NotWritten
 	// Skipped are accounts and users of llmflow's tree left out of the
 	// cluster's tree because they are deleted in slurmdbd (or under a
@@ -264,7 +265,7 @@ func (w *Writer) write(ctx context.Context, from, to time.Time, tree llmflow.Acc
 			return res, err
 		}
 	}
-	gone, err := w.deletedNames(ctx)
+	gone, err := w.slurmNames(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -342,26 +343,32 @@ func (w *Writer) userAssocs(ctx context.Context) ([]haveAssoc, error) {
 	return out, rows.Err()
 }
 
-// deletedNames reads the accounts and users slurmdbd has deleted (rows
-// of acct_table / user_table with deleted = 1): sacctmgr add would revive
-// them, on every cluster.
-func (w *Writer) deletedNames(ctx context.Context) (deletedSet, error) {
-	d := deletedSet{accts: map[string]bool{}, users: map[string]bool{}}
+// slurmNames reads the accounts and users slurmdbd has (rows of
+// acct_table / user_table), deleted (deleted = 1: sacctmgr add would
+// revive them, on every cluster) and live.
+func (w *Writer) slurmNames(ctx context.Context) (deletedSet, error) {
+	d := deletedSet{accts: map[string]bool{}, users: map[string]bool{},
+		liveAccts: map[string]bool{}, liveUsers: map[string]bool{}, service: w.cfg.ServiceUser}
 	for _, q := range []struct {
-		table string
-		into  map[string]bool
-	}{{"acct_table", d.accts}, {"user_table", d.users}} {
-		rows, err := w.db.QueryContext(ctx, "SELECT name FROM "+q.table+" WHERE deleted <> 0")
+		table         string
+		deleted, live map[string]bool
+	}{{"acct_table", d.accts, d.liveAccts}, {"user_table", d.users, d.liveUsers}} {
+		rows, err := w.db.QueryContext(ctx, "SELECT name, deleted <> 0 FROM "+q.table)
 		if err != nil {
 			return d, fmt.Errorf("write-back: reading %s: %w", q.table, err)
 		}
 		for rows.Next() {
 			var n string
-			if err := rows.Scan(&n); err != nil {
+			var deleted bool
+			if err := rows.Scan(&n, &deleted); err != nil {
 				rows.Close()
 				return d, err
 			}
-			q.into[n] = true
+			if deleted {
+				q.deleted[n] = true
+			} else {
+				q.live[n] = true
+			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {

@@ -200,11 +200,11 @@ func writeWriteback(w io.Writer, r writeback.Result, gpus int, loc *time.Locatio
 		fmt.Fprintf(w, "not written: %.4f GPU-hours of requests with neither project nor team (%d rollups)\n", r.Unattributed.GPUHours, r.Unattributed.Rollups)
 	}
 	for _, x := range r.NotWritten {
-		fmt.Fprintf(w, "not written: %.4f GPU-hours of association (%s, %s): %s (the write-back never revives an account or user)\n",
+		fmt.Fprintf(w, "not written: %.4f GPU-hours of association (%s, %s): %s (the write-back never creates or revives a Slurm account or user)\n",
 			float64(x.GPUSeconds)/3600, x.Account, x.User, x.Reason)
 	}
 	if len(r.Skipped) > 0 {
-		fmt.Fprintf(w, "left out of cluster %s's tree (deleted in slurmdbd; run llmflow sync): %s\n", r.Cluster, strings.Join(r.Skipped, ", "))
+		fmt.Fprintf(w, "left out of cluster %s's tree (deleted in or missing from slurmdbd; run llmflow sync): %s\n", r.Cluster, strings.Join(r.Skipped, ", "))
 	}
 	if r.OverCapacity > 0 {
 		fmt.Fprintf(w, "warning: %d hours used more than %d GPUs × 3600 s (idle written as 0): is --gpus the pool's GPU count?\n", r.OverCapacity, gpus)

@@ -110,6 +110,7 @@ store { path = "llmflow.db" }
 		{Name: proj, Kind: llmflow.KindProject, Parent: team, Shares: 70, Source: "slurm"},
 		{Name: team2, Kind: llmflow.KindTeam, Parent: org, Shares: 40, Source: "slurm"},
 	}
+	seedSlurmSource(t, "llmt_src"+suffix, tree, "alice", "bob")
 	if _, err := db.SaveSync(ctx, tree, llmflow.SyncRun{Started: t0, Finished: t0, Source: "test", Outcome: "applied"}); err != nil {
 		t.Fatal(err)
 	}

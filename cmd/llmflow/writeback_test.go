@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -94,6 +95,7 @@ store { path = "llmflow.db" }
 		{Name: p + "etabb", Kind: llmflow.KindOrg, Shares: 3, Source: "slurm"},
 		{Name: p + "chem", Kind: llmflow.KindTeam, Parent: p + "etabb", Shares: 100, Source: "slurm"},
 	}
+	seedSlurmSource(t, cluster+"s", tree, alice)
 	if _, err := db.SaveSync(ctx, tree, llmflow.SyncRun{Started: t0, Finished: t0, Source: "test", Outcome: "applied"}); err != nil {
 		t.Fatal(err)
 	}
@@ -200,5 +202,30 @@ func TestWriteWriteback_Failure(t *testing.T) {
 	writeWriteback(&b, writeback.Result{Cluster: "llm", AssocHours: 3}, 8, time.UTC, nil)
 	if !strings.HasPrefix(b.String(), "wrote cluster llm") {
 		t.Errorf("success output:\n%s", b.String())
+	}
+}
+
+// seedSlurmSource creates the Slurm a tree was imported from: a cluster of
+// its own (removed at the end) with the accounts of tree and the users in
+// the first account. The write-back creates no Slurm account or user
+// (the service user excepted), so the names it writes must exist.
+func seedSlurmSource(t *testing.T, cluster string, tree llmflow.Accounts, users ...string) {
+	t.Helper()
+	sam(t, "add", "cluster", cluster)
+	t.Cleanup(func() { exec.Command("sacctmgr", "-i", "delete", "cluster", cluster).Run() })
+	var parents []string
+	children := map[string][]string{}
+	for _, a := range tree {
+		p := cmp.Or(a.Parent, "root")
+		if _, ok := children[p]; !ok {
+			parents = append(parents, p)
+		}
+		children[p] = append(children[p], a.Name)
+	}
+	for _, p := range parents { // parents before children, as in the tree
+		sam(t, "add", "account", strings.Join(children[p], ","), "parent="+p, "cluster="+cluster)
+	}
+	if len(users) > 0 {
+		sam(t, "add", "user", strings.Join(users, ","), "account="+tree[0].Name, "cluster="+cluster)
 	}
 }

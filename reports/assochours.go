@@ -19,7 +19,9 @@ import (
 // ProperName is left to the caller (a lookup on the host).
 func FromAssocHours(tree llmflow.Accounts, rows []llmflow.AssocHour, gpus int, cluster string, p Period, now time.Time, loc *time.Location, since time.Time) Data {
 	tresNames := []string{"gres/gpu", "cpu"}
-	d := Data{Cluster: cluster, Now: now, Location: loc}
+	// the TRES table of the write-back's cluster: slurmdbd's built-in
+	// TRES and gres/gpu (registered by the write-back), as -T knows them
+	d := Data{Cluster: cluster, Now: now, Location: loc, TRES: append(slices.Clip(DefaultTRES), "gres/gpu")}
 	d.Accounts = append(d.Accounts, Account{Name: "root"})
 	known := map[string]bool{"root": true}
 	for _, a := range tree {

@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -76,5 +77,38 @@ func TestFromAssocHours(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("cluster hours (-want +got):\n%s", diff)
+	}
+}
+
+// TestRunNoValidTRES: a -T list without one TRES of the cluster fails as
+// sreport does; one valid name is enough (the others are dropped), and
+// gres/gpu is valid without usage.
+func TestRunNoValidTRES(t *testing.T) {
+	now := time.Date(2026, 11, 3, 0, 0, 0, 0, time.UTC)
+	p := Period{Start: now.AddDate(0, 0, -1), End: now, Gran: Hour}
+	data := FromAssocHours(nil, nil, 4, "llm", p, now, time.UTC, p.Start)
+	for _, tc := range []struct {
+		tres []string
+		err  error
+	}{
+		{[]string{"gpu"}, ErrNoValidTRES},
+		{[]string{}, ErrNoValidTRES},
+		{[]string{"gres/gpuz", "gpu"}, ErrNoValidTRES},
+		{[]string{"gres/gpu"}, nil},
+		{[]string{"GRES/GPU"}, nil},
+		{[]string{"gpu", "cpu"}, nil},
+		{[]string{"energy"}, nil},
+		{[]string{"all"}, nil},
+		{nil, nil},
+	} {
+		req, err := ParseArgs([]string{"cluster", "Utilization", "start=2026-11-02", "end=2026-11-03"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.TRES = tc.tres
+		var out strings.Builder
+		if err := Run(&out, req, data); err != tc.err {
+			t.Errorf("-T %q: %v, want %v", tc.tres, err, tc.err)
+		}
 	}
 }

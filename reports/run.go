@@ -81,6 +81,10 @@ func roundHour(t time.Time, loc *time.Location) time.Time {
 	return time.Date(l.Year(), l.Month(), l.Day(), h, 0, 0, 0, loc)
 }
 
+// ErrNoValidTRES is sreport's error when no name of -T is a TRES of the
+// cluster ("-T gpu" rather than "-T gres/gpu").
+var ErrNoValidTRES = errors.New("fatal: No valid TRES given")
+
 // Run prints the report req asks for over data, exactly as sreport 22.05
 // would print it.
 func Run(w io.Writer, req Request, data Data) error {
@@ -275,6 +279,11 @@ func newEngine(req Request, d *Data, loc *time.Location, per Period) (*engine, e
 					break
 				}
 			}
+		}
+		if len(e.sel) == 0 {
+			// sreport drops the names its TRES table lacks, and with
+			// none left fails (sreport -T gpu: exit 1)
+			return nil, ErrNoValidTRES
 		}
 	}
 	return e, nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -179,5 +180,35 @@ func TestServeWritesBack(t *testing.T) {
 	}
 	if got != want.String() || !strings.Contains(got, "|alice||gres/gpu|") {
 		t.Fatalf("sreport after serve's write-back:\n%s\nllmflow report:\n%s", got, want.String())
+	}
+}
+
+// TestReportTRESLikeSreport: -T takes the names the real sreport takes,
+// and fails like it when none is a TRES ("-T gpu": "fatal: No valid TRES
+// given", exit 1; it printed an empty report and exited 0).
+func TestReportTRESLikeSreport(t *testing.T) {
+	needSlurm(t)
+	b := make([]byte, 4)
+	rand.Read(b)
+	dir := t.TempDir()
+	cfgPath := seedUsage(t, dir, hex.EncodeToString(b), "", time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC))
+	lab := cmp.Or(os.Getenv("LLMFLOW_SLURM_CLUSTER"), "llmflow") // scripts/slurm/setup.sh's cluster, gres/gpu registered
+	for _, tres := range []string{"gpu", "", "foo", "gres/gpuz", "gres/gpu", "GRES/GPU", "gres/gpu,foo", "cpu,gpu", "energy", "ALL"} {
+		args := []string{"-P", "-T", tres, "cluster", "Utilization", "start=2026-11-02", "end=2026-11-03"}
+		c := exec.Command("sreport", append(args, "cluster="+lab)...)
+		c.Env = append(os.Environ(), "TZ=UTC")
+		var sout, serr bytes.Buffer
+		c.Stdout, c.Stderr = &sout, &serr
+		sreportOK := c.Run() == nil
+		var out, errb bytes.Buffer
+		code := Run(context.Background(), append([]string{"report", "-c", cfgPath}, args...), &out, &errb)
+		switch {
+		case sreportOK != (code == 0):
+			t.Errorf("-T %q: sreport ok %v (%s), llmflow report exit %d (%s)", tres, sreportOK, serr.String(), code, errb.String())
+		case !sreportOK && strings.TrimPrefix(serr.String(), "sreport: ") != strings.TrimPrefix(errb.String(), "llmflow: "):
+			t.Errorf("-T %q: sreport %q, llmflow report %q", tres, serr.String(), errb.String())
+		case !sreportOK && out.Len() > 0:
+			t.Errorf("-T %q: a failed report printed %q", tres, out.String())
+		}
 	}
 }

@@ -30,7 +30,8 @@ type Config struct {
 	// capacity − allocated.
 	GPUs int
 	// Location is slurmdbd's time zone (the TZ of the slurmdbd process),
-	// which its day and month rows follow. Default time.Local.
+	// which its day and month rows follow. Default UTC (as llmflow report
+	// and the writeback block), never the process's local zone.
 	Location *time.Location
 	// Sacctmgr runs the association-tree commands (Modify); the zero
 	// value runs "sacctmgr" from PATH. The user running it must be a Slurm
@@ -91,7 +92,7 @@ func New(db *sql.DB, cfg Config) (*Writer, error) {
 		return nil, errors.New("write-back: the pool's GPU count (cluster capacity) must be > 0")
 	}
 	if cfg.Location == nil {
-		cfg.Location = time.Local
+		cfg.Location = time.UTC
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

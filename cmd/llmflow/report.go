@@ -60,10 +60,11 @@ func reportCmd(e *env) *cobra.Command {
 			if err != nil {
 				return e.diagnostics(err)
 			}
-			cluster, serviceUser, loc, err := o.slurmSide(cfg)
+			cluster, serviceUser, loc, defaultTZ, err := o.slurmSide(cfg)
 			if err != nil {
 				return err
 			}
+
 			if o.gpus < 0 { // not given: the pools' GPUs
 				o.gpus = 0
 				for _, p := range cfg.Pools {
@@ -112,6 +113,9 @@ func reportCmd(e *env) *cobra.Command {
 			if err := w.Flush(); err != nil {
 				return err
 			}
+			if defaultTZ {
+				fmt.Fprintf(e.stderr, "note: periods, days and months in %s, llmflow's default (slurmdbd's zone: writeback { timezone } or --timezone)\n", loc)
+			}
 			if period.End.After(now) { // sreport's rounding took in the hour running now
 				fmt.Fprintf(e.stderr, "note: the period ends at %s, after now: the hour from %s is not over, its usage is partial\n",
 					period.End.In(loc).Format("2006-01-02T15:04:05"), period.End.Add(-time.Hour).In(loc).Format("15:04"))
@@ -144,31 +148,34 @@ type reportOpts struct {
 // slurmSide returns the cluster, service user and time zone of the report:
 // the flags', else the configuration's writeback block's (as the
 // write-back to slurmdbd uses them), else llmflow's defaults and UTC.
-func (o reportOpts) slurmSide(cfg *config.Config) (cluster, serviceUser string, loc *time.Location, err error) {
-	return slurmSide(cfg, o.cluster, o.serviceUser, o.timezone, "--timezone", "UTC")
+func (o reportOpts) slurmSide(cfg *config.Config) (cluster, serviceUser string, loc *time.Location, defaultTZ bool, err error) {
+	return slurmSide(cfg, o.cluster, o.serviceUser, o.timezone, "--timezone")
 }
 
 // slurmSide returns the Slurm cluster, service user and slurmdbd time zone
 // llmflow's usage is reported under, by report and by the write-back: each
 // given value ("" for not given; tzFlag names the time zone's flag in
 // errors), else the configuration's writeback block's, else llmflow's
-// defaults and defTZ (a time zone name; "Local" for this process's).
-func slurmSide(cfg *config.Config, cluster, serviceUser, tz, tzFlag, defTZ string) (string, string, *time.Location, error) {
-	defCluster, defUser := llmflow.DefaultSlurmCluster, llmflow.DefaultServiceUser
+// defaults: one time zone for both, config.DefaultWritebackTimezone (UTC),
+// never the process's local zone. defaultTZ says the zone is that default
+// (for the output to name it).
+func slurmSide(cfg *config.Config, cluster, serviceUser, tz, tzFlag string) (_, _ string, _ *time.Location, defaultTZ bool, _ error) {
+	defCluster, defUser, defTZ := llmflow.DefaultSlurmCluster, llmflow.DefaultServiceUser, ""
 	if wc := cfg.Writeback; wc != nil {
 		defCluster = cmp.Or(wc.Cluster, defCluster)
 		defUser = cmp.Or(wc.ServiceUser, defUser)
-		defTZ = cmp.Or(wc.Timezone, defTZ)
+		defTZ = wc.Timezone
 	}
 	what := "writeback timezone"
 	if tz != "" {
 		what = tzFlag
 	}
-	loc, err := time.LoadLocation(cmp.Or(tz, defTZ))
+	name := cmp.Or(tz, defTZ, config.DefaultWritebackTimezone)
+	loc, err := time.LoadLocation(name)
 	if err != nil {
-		return "", "", nil, fmt.Errorf("%s: %w", what, err)
+		return "", "", nil, false, fmt.Errorf("%s: %w", what, err)
 	}
-	return cmp.Or(cluster, defCluster), cmp.Or(serviceUser, defUser), loc, nil
+	return cmp.Or(cluster, defCluster), cmp.Or(serviceUser, defUser), loc, tz == "" && defTZ == "", nil
 }
 
 // reportFlags declares report's own options, for reportOptions to parse

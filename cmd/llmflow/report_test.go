@@ -329,23 +329,26 @@ func TestSlurmSide(t *testing.T) {
 	paris, _ := time.LoadLocation("Europe/Paris")
 	wb := &config.Config{Writeback: &config.Writeback{Cluster: "hgx-llm", ServiceUser: "svc", Timezone: "Europe/Paris"}}
 	for _, tc := range []struct {
-		name                     string
-		cfg                      *config.Config
-		cluster, user, tz, defTZ string
-		wantCluster, wantUser    string
-		wantLoc                  *time.Location
+		name                  string
+		cfg                   *config.Config
+		cluster, user, tz     string
+		wantCluster, wantUser string
+		wantLoc               *time.Location
+		wantDefault           bool
 	}{
-		{"defaults", &config.Config{}, "", "", "", "UTC", llmflow.DefaultSlurmCluster, llmflow.DefaultServiceUser, time.UTC},
-		{"defaults, local zone", &config.Config{}, "", "", "", "Local", llmflow.DefaultSlurmCluster, llmflow.DefaultServiceUser, time.Local},
-		{"writeback block", wb, "", "", "", "Local", "hgx-llm", "svc", paris},
-		{"flags override", wb, "other", "ops", "UTC", "Local", "other", "ops", time.UTC},
+		// one default for report and the write-back: UTC, whatever the
+		// process's local zone (the write-back took "Local")
+		{"defaults", &config.Config{}, "", "", "", llmflow.DefaultSlurmCluster, llmflow.DefaultServiceUser, time.UTC, true},
+		{"writeback block", wb, "", "", "", "hgx-llm", "svc", paris, false},
+		{"writeback block without timezone", &config.Config{Writeback: &config.Writeback{Cluster: "c"}}, "", "", "", "c", llmflow.DefaultServiceUser, time.UTC, true},
+		{"flags override", wb, "other", "ops", "UTC", "other", "ops", time.UTC, false},
 	} {
-		cluster, user, loc, err := slurmSide(tc.cfg, tc.cluster, tc.user, tc.tz, "--tz", tc.defTZ)
-		if err != nil || cluster != tc.wantCluster || user != tc.wantUser || loc.String() != tc.wantLoc.String() {
-			t.Errorf("%s: %q %q %v %v, want %q %q %v", tc.name, cluster, user, loc, err, tc.wantCluster, tc.wantUser, tc.wantLoc)
+		cluster, user, loc, def, err := slurmSide(tc.cfg, tc.cluster, tc.user, tc.tz, "--tz")
+		if err != nil || cluster != tc.wantCluster || user != tc.wantUser || loc.String() != tc.wantLoc.String() || def != tc.wantDefault {
+			t.Errorf("%s: %q %q %v %v %v, want %q %q %v %v", tc.name, cluster, user, loc, def, err, tc.wantCluster, tc.wantUser, tc.wantLoc, tc.wantDefault)
 		}
 	}
-	if _, _, _, err := slurmSide(wb, "", "", "Nowhere/Atlantis", "--tz", "UTC"); err == nil || !strings.Contains(err.Error(), "--tz") {
+	if _, _, _, _, err := slurmSide(wb, "", "", "Nowhere/Atlantis", "--tz"); err == nil || !strings.Contains(err.Error(), "--tz") {
 		t.Errorf("bad time zone: %v, want an error naming --tz", err)
 	}
 }

@@ -36,7 +36,7 @@ func addWritebackFlags(cmd *cobra.Command) {
 	fl.String("writeback-cluster", llmflow.DefaultSlurmCluster, "the Slurm `CLUSTER` llmflow's usage is written as (from writeback { cluster } when set)")
 	fl.Int("gpus", 0, "`N` GPUs of the pools written: capacity of the write-back cluster (count of its usage rows, idle = GPUs x 3600 - allocated; default the sum of the pools' gpus)")
 	fl.String("service-user", llmflow.DefaultServiceUser, "the Slurm `USER` the requests of keys without an owner count under (from writeback { service_user } when set)")
-	fl.String("writeback-tz", "", "slurmdbd's time `ZONE`, which its day and month rows follow (IANA name; default writeback { timezone }, else this process's local zone, $TZ)")
+	fl.String("writeback-tz", "", "slurmdbd's time `ZONE`, which its day and month rows follow (IANA name; default writeback { timezone }, else UTC, as report)")
 }
 
 // runWriteback is `llmflow sync --to-slurmdbd`: the hours [--from, --to)
@@ -86,7 +86,7 @@ func runWriteback(cmd *cobra.Command, e *env, cfg *config.Config, db writebackSt
 	if wcfg == nil {
 		wcfg = &config.Config{}
 	}
-	cluster, serviceUser, loc, err := slurmSide(wcfg, given("writeback-cluster"), given("service-user"), given("writeback-tz"), "--writeback-tz", "Local")
+	cluster, serviceUser, loc, _, err := slurmSide(wcfg, given("writeback-cluster"), given("service-user"), given("writeback-tz"), "--writeback-tz")
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -133,6 +134,16 @@ store { path = "llmflow.db" }
 	}
 	wb := []string{"sync", "-c", cfgPath, "--to-slurmdbd", "--from", "2026-11-02T00:00:00Z", "--to", "2026-11-04T00:00:00Z",
 		"--writeback-dsn-file", filepath.Join(dir, "wb.dsn"), "--writeback-cluster", cluster, "--service-user", svc, "--writeback-tz", "UTC"}
+	// without writeback { timezone } or --writeback-tz: UTC, as report's
+	// default, never the process's local zone ("Local")
+	if noTZ := llmflowCmd(append(slices.Clone(wb[:len(wb)-2]), "--dry-run")...); !strings.Contains(noTZ, "days and months in UTC)") {
+		t.Errorf("dry run without a time zone:\n%s", noTZ)
+	}
+	var rout, rerr bytes.Buffer
+	if code := Run(ctx, []string{"report", "-c", cfgPath, "--as-cluster", cluster, "cluster", "Utilization", "-P"}, &rout, &rerr); code != 0 ||
+		!strings.Contains(rerr.String(), "note: periods, days and months in UTC, llmflow's default") {
+		t.Errorf("report without a time zone: exit %d, stderr %q", code, rerr.String())
+	}
 	dry := llmflowCmd(append(wb, "--dry-run")...)
 	if !strings.Contains(dry, "dry run: would write cluster "+cluster) || !strings.Contains(dry, "sacctmgr -i add cluster "+cluster) {
 		t.Errorf("dry run:\n%s", dry)

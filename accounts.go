@@ -66,6 +66,13 @@ type Account struct {
 	// Source says where the account comes from: "config" or "slurm".
 	Source string
 
+	// ShareRest marks a team of the configuration declared without a
+	// share: its Shares is an equal part of what its siblings' shares
+	// leave of 1 (SplitRests), siblings created through the admin API
+	// included, so that a share given there is a fraction like the
+	// configuration's, never a dilution of the configured teams.
+	ShareRest bool
+
 	// Limits are the account's Slurm group limits on GPUs (GrpTRESMins,
 	// GrpTRES): a budget and an in-flight cap for the budgets side (see
 	// GPULimits). Zero for accounts of the configuration.
@@ -96,4 +103,26 @@ func (as Accounts) SlurmNames() Accounts {
 		out[i] = a
 	}
 	return out
+}
+
+// SplitRests sets the Shares of the accounts marked ShareRest: among each
+// parent's children, those split equally what the others' shares leave of
+// 1 (nothing when they take it all). It is the configuration's rule for
+// teams without a share, applied with the siblings added through the
+// admin API.
+func (as Accounts) SplitRests() {
+	given := map[string]float64{}
+	rests := map[string]int{}
+	for _, a := range as {
+		if a.ShareRest {
+			rests[a.Parent]++
+		} else if !a.UseParent {
+			given[a.Parent] += a.Shares
+		}
+	}
+	for i := range as {
+		if a := &as[i]; a.ShareRest {
+			a.Shares = max(0, 1-given[a.Parent]) / float64(rests[a.Parent])
+		}
+	}
 }

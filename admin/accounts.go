@@ -102,6 +102,39 @@ func (h *Handler) createOrg(w http.ResponseWriter, r *http.Request, p Principal)
 	return h.createAccount(w, r, p, c, authz.OrgScope(req.Name), "org.create")
 }
 
+// fractionShare checks the share of name, a team or project of parent
+// created through the admin API, against its siblings. Where the
+// configuration declares sibling teams, shares are fractions of the parent
+// summing to at most 1 (the configuration's rule): a share given here is
+// one too, taken from what the others' shares leave (configured teams
+// without a share split what is left after it), and a share that would
+// bring the sum above 1 is refused rather than shrink the configured
+// shares by normalisation. Among Slurm's or the API's own accounts shares
+// are Slurm's, normalised among siblings: any share goes.
+func fractionShare(tree llmflow.Accounts, parent, name string, share float64) error {
+	if parent == "" {
+		// organisations: their shares are normalised with the configured
+		// ones (README, Delegated administration)
+		return nil
+	}
+	configured, given := false, 0.0
+	for _, a := range tree {
+		if a.Parent != parent || a.Name == name || a.Kind == llmflow.KindRoot {
+			continue
+		}
+		configured = configured || a.Source == "config"
+		if !a.ShareRest && !a.UseParent {
+			given += a.Shares
+		}
+	}
+	if !configured || given+share <= 1+1e-9 {
+		return nil
+	}
+	return &llmflow.Error{Code: llmflow.EINVALID, Param: "share", Message: fmt.Sprintf(
+		"share %g: the configuration gives the teams of %s fractions summing to at most 1, and the others take %g: at most %g is left (0: it only borrows)",
+		share, quote(parent), given, max(0, 1-given))}
+}
+
 // createAccount creates c unless an account of that name exists (names
 // are unique across the whole tree, as Slurm's are).
 func (h *Handler) createAccount(w http.ResponseWriter, r *http.Request, p Principal, c llmflow.AdminAccount, s authz.Scope, action string) error {
@@ -111,6 +144,9 @@ func (h *Handler) createAccount(w http.ResponseWriter, r *http.Request, p Princi
 			what = "a disabled account"
 		}
 		return &llmflow.Error{Code: llmflow.ECONFLICT, Param: "name", Message: fmt.Sprintf("%s named %s exists (%s names are unique across the tree)", what, quote(c.Name), a.Kind)}
+	}
+	if err := fractionShare(h.gw.Accounts().All(), c.Parent, c.Name, c.Shares); err != nil {
+		return err
 	}
 	if err := h.changeAccount(r.Context(), c); err != nil {
 		return err
@@ -386,6 +422,9 @@ func setShare(kind llmflow.Kind) handlerFunc {
 		}
 		if a.Source != "admin" {
 			return llmflow.Errorf(llmflow.ECONFLICT, "%s %q is declared by %s: its share is set there", a.Kind, a.Name, a.Source)
+		}
+		if err := fractionShare(h.gw.Accounts().All(), a.Parent, a.Name, share); err != nil {
+			return err
 		}
 		before := accountListView{Name: a.Name, Parent: a.Parent, Share: a.Shares, Disabled: a.Disabled, Source: a.Source}
 		c := llmflow.AdminAccount{Name: a.Name, Kind: a.Kind, Parent: a.Parent, Created: true, Disabled: a.Disabled, Shares: share, At: h.now().UTC()}

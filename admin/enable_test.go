@@ -66,9 +66,12 @@ func TestEnableAccount(t *testing.T) {
 }
 
 // TestAccountShare: a team created through the admin API with a share
-// holds its part of the organisation's reservation next to the
-// configured team; its share can be changed (0: it only borrows), but not
-// a configured team's; bad shares are 400s naming the field.
+// follows the configuration's rule (README, Fair share): its share is a
+// fraction of the organisation's reservation, the configured team without
+// a share splits what is left (a share 1 next to it halved it: 1:1
+// normalised), and shares summing above 1 are refused; its share can be
+// changed (0: it only borrows), but not a configured team's; bad shares
+// are 400s naming the field.
 func TestAccountShare(t *testing.T) {
 	e := newAdminEnv(t, "")
 	reserved := func(acct string) int {
@@ -82,20 +85,36 @@ func TestAccountShare(t *testing.T) {
 		return -1
 	}
 	org := reserved("etabA")
-	e.must(t, "POST", "/admin/teams", "oadmin", `{"name":"lab-new","org":"etabA","share":3}`, 201)
-	if n, c := reserved("lab-new"), reserved("lab-nlp"); n+c != org || n < 3*c-1 || n > 3*c+1 {
-		t.Fatalf("share 3 next to a configured share 1 in a reservation of %d: %d and %d", org, n, c)
+	e.must(t, "POST", "/admin/teams", "oadmin", `{"name":"lab-new","org":"etabA","share":0.25}`, 201)
+	if n, c := reserved("lab-new"), reserved("lab-nlp"); n+c != org || n < org/4-1 || n > org/4+1 {
+		t.Fatalf("share 0.25 next to a configured team without a share, in a reservation of %d: %d and %d", org, n, c)
 	}
-	if b := e.must(t, "PUT", "/admin/teams/lab-new/share", "oadmin", `{"share":0}`, 200); !strings.Contains(b, `"share":0`) {
-		t.Fatalf("share 0: %s", b)
+	for _, tc := range []struct {
+		share       string
+		code        int
+		newR, nlpR  int
+		description string
+	}{
+		{`{"share":3}`, 400, -1, -1, "above 1: refused, not normalised"},
+		{`{"share":0}`, 200, 0, org, "none: it only borrows"},
+		{`{"share":1}`, 200, org, 0, "all of it: the configured team has what is left, nothing"},
+		{`{"share":0.5}`, 200, org / 2, org - org/2, "half"},
+	} {
+		code, b := e.do(t, "PUT", "/admin/teams/lab-new/share", e.tokens["oadmin"], tc.share)
+		if code != tc.code || (code == 400 && !strings.Contains(b, `"param":"share"`)) {
+			t.Fatalf("%s: %d %s, want %d", tc.share, code, b, tc.code)
+		}
+		if code != 200 {
+			continue
+		}
+		if n, c := reserved("lab-new"), reserved("lab-nlp"); n+c != org || n-tc.newR > 1 || tc.newR-n > 1 || c-tc.nlpR > 1 || tc.nlpR-c > 1 {
+			t.Fatalf("%s (%s): lab-new %d, lab-nlp %d of %d; want %d and %d", tc.share, tc.description, n, c, org, tc.newR, tc.nlpR)
+		}
 	}
-	if n, c := reserved("lab-new"), reserved("lab-nlp"); n != 0 || c != org {
-		t.Fatalf("share 0: lab-new %d, lab-nlp %d of %d; want 0 and all", n, c, org)
+	if code, b := e.do(t, "POST", "/admin/teams", e.tokens["oadmin"], `{"name":"lab-more","org":"etabA","share":0.75}`); code != 400 {
+		t.Fatalf("a second team taking the sum above 1: %d %s", code, b)
 	}
 	e.must(t, "PUT", "/admin/teams/lab-new/share", "oadmin", `{"share":1}`, 200)
-	if n, c := reserved("lab-new"), reserved("lab-nlp"); n+c != org || n-c > 1 || c-n > 1 {
-		t.Fatalf("share 1 each: %d and %d of %d", n, c, org)
-	}
 	if code, b := e.do(t, "PUT", "/admin/teams/lab-nlp/share", e.tokens["oadmin"], `{"share":2}`); code != 409 || !strings.Contains(b, "its share is set there") {
 		t.Fatalf("share of a configured team: %d %s", code, b)
 	}

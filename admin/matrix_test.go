@@ -152,7 +152,7 @@ var matrix = map[string]matrixRow{
 	"PUT /admin/teams/{name}/share": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {
 		name := fmt.Sprintf("st%d", c)
 		e.must(t, "POST", "/admin/teams", "master", fmt.Sprintf(`{"name":%q,"org":%q}`, name, scoped(in, "etabA", "etabB")), 201)
-		return "/admin/teams/" + name + "/share", `{"share":2}`
+		return "/admin/teams/" + name + "/share", `{"share":0.01}` // a fraction: the configured teams' rule
 	}, in: writersOrg, out: proxyAdmins, ok: 200},
 
 	"GET /admin/teams/{team}/projects": {call: func(t *testing.T, e *adminEnv, p string, in bool, c int) (string, string) {

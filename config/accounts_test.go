@@ -35,11 +35,11 @@ model "m" {
 	want := llmflow.Accounts{
 		{Name: "uni-a", Kind: llmflow.KindOrg, Shares: 0.75, Source: "config"},
 		{Name: "lab-x", Kind: llmflow.KindTeam, Parent: "uni-a", Shares: 0.5, Source: "config"},
-		{Name: "lab-y", Kind: llmflow.KindTeam, Parent: "uni-a", Shares: 0.25, Source: "config"},
-		{Name: "lab-z", Kind: llmflow.KindTeam, Parent: "uni-a", Shares: 0.25, Source: "config"},
+		{Name: "lab-y", Kind: llmflow.KindTeam, ShareRest: true, Parent: "uni-a", Shares: 0.25, Source: "config"},
+		{Name: "lab-z", Kind: llmflow.KindTeam, ShareRest: true, Parent: "uni-a", Shares: 0.25, Source: "config"},
 		{Name: "uni-b", Kind: llmflow.KindOrg, Shares: 0.25, Source: "config"},
 		{Name: "lab-w", Kind: llmflow.KindTeam, Parent: "uni-b", Shares: 1, Source: "config"},
-		{Name: "lab-v", Kind: llmflow.KindTeam, Parent: "uni-b", Shares: 0, Source: "config"},
+		{Name: "lab-v", Kind: llmflow.KindTeam, ShareRest: true, Parent: "uni-b", Shares: 0, Source: "config"},
 	}
 	if d := cmp.Diff(want, cfg.Accounts()); d != "" {
 		t.Fatalf("Accounts() (-want +got):\n%s", d)

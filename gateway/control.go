@@ -77,6 +77,7 @@ func mergeAdminAccounts(base llmflow.Accounts, changes []llmflow.AdminAccount) l
 		idx[c.Name] = len(out)
 		out = append(out, llmflow.Account{Name: c.Name, Kind: c.Kind, Parent: c.Parent, Shares: c.Shares, Disabled: c.Disabled, Source: "admin"})
 	}
+	out.SplitRests() // configured teams without a share: what the others, these included, leave
 	return out
 }
 

@@ -21,6 +21,7 @@ type slurmFlags struct {
 	dsnFile, cluster      string
 	files                 []string // --file: one listing or dump, or the plain and the withdeleted listing
 	columns               string   // --columns: the columns of -n listings
+	listing               string   // --listing: what a single --file is (plain, withdeleted)
 	sacctmgrPath          string
 	timeout               time.Duration
 	warn                  io.Writer // warnings about the files (nil: none)
@@ -56,13 +57,20 @@ func slurmSource(cfg *config.Config, f slurmFlags) (src slurmsync.Source, name s
 	if s.Cluster == "" || s.Source != "sacctmgr" {
 		return slurmsync.Open(s, nil) // its errors come first, as they name what is missing
 	}
+	if f.listing != "" && len(f.files) == 0 {
+		return nil, "", nil, fmt.Errorf("--listing says what a --file listing is: pass --file too")
+	}
 	if f.columns != "" && len(f.files) == 0 {
 		return nil, "", nil, fmt.Errorf("--columns names the columns of --file listings printed with -n: pass --file too")
 	}
 	if len(f.files) == 0 {
 		return slurmsync.Open(s, nil)
 	}
-	files, err := slurmsync.ListingFiles(f.files, f.warn)
+	kind, err := slurmsync.ParseListingKind(f.listing)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	files, err := slurmsync.ListingFiles(f.files, kind, f.warn)
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -163,6 +171,9 @@ func syncCmd(e *env) *cobra.Command {
 		"deleted associations are known as such; and the coordinators, the output of\n"+
 		"sacctmgr -P show user withcoord format=User,Coord (or show account withcoord), recognised by its\n"+
 		"Coord Accounts column: without it no role changes")
+	fl.StringVar(&f.listing, "listing", "", "what a single association --file is, when its content cannot tell: `plain` (sacctmgr show assoc);\n"+
+		"withdeleted is refused alone (its deleted associations would be imported as live). Told by content where it can\n"+
+		"(with LFT,RGT a plain listing shows its deleted rows missing), never by the file's name")
 	fl.StringVar(&f.columns, "columns", "", "the `COLUMNS` of --file listings printed with -n (--noheader), comma-separated as in format=")
 	fl.StringVar(&f.sacctmgrPath, "sacctmgr", "", "the sacctmgr `COMMAND` (overrides slurm { sacctmgr_path })")
 	fl.DurationVar(&f.timeout, "timeout", 0, "bound on the import (default slurm { timeout }, 2m)")

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -21,6 +23,7 @@ import (
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/gateway"
 	"github.com/go-llmflow/llmflow/vllmsim"
+	"github.com/go-sql-driver/mysql"
 )
 
 // syncConfig writes a configuration with a store in dir.
@@ -264,8 +267,8 @@ func TestSyncFileForms(t *testing.T) {
 			[]string{"7 created"}, []string{"lab-old"}, nil},
 		{"two unrelated listings", []string{"--file", f("assoc.format.psv"), "--file", f("assoc.cluster-hgx.psv")}, false,
 			nil, nil, []string{"neither listing holds every row of the other"}},
-		{"withdeleted alone warns", []string{"--file", f("assoc.format.withdeleted.psv")}, true,
-			[]string{"lab-old"}, nil, []string{"cannot tell deleted associations from live ones"}},
+		{"withdeleted alone warns (its content cannot tell)", []string{"--file", f("assoc.format.withdeleted.psv")}, true,
+			[]string{"lab-old"}, nil, []string{"its content cannot tell"}},
 		{"-n with --columns", []string{"--file", f("assoc.format.noheader.psv"), "--columns", cols}, true,
 			[]string{"created     org      etaba", "7 created"}, nil, nil},
 		{"-n without --columns", []string{"--file", f("assoc.format.noheader.psv")}, false,
@@ -320,5 +323,96 @@ func TestSyncFileForms(t *testing.T) {
 	out := run("--file", f("assoc.format.psv"), "--file", f("assoc.format.withdeleted.psv"))
 	if !strings.Contains(out, "disabled    team     lab-old") || strings.Contains(out, "created     ") || !strings.Contains(out, "1 disabled") {
 		t.Errorf("known account deleted in Slurm:\n%s", out)
+	}
+}
+
+// TestSyncListingByContent: a single --file listing is told by its
+// content, never its name, with a real sacctmgr's listings of a cluster
+// with a deleted account: the plain listing with LFT,RGT is known plain
+// whatever its name (no false warning); a withdeleted listing renamed
+// assoc.psv is never imported silently (a warning; refused when said to
+// be withdeleted, as alone it cannot tell deleted rows from live ones).
+func TestSyncListingByContent(t *testing.T) {
+	needSlurm(t)
+	mc, err := mysql.ParseDSN(cmp.Or(os.Getenv("LLMFLOW_WRITEBACK_TEST_DSN"), "root@unix(/run/mysqld/mysqld.sock)/slurm_acct_db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, _ := mysql.NewConnector(mc)
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	b := make([]byte, 4)
+	rand.Read(b)
+	sfx := hex.EncodeToString(b)
+	cluster, org, team, gone := "llmt_ls"+sfx, "lso"+sfx, "lst"+sfx, "lsg"+sfx
+	sam(t, "add", "cluster", cluster)
+	t.Cleanup(func() {
+		exec.Command("sacctmgr", "-i", "delete", "cluster", cluster).Run()
+		db.Exec("DROP TABLE IF EXISTS `" + cluster + "_job_env_table`, `" + cluster + "_job_script_table`")
+	})
+	sam(t, "add", "account", org, "cluster="+cluster)
+	sam(t, "add", "account", team+","+gone, "parent="+org, "cluster="+cluster)
+	// slurmdbd hard-deletes a young association that never had jobs:
+	// backdate it so that the delete leaves a deleted row, as on a real
+	// cluster
+	old := time.Date(2026, 1, 15, 0, 0, 0, 0, time.UTC).Unix()
+	if _, err := db.Exec("UPDATE `"+cluster+"_assoc_table` SET creation_time = ?, mod_time = ? WHERE acct = ?", old, old, gone); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("UPDATE acct_table SET creation_time = ?, mod_time = ? WHERE name = ?", old, old, gone); err != nil {
+		t.Fatal(err)
+	}
+	sam(t, "delete", "account", gone, "cluster="+cluster)
+
+	dir := t.TempDir()
+	list := func(name string, args ...string) string {
+		t.Helper()
+		out, err := exec.Command("sacctmgr", append([]string{"-P", "show", "assoc", "where", "cluster=" + cluster}, args...)...).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, out, 0o600)
+		return p
+	}
+	nested := "format=Cluster,Account,User,Partition,Share,ParentName,LFT,RGT"
+	plainNamedWD := list("withdeleted-assoc.psv", nested)
+	renamedWD := list("assoc.psv", "withdeleted", nested)
+	plainShort := list("short.psv", "format=Cluster,Account,User,Partition,Share,ParentName")
+	if b, _ := os.ReadFile(renamedWD); !strings.Contains(string(b), gone) {
+		t.Fatalf("setup: the withdeleted listing lacks %s:\n%s", gone, b)
+	}
+
+	cfg := syncConfig(t, dir, "http://127.0.0.1:1")
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		ok        bool
+		warn      bool // a warning on stderr
+		errs      string
+		importsGo bool // gone is created (imported as live)
+	}{
+		{"plain named withdeleted: plain by its holes, no warning", []string{"--file", plainNamedWD}, true, false, "", false},
+		{"withdeleted renamed: not silent", []string{"--file", renamedWD}, true, true, "its content cannot tell", true},
+		{"withdeleted renamed, said so: refused", []string{"--file", renamedWD, "--listing", "withdeleted"}, false, false, "cannot tell deleted associations", false},
+		{"the plain listing said withdeleted: refused", []string{"--file", plainNamedWD, "--listing", "withdeleted"}, false, false, "it is the plain listing", false},
+		{"plain without LFT,RGT: a warning", []string{"--file", plainShort}, true, true, "its content cannot tell", false},
+		{"plain without LFT,RGT, said plain: silent", []string{"--file", plainShort, "--listing", "plain"}, true, false, "", false},
+		{"both, named anyhow", []string{"--file", renamedWD, "--file", plainNamedWD}, true, false, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := Run(context.Background(), append([]string{"sync", "-c", cfg, "--from-sacctmgr", "--cluster", cluster, "--dry-run"}, tc.args...), &out, &errb)
+			switch {
+			case (code == 0) != tc.ok:
+				t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+			case tc.warn != strings.Contains(errb.String(), "warning:"):
+				t.Errorf("warning %v, want %v:\n%s", !tc.warn, tc.warn, errb.String())
+			case !strings.Contains(errb.String(), tc.errs):
+				t.Errorf("stderr lacks %q:\n%s", tc.errs, errb.String())
+			case tc.ok && strings.Contains(out.String(), "created     team     "+gone) != tc.importsGo:
+				t.Errorf("%s imported as live: %v, want %v:\n%s", gone, !tc.importsGo, tc.importsGo, out.String())
+			}
+		})
 	}
 }

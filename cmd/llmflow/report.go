@@ -101,9 +101,6 @@ func reportCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if since.IsZero() {
-				since = period.End // nothing served: no capacity either
-			}
 			data := reports.FromAssocHours(tree, rows, o.gpus, cluster, period, now, loc, since)
 			data.ProperName = properName
 			w := bufio.NewWriter(e.stdout)

@@ -212,3 +212,49 @@ func TestReportTRESLikeSreport(t *testing.T) {
 		}
 	}
 }
+
+// TestWritebackBeforeServing: a write-back of a month before the gateway
+// served anything writes no cluster rows (it wrote 744 hours of idle
+// GPUs: sreport's Utilization showed capacity llmflow report did not);
+// the real sreport and llmflow report agree on that month and on the
+// first, partial, day served.
+func TestWritebackBeforeServing(t *testing.T) {
+	needSlurm(t)
+	b := make([]byte, 4)
+	rand.Read(b)
+	cluster := "llmt_" + hex.EncodeToString(b)
+	t.Cleanup(func() { exec.Command("sacctmgr", "-i", "delete", "cluster", cluster).Run() })
+	dir := t.TempDir()
+	cfgPath := seedUsage(t, dir, hex.EncodeToString(b), "", time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)) // first record 2026-11-02T10:05
+	ctx := context.Background()
+	run := func(args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := Run(ctx, args, &out, &errb); code != 0 {
+			t.Fatalf("llmflow %v: exit %d\n%s%s", args, code, out.String(), errb.String())
+		}
+		return out.String()
+	}
+	wb := func(from, to string) string {
+		return run("sync", "-c", cfgPath, "--to-slurmdbd", "--from", from, "--to", to,
+			"--writeback-dsn-file", filepath.Join(dir, "wb.dsn"), "--writeback-cluster", cluster, "--writeback-tz", "UTC")
+	}
+	if out := wb("2026-10-01", "2026-11-01"); !strings.Contains(out, "cluster rows (4 GPUs): 0 hours") {
+		t.Errorf("write-back of October, before the gateway served:\n%s", out)
+	}
+	wb("2026-11-01", "2026-11-03")
+	for _, p := range [][2]string{{"2026-10-01", "2026-11-01"}, {"2026-11-01", "2026-11-03"}, {"2026-11-02", "2026-11-03"}, {"2026-10-30", "2026-11-03"}} {
+		for _, report := range [][]string{{"cluster", "Utilization", "-t", "hours"}, {"cluster", "Utilization", "-t", "percent"}} {
+			args := append(append([]string{"-P", "-T", "gres/gpu"}, report...), "start="+p[0], "end="+p[1])
+			c := exec.Command("sreport", append(args, "cluster="+cluster)...)
+			c.Env = append(os.Environ(), "TZ=UTC")
+			want, err := c.Output()
+			if err != nil {
+				t.Fatalf("sreport %v: %v", args, err)
+			}
+			if got := run(append([]string{"report", "-c", cfgPath, "--as-cluster", cluster, "--timezone", "UTC"}, args...)...); got != string(want) {
+				t.Errorf("%v:\nllmflow report:\n%s\nsreport:\n%s", args, got, want)
+			}
+		}
+	}
+}

@@ -88,6 +88,15 @@ type AssocHour struct {
 	AllocSecs     int64     // GPU-seconds
 }
 
+// Unwritten is usage of one association in one hour that the write-back
+// could not write into slurmdbd (its account or user is not a live Slurm
+// name, and the cluster never had the association): the report subtracts
+// it, so that its rows equal what Slurm holds, and says it apart.
+type Unwritten struct {
+	AssocHour
+	Reason string
+}
+
 // Unattributed is usage that has no association (no project and no team).
 type Unattributed struct {
 	Rollups  int

@@ -2,6 +2,7 @@ package reports
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -135,4 +136,52 @@ func FromAssocHours(tree llmflow.Accounts, rows []llmflow.AssocHour, gpus int, c
 		}
 	}
 	return d
+}
+
+// WithoutUnwritten removes from rows the usage the write-back could not
+// write into slurmdbd (un: per hour and association, as it computed it
+// from the same rows), so that a report equals what Slurm holds. It
+// returns the rows left and what it removed, summed per association (Hour
+// zero), by account and user.
+func WithoutUnwritten(rows []llmflow.AssocHour, un []llmflow.Unwritten) ([]llmflow.AssocHour, []llmflow.Unwritten) {
+	if len(un) == 0 {
+		return rows, nil
+	}
+	type key struct {
+		hour          int64
+		account, user string
+	}
+	drop := make(map[key]int64, len(un))
+	for _, u := range un {
+		drop[key{u.Hour.Unix(), u.Account, u.User}] += u.AllocSecs
+	}
+	removed := map[[2]string]*llmflow.Unwritten{}
+	reason := map[[2]string]string{}
+	for _, u := range un {
+		reason[[2]string{u.Account, u.User}] = u.Reason
+	}
+	out := make([]llmflow.AssocHour, 0, len(rows))
+	for _, r := range rows {
+		k := key{r.Hour.Unix(), r.Account, r.User}
+		d := min(drop[k], r.AllocSecs)
+		if d > 0 {
+			drop[k] -= d
+			a := [2]string{r.Account, r.User}
+			if removed[a] == nil {
+				removed[a] = &llmflow.Unwritten{AssocHour: llmflow.AssocHour{Account: r.Account, User: r.User}, Reason: reason[a]}
+			}
+			removed[a].AllocSecs += d
+			r.AllocSecs -= d
+		}
+		if r.AllocSecs > 0 {
+			out = append(out, r)
+		}
+	}
+	var gone []llmflow.Unwritten
+	for _, a := range slices.SortedFunc(maps.Keys(removed), func(x, y [2]string) int {
+		return cmp.Or(strings.Compare(x[0], y[0]), strings.Compare(x[1], y[1]))
+	}) {
+		gone = append(gone, *removed[a])
+	}
+	return out, gone
 }

@@ -112,3 +112,28 @@ func TestRunNoValidTRES(t *testing.T) {
 		}
 	}
 }
+
+// TestWithoutUnwritten: the write-back's unwritten rows leave the report's
+// rows (an hour partly, an hour wholly), summed per association.
+func TestWithoutUnwritten(t *testing.T) {
+	h := func(i int) time.Time { return time.Date(2026, 11, 2, i, 0, 0, 0, time.UTC) }
+	row := func(i int, a, u string, s int64) llmflow.AssocHour {
+		return llmflow.AssocHour{Account: a, User: u, Hour: h(i), AllocSecs: s}
+	}
+	rows := []llmflow.AssocHour{row(1, "gone", "svc", 100), row(1, "live", "alice", 50), row(2, "gone", "svc", 30), row(3, "gone", "svc", 10)}
+	un := []llmflow.Unwritten{
+		{AssocHour: row(1, "gone", "svc", 100), Reason: "r"},
+		{AssocHour: row(2, "gone", "svc", 20), Reason: "r"},
+		{AssocHour: row(5, "gone", "svc", 7), Reason: "r"}, // no such row: nothing to remove
+	}
+	got, gone := WithoutUnwritten(rows, un)
+	if want := []llmflow.AssocHour{row(1, "live", "alice", 50), row(2, "gone", "svc", 10), row(3, "gone", "svc", 10)}; !cmp.Equal(got, want) {
+		t.Errorf("rows: %s", cmp.Diff(want, got))
+	}
+	if want := []llmflow.Unwritten{{AssocHour: llmflow.AssocHour{Account: "gone", User: "svc", AllocSecs: 120}, Reason: "r"}}; !cmp.Equal(gone, want) {
+		t.Errorf("removed: %s", cmp.Diff(want, gone))
+	}
+	if got, gone := WithoutUnwritten(rows, nil); !cmp.Equal(got, rows) || gone != nil {
+		t.Errorf("nothing unwritten: %v %v", got, gone)
+	}
+}

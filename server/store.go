@@ -40,6 +40,10 @@ type Store interface {
 	Rollups(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)
 	RollupsByTag(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)
 	PurgeRecords(ctx context.Context, before time.Time) (int64, error)
+	// SaveUnwritten and Unwritten keep what the write-back could not
+	// write into slurmdbd, for llmflow report.
+	SaveUnwritten(ctx context.Context, cluster string, from, to time.Time, rows []llmflow.Unwritten) error
+	Unwritten(ctx context.Context, cluster string, from, to time.Time) ([]llmflow.Unwritten, error)
 	Close() error
 }
 

@@ -41,3 +41,16 @@ func TestPostgres_Routing(t *testing.T) {
 		return MustOpenPostgres(t, dsns[s])
 	})
 }
+
+func TestSQLite_Unwritten(t *testing.T) {
+	storetest.RunUnwritten(t, func(t *testing.T) storetest.UnwrittenStore {
+		return MustOpenSQLite(t, filepath.Join(t.TempDir(), "llmflow.db"))
+	})
+}
+
+func TestPostgres_Unwritten(t *testing.T) {
+	pgDSN(t)
+	storetest.RunUnwritten(t, func(t *testing.T) storetest.UnwrittenStore {
+		return MustOpenPostgres(t, pgSchema(t))
+	})
+}

@@ -350,12 +350,12 @@ func (d deletedSet) prune(accts map[string]*wantAccount, users map[[2]string]boo
 // in the desired tree, or the cluster has it, deleted or not) and what
 // cannot: an association whose account or user slurmdbd does not have
 // live (deleted, or never a Slurm name) and that the cluster never had.
-func (d deletedSet) unwritable(usage []llmflow.AssocHour, users map[[2]string]bool, existing []haveAssoc) ([]llmflow.AssocHour, []NotWritten) {
+func (d deletedSet) unwritable(usage []llmflow.AssocHour, users map[[2]string]bool, existing []haveAssoc) ([]llmflow.AssocHour, []NotWritten, []llmflow.Unwritten) {
 	had := map[[2]string]bool{}
 	for _, h := range existing {
 		had[[2]string{h.acct, h.user}] = true
 	}
-	var keep []llmflow.AssocHour
+	var keep, lostRows []llmflow.AssocHour
 	lost := map[[2]string]int64{}
 	for _, u := range usage {
 		k := [2]string{u.Account, u.User}
@@ -364,7 +364,9 @@ func (d deletedSet) unwritable(usage []llmflow.AssocHour, users map[[2]string]bo
 			continue
 		}
 		lost[k] += u.AllocSecs
+		lostRows = append(lostRows, u)
 	}
+	reasons := map[[2]string]string{}
 	var out []NotWritten
 	for _, k := range slices.SortedFunc(maps.Keys(lost), func(a, b [2]string) int {
 		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
@@ -382,7 +384,12 @@ func (d deletedSet) unwritable(usage []llmflow.AssocHour, users map[[2]string]bo
 		default:
 			reason = "account " + a + " lies under an account deleted in, or missing from, slurmdbd"
 		}
-		out = append(out, NotWritten{Account: k[0], User: k[1], GPUSeconds: lost[k], Reason: reason + ", and cluster never had the association"})
+		reasons[k] = reason + ", and cluster never had the association"
+		out = append(out, NotWritten{Account: k[0], User: k[1], GPUSeconds: lost[k], Reason: reasons[k]})
 	}
-	return keep, out
+	rows := make([]llmflow.Unwritten, 0, len(lostRows))
+	for _, u := range lostRows {
+		rows = append(rows, llmflow.Unwritten{AssocHour: u, Reason: reasons[[2]string{u.Account, u.User}]})
+	}
+	return keep, out, rows
 }

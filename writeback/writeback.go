@@ -136,6 +136,10 @@ type Result struct {
 	// write-back never creates or changes an account or user (the service
 	// user excepted).
 	NotWritten []NotWritten
+	// Unwritten are the hour rows of NotWritten, for the store
+	// (SaveUnwritten): llmflow report subtracts them, so that it equals
+	// what slurmdbd holds, and says them apart.
+	Unwritten []llmflow.Unwritten
 	// Skipped are accounts and users of llmflow's tree left out of the
 	// cluster's tree because they are deleted in slurmdbd (or under a
 	// deleted account).
@@ -275,7 +279,7 @@ func (w *Writer) write(ctx context.Context, from, to time.Time, tree llmflow.Acc
 		return res, fmt.Errorf("write-back: %w", err)
 	}
 	res.Skipped = gone.prune(wantAccts, wantUsers)
-	usage, res.NotWritten = gone.unwritable(usage, wantUsers, ever)
+	usage, res.NotWritten, res.Unwritten = gone.unwritable(usage, wantUsers, ever)
 	res.AssocHourRows = usage
 	res.GPUSeconds = 0
 	for _, u := range usage {

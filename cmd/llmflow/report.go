@@ -97,6 +97,13 @@ func reportCmd(e *env) *cobra.Command {
 				tree = cfg.Accounts().SlurmNames()
 			}
 			rows, _ := llmflow.AssocHours(rollups, serviceUser)
+			// what the write-back could not write is not in slurmdbd:
+			// left out, and said apart
+			unwritten, err := db.Unwritten(cmd.Context(), cluster, period.Start, period.End)
+			if err != nil {
+				return err
+			}
+			rows, unwritten = reports.WithoutUnwritten(rows, unwritten)
 			since, err := writeback.ServedSince(cmd.Context(), db, period.End)
 			if err != nil {
 				return err
@@ -109,6 +116,10 @@ func reportCmd(e *env) *cobra.Command {
 			}
 			if err := w.Flush(); err != nil {
 				return err
+			}
+			for _, u := range unwritten {
+				fmt.Fprintf(e.stderr, "note: not counted, as slurmdbd does not hold it: %.4f GPU-hours of association (%s, %s) the write-back to cluster %s could not write: %s\n",
+					float64(u.AllocSecs)/3600, u.Account, u.User, cluster, u.Reason)
 			}
 			if defaultTZ {
 				fmt.Fprintf(e.stderr, "note: periods, days and months in %s, llmflow's default (slurmdbd's zone: writeback { timezone } or --timezone)\n", loc)

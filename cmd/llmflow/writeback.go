@@ -22,6 +22,7 @@ import (
 type writebackStore interface {
 	Accounts(ctx context.Context) (llmflow.Accounts, error)
 	Rollups(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)
+	SaveUnwritten(ctx context.Context, cluster string, from, to time.Time, rows []llmflow.Unwritten) error
 }
 
 var _ writebackStore = (*store.SQLite)(nil)
@@ -139,6 +140,10 @@ func runWriteback(cmd *cobra.Command, e *env, cfg *config.Config, db writebackSt
 		return fmt.Errorf("reading the rollups: %w", err)
 	}
 	res, err := w.Write(ctx, from, to, tree, rollups, dryRun)
+	if err == nil && !dryRun {
+		// what was not written, for llmflow report to say apart
+		err = db.SaveUnwritten(ctx, res.Cluster, res.From, res.To, res.Unwritten)
+	}
 	prog.done()
 	writeWriteback(e.stdout, res, gpus, loc, err)
 	return err

@@ -258,3 +258,55 @@ func TestWritebackBeforeServing(t *testing.T) {
 		}
 	}
 }
+
+// TestReportAfterSkippedUsage: usage the write-back cannot write (its
+// account was deleted in Slurm) is left out of llmflow report too, which
+// then equals the real sreport byte for byte, and said apart on stderr
+// (report counted it, and the totals differed from sreport's).
+func TestReportAfterSkippedUsage(t *testing.T) {
+	needSlurm(t)
+	b := make([]byte, 4)
+	rand.Read(b)
+	sfx := hex.EncodeToString(b)
+	cluster := "llmt_" + sfx
+	t.Cleanup(func() { exec.Command("sacctmgr", "-i", "delete", "cluster", cluster).Run() })
+	dir := t.TempDir()
+	cfgPath := seedUsage(t, dir, sfx, "", time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC))
+	team2 := "wu" + sfx                // its key k3 has 3.75 GPU-hours on 2026-11-03, no owner
+	sam(t, "delete", "account", team2) // deleted in Slurm since the last import
+	ctx := context.Background()
+	run := func(args ...string) (string, string) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := Run(ctx, args, &out, &errb); code != 0 {
+			t.Fatalf("llmflow %v: exit %d\n%s%s", args, code, out.String(), errb.String())
+		}
+		return out.String(), errb.String()
+	}
+	out, _ := run("sync", "-c", cfgPath, "--to-slurmdbd", "--from", "2026-11-02", "--to", "2026-11-04",
+		"--writeback-dsn-file", filepath.Join(dir, "wb.dsn"), "--writeback-cluster", cluster, "--writeback-tz", "UTC")
+	if !strings.Contains(out, "not written: 3.7500 GPU-hours of association ("+team2+", llmflow)") {
+		t.Fatalf("the write-back wrote the deleted account's usage:\n%s", out)
+	}
+	for _, report := range [][]string{
+		{"cluster", "AccountUtilizationByUser", "-t", "seconds"},
+		{"cluster", "UserUtilizationByAccount", "-t", "seconds"},
+		{"cluster", "Utilization", "-t", "seconds"},
+		{"user", "TopUsage", "-t", "minutes"},
+	} {
+		args := append(append([]string{"-P", "-T", "gres/gpu"}, report...), "start=2026-11-02", "end=2026-11-04")
+		c := exec.Command("sreport", append(args, "cluster="+cluster)...)
+		c.Env = append(os.Environ(), "TZ=UTC")
+		want, err := c.Output()
+		if err != nil {
+			t.Fatalf("sreport %v: %v", args, err)
+		}
+		got, stderr := run(append([]string{"report", "-c", cfgPath, "--as-cluster", cluster, "--timezone", "UTC"}, args...)...)
+		if got != string(want) {
+			t.Errorf("%v:\nllmflow report:\n%s\nsreport:\n%s", report, got, want)
+		}
+		if !strings.Contains(stderr, "3.7500 GPU-hours of association ("+team2+", llmflow) the write-back to cluster "+cluster+" could not write") {
+			t.Errorf("%v: stderr does not say what was not written: %q", report, stderr)
+		}
+	}
+}

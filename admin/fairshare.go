@@ -2,16 +2,19 @@ package admin
 
 import (
 	"net/http"
+	"strings"
 
+	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/adminapi"
 	"github.com/go-llmflow/llmflow/authz"
 	"github.com/go-llmflow/llmflow/gateway"
 )
 
 // fairshare is GET /admin/fairshare: every pool's state for proxy
-// readers; for others, only the subtrees of the organisations they read,
-// and no pool-wide totals (from which another organisation's load could
-// be worked out).
+// readers; for others, the whole subtree of each organisation or team they
+// read (its projects and user associations too, as sshare shows them), and
+// a member's own user associations in their teams; no pool-wide totals
+// (from which another organisation's load could be worked out).
 func (h *Handler) fairshare(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err := knownParams(r); err != nil {
 		return err
@@ -20,27 +23,36 @@ func (h *Handler) fairshare(w http.ResponseWriter, r *http.Request, p Principal)
 	if p.everywhere(authz.Read) {
 		return writeJSON(w, http.StatusOK, rep)
 	}
+	view := h.gw.Accounts()
 	for i := range rep.Pools {
 		ps := &rep.Pools[i]
 		ps.InFlight, ps.Borrowing, ps.Queued = 0, 0, 0
 		var keep []adminapi.AccountShare
-		visible := false // inside a visible organisation's subtree
+		subtree := -1 // depth of the readable subtree the rows are in; -1: none
 		for _, a := range ps.Accounts {
 			if a.Depth == 0 {
 				continue // the pool's root: totals of everyone
 			}
-			if a.Depth == 1 {
-				visible = p.may(authz.Read, authz.OrgScope(a.Account))
+			if subtree >= 0 && a.Depth > subtree {
+				keep = append(keep, a) // rows are in tree order: still inside
+				continue
 			}
-			if !visible && a.Depth == 2 {
+			subtree = -1
+			switch {
+			case a.User != "":
+				// outside a readable subtree: a member sees their own
+				if strings.EqualFold(a.User, p.Name) && p.may(authz.OwnKeys, h.teamScopeOf(view, a.Account)) {
+					keep = append(keep, a)
+				}
+			case a.Depth == 1 && p.may(authz.Read, authz.OrgScope(a.Account)):
+				subtree = 1
+				keep = append(keep, a)
+			case a.Depth == 2:
 				// a team the caller reads, in an organisation it does not
 				if s, ok := h.teamScope(a.Account); ok && p.may(authz.Read, s) {
+					subtree = 2
 					keep = append(keep, a)
-					continue
 				}
-			}
-			if visible {
-				keep = append(keep, a)
 			}
 		}
 		ps.Accounts = keep
@@ -49,6 +61,23 @@ func (h *Handler) fairshare(w http.ResponseWriter, r *http.Request, p Principal)
 		}
 	}
 	return writeJSON(w, http.StatusOK, rep)
+}
+
+// teamScopeOf is the scope of the team that account (a team or a project
+// under it) belongs to; authz.Proxy for an organisation or an unknown name
+// (which no member holds).
+func (h *Handler) teamScopeOf(view gateway.AccountView, account string) authz.Scope {
+	for range 64 { // a parent cycle cannot loop
+		a, ok := view.Account(account)
+		switch {
+		case !ok || a.Kind == llmflow.KindOrg || a.Kind == llmflow.KindRoot:
+			return authz.Proxy
+		case a.Kind == llmflow.KindTeam:
+			return authz.TeamScope(a.Parent, a.Name)
+		}
+		account = a.Parent
+	}
+	return authz.Proxy
 }
 
 // fairshareOf is the gateway's fair-share state as the API shows it.

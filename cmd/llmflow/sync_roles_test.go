@@ -12,10 +12,14 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-llmflow/llmflow/admin"
+	"github.com/go-llmflow/llmflow/adminapi"
 	"github.com/go-llmflow/llmflow/config"
 	"github.com/go-llmflow/llmflow/gateway"
 )
@@ -169,4 +173,84 @@ func TestSyncCoordinatorsEndToEnd(t *testing.T) {
 		t.Fatalf("sync after the user's removal lacks %q:\n%s", want, out)
 	}
 	mustCall(tok, "GET", "/admin/whoami", "", http.StatusUnauthorized)
+}
+
+// TestFairshareScopedViews: with a tree from a real Slurm (a team with a
+// project and user associations), GET /admin/fairshare shows a team's
+// coordinator (team_admin) the team's whole subtree, its project and
+// every user association in it (only the team row before), and a member
+// their own user associations (nothing before); nobody sees the
+// organisation's row or another team.
+func TestFairshareScopedViews(t *testing.T) {
+	needSlurm(t)
+	b := make([]byte, 4)
+	rand.Read(b)
+	sfx := hex.EncodeToString(b)
+	cluster, org, team, proj, other := "llmt_fs"+sfx, "fso"+sfx, "fst"+sfx, "fsp"+sfx, "fsx"+sfx
+	alice, bob, carol := "fsa"+sfx, "fsb"+sfx, "fsc"+sfx
+	sam(t, "add", "cluster", cluster)
+	t.Cleanup(func() {
+		exec.Command("sacctmgr", "-i", "delete", "cluster", cluster).Run()
+		exec.Command("sacctmgr", "-i", "delete", "user", alice+","+bob+","+carol).Run()
+	})
+	sam(t, "add", "account", org, "cluster="+cluster)
+	sam(t, "add", "account", team+","+other, "parent="+org, "cluster="+cluster)
+	sam(t, "add", "account", proj, "parent="+team, "cluster="+cluster)
+	sam(t, "add", "user", alice, "account="+proj, "cluster="+cluster)
+	sam(t, "add", "user", bob+","+carol, "account="+team, "cluster="+cluster)
+	sam(t, "add", "user", bob, "account="+other, "cluster="+cluster)
+	sam(t, "add", "coordinator", "account="+team, "names="+carol)
+
+	dir := t.TempDir()
+	cfg := syncConfig(t, dir, startSim(t, time.Millisecond))
+	f, _ := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	fmt.Fprintf(f, "slurm {\n  source   = \"slurmdbd\"\n  cluster  = %q\n  dsn_file = \"/etc/slurm/llmflow-slurmdbd.dsn\"\n  schedule = \"@every 1h\"\n}\n", cluster)
+	f.Close()
+	var out, errb bytes.Buffer
+	if code := Run(context.Background(), []string{"sync", "-c", cfg}, &out, &errb); code != 0 {
+		t.Fatalf("sync: %d %s%s", code, out.String(), errb.String())
+	}
+	srv := startServe(t, cfg, "LLMFLOW_SPOOL_DIR="+filepath.Join(dir, "spool"))
+	do := func(method, path, token, body string) []byte {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+		}
+		return b
+	}
+	token := func(user string) string {
+		var tok struct{ Token string }
+		json.Unmarshal(do("POST", "/admin/users/"+user+"/tokens", "master-sync-0123456789abcdef0123456789", `{"name":"t"}`), &tok)
+		return tok.Token
+	}
+	rows := func(tok string) []string {
+		var rep adminapi.FairshareReport
+		if err := json.Unmarshal(do("GET", "/admin/fairshare", tok, ""), &rep); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, p := range rep.Pools {
+			for _, a := range p.Accounts {
+				out = append(out, strings.TrimSuffix(a.Account+"/"+a.User, "/"))
+			}
+		}
+		return out
+	}
+	if got, want := rows(token(carol)), []string{team, team + "/" + bob, team + "/" + carol, proj, proj + "/" + alice}; !slices.Equal(got, want) {
+		t.Errorf("team admin %s sees %v, want the team's subtree %v", carol, got, want)
+	}
+	if got, want := rows(token(alice)), []string{proj + "/" + alice}; !slices.Equal(got, want) {
+		t.Errorf("member %s sees %v, want their own association %v", alice, got, want)
+	}
+	if got, want := rows(token(bob)), []string{team + "/" + bob, other + "/" + bob}; !slices.Equal(got, want) { // a member of both teams
+		t.Errorf("member %s sees %v, want their own associations %v", bob, got, want)
+	}
 }

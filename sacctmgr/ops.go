@@ -287,6 +287,7 @@ func (t *Tree) Clone() *Tree {
 	c.Accounts = append([]Account(nil), t.Accounts...)
 	c.Users = append([]User(nil), t.Users...)
 	c.Coords = append([]Coord(nil), t.Coords...)
+	c.OtherLimits = append([]OtherLimit(nil), t.OtherLimits...)
 	return c
 }
 

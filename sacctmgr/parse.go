@@ -105,8 +105,12 @@ const (
 	colDefAcct
 	colGrpTRES
 	colGrpTRESMins
+	colMaxTRES
 	numColumns
 )
+
+// limitNames are the limit columns as sacctmgr names them.
+var limitNames = map[column]string{colGrpTRESMins: "GrpTRESMins", colGrpTRES: "GrpTRES", colMaxTRES: "MaxTRES"}
 
 // columnNames maps header names and format= keys (lower-cased) to columns.
 var columnNames = map[string]column{
@@ -129,6 +133,7 @@ var columnNames = map[string]column{
 	"def acct":       colDefAcct,
 	"defaultaccount": colDefAcct,
 	"grptres":        colGrpTRES,
+	"maxtres":        colMaxTRES,
 	"grptresmins":    colGrpTRESMins,
 }
 
@@ -495,6 +500,21 @@ func parseAssociations(data []byte, opts Options) (*Tree, error) {
 		if x.user == "" && opts.Limits {
 			if x.limits, err = GPULimits(rd.get(f, colGrpTRESMins), rd.get(f, colGrpTRES), GPUTRES); err != nil {
 				return nil, errorf(num, "account %q: %v", x.account, err)
+			}
+		}
+		if opts.Limits {
+			cols := []column{colMaxTRES}
+			if x.user != "" {
+				cols = []column{colGrpTRESMins, colGrpTRES, colMaxTRES}
+			}
+			for _, c := range cols {
+				n, ok, err := GPUCount(rd.get(f, c), GPUTRES)
+				if err != nil {
+					return nil, errorf(num, "association %q/%q: %s: %v", x.account, x.user, limitNames[c], err)
+				}
+				if ok {
+					t.OtherLimits = append(t.OtherLimits, OtherLimit{Account: x.account, User: x.user, Partition: x.partition, Limit: limitNames[c], GPUs: n})
+				}
 			}
 		}
 		if x.user == "" {

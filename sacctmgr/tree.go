@@ -27,6 +27,19 @@ type Tree struct {
 	// "none", and must not erase a limit known from elsewhere.
 	MinutesUnknown bool `json:",omitempty"`
 	GPUsUnknown    bool `json:",omitempty"`
+	// OtherLimits are the GPU limits the accounts' Limits do not carry,
+	// read with them: an account's or user association's MaxTRES (per
+	// job), a user association's GrpTRESMins and GrpTRES. In tree order
+	// of the listing; deleted associations' too (see Deleted).
+	OtherLimits []OtherLimit `json:",omitempty"`
+}
+
+// OtherLimit is one gres/gpu limit of an association that is not an
+// account's group limit.
+type OtherLimit struct {
+	Account, User, Partition string // User "" for an account
+	Limit                    string // "MaxTRES", "GrpTRESMins" or "GrpTRES"
+	GPUs                     int64  // its gres/gpu count (GPU-minutes for GrpTRESMins)
 }
 
 // Account is an account association (user = ”): one node of the tree.

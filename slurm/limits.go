@@ -58,5 +58,39 @@ func readLimits(ctx context.Context, tx *sql.Tx, cluster string, t *sacctmgr.Tre
 	for i := range t.Accounts {
 		t.Accounts[i].Limits = limits[t.Accounts[i].Name]
 	}
-	return nil
+	return readOtherLimits(ctx, tx, cluster, gpu, t)
+}
+
+// readOtherLimits sets t.OtherLimits from <cluster>_assoc_table: every
+// association's max_tres, a user association's grp_tres_mins and grp_tres
+// (their gres/gpu counts, gpu its id), in lft order as sacctmgr lists them.
+func readOtherLimits(ctx context.Context, tx *sql.Tx, cluster, gpu string, t *sacctmgr.Tree) error {
+	rows, err := tx.QueryContext(ctx, "SELECT acct, `user`, `partition`, COALESCE(grp_tres_mins, ''), COALESCE(grp_tres, ''), COALESCE(max_tres_pj, '') FROM `"+
+		cluster+"_assoc_table` WHERE max_tres_pj <> '' OR (`user` <> '' AND (grp_tres_mins <> '' OR grp_tres <> '')) ORDER BY lft")
+	if err != nil {
+		return fmt.Errorf("limits: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var acct, user, part, mins, grp, max []byte
+		if err := rows.Scan(&acct, &user, &part, &mins, &grp, &max); err != nil {
+			return err
+		}
+		for _, l := range []struct {
+			name, tres string
+			user       bool // a limit of user associations only
+		}{{"GrpTRESMins", string(mins), true}, {"GrpTRES", string(grp), true}, {"MaxTRES", string(max), false}} {
+			if l.user && len(user) == 0 {
+				continue
+			}
+			n, ok, err := sacctmgr.GPUCount(l.tres, gpu)
+			if err != nil {
+				return fmt.Errorf("association %s/%s: %s: %w", lower(acct), lower(user), l.name, err)
+			}
+			if ok {
+				t.OtherLimits = append(t.OtherLimits, sacctmgr.OtherLimit{Account: lower(acct), User: lower(user), Partition: string(part), Limit: l.name, GPUs: n})
+			}
+		}
+	}
+	return rows.Err()
 }

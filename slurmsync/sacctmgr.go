@@ -27,7 +27,7 @@ const (
 	// Assocs is the tree itself, deleted associations included, with the
 	// accounts' GPU limits (GrpTRESMins, GrpTRES; optional columns):
 	//   sacctmgr --parsable2 show assoc withdeleted where cluster=C
-	//     format=Cluster,Account,User,Partition,Share,ParentName,GrpTRESMins,GrpTRES
+	//     format=Cluster,Account,User,Partition,Share,ParentName,GrpTRESMins,GrpTRES,MaxTRES
 	Assocs Listing = iota
 	// LiveAssocs is the same without withdeleted: associations of Assocs
 	// missing here are flagged Deleted.
@@ -71,7 +71,7 @@ func DefaultArgs(l Listing, cluster string) []string {
 			args = append(args, "withdeleted")
 		}
 		args = append(args, where...)
-		return append(args, "format=Cluster,Account,User,Partition,Share,ParentName,GrpTRESMins,GrpTRES")
+		return append(args, "format=Cluster,Account,User,Partition,Share,ParentName,GrpTRESMins,GrpTRES,MaxTRES")
 	case Defaults:
 		return append(append([]string{"--parsable2", "show", "assoc", "onlydefaults"}, where...),
 			"format=Cluster,Account,User,Partition")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/sacctmgr"
 )
 
 // Sink is where imported trees go: llmflow's store.
@@ -91,7 +92,7 @@ func (s *Syncer) Run(ctx context.Context, dryRun bool) (Result, error) {
 	if err != nil {
 		return fail(err)
 	}
-	res.Notes = KeepUnknownLimits(cur, old, tree.MinutesUnknown, tree.GPUsUnknown)
+	res.Notes = append(KeepUnknownLimits(cur, old, tree.MinutesUnknown, tree.GPUsUnknown), UnenforcedLimits(tree)...)
 	changes, next := Diff(old, cur)
 	res.Changes = changes
 	Count(&res.Run, changes, len(next))
@@ -221,4 +222,41 @@ func KeepUnknownLimits(cur, old llmflow.Accounts, minutes, gpus bool) []string {
 		}
 	}
 	return notes
+}
+
+// UnenforcedLimits lists the GPU limits of t's live associations that
+// llmflow does not enforce, so that none is dropped silently: MaxTRES (a
+// per-job cap: a request holds no GPUs of its own), and a user
+// association's GrpTRESMins and GrpTRES (llmflow enforces the accounts'
+// group limits only, as budgets and in-flight caps).
+func UnenforcedLimits(t *sacctmgr.Tree) []string {
+	deletedAcct := map[string]bool{}
+	for _, a := range t.Accounts {
+		deletedAcct[a.Name] = a.Deleted
+	}
+	type uk struct{ user, account, partition string }
+	deletedUser := map[uk]bool{}
+	for _, u := range t.Users {
+		deletedUser[uk{u.Name, u.Account, u.Partition}] = u.Deleted
+	}
+	var out []string
+	for _, l := range t.OtherLimits {
+		if deletedAcct[l.Account] || (l.User != "" && deletedUser[uk{l.User, l.Account, l.Partition}]) {
+			continue
+		}
+		value := fmt.Sprintf("%s=gres/gpu=%d", l.Limit, l.GPUs)
+		where := "account " + l.Account
+		if l.User != "" {
+			where = "user " + l.User + " in account " + l.Account
+			if l.Partition != "" {
+				where += " (partition " + l.Partition + ")"
+			}
+		}
+		why := "user associations' limits are not enforced: only an account's GrpTRESMins (a budget) and GrpTRES (an in-flight cap)"
+		if l.Limit == "MaxTRES" {
+			why = "a per-job cap: a request holds no GPUs of its own"
+		}
+		out = append(out, "limit not enforced: "+value+" of "+where+" ("+why+")")
+	}
+	return out
 }

@@ -165,7 +165,7 @@ func syncCmd(e *env) *cobra.Command {
 	fl.StringVar(&f.dsnFile, "dsn-file", "", "`FILE` holding slurmdbd's MySQL DSN (overrides slurm { dsn_file })")
 	fl.StringVar(&f.cluster, "cluster", "", "Slurm `CLUSTER` (overrides slurm { cluster })")
 	fl.StringArrayVar(&f.files, "file", nil, "with --from-sacctmgr: read `FILE` instead of running sacctmgr: the output of\n"+
-		"sacctmgr -P show assoc where cluster=C format=Cluster,Account,User,Partition,Share,ParentName[,GrpTRESMins,GrpTRES]\n"+
+		"sacctmgr -P show assoc where cluster=C format=Cluster,Account,User,Partition,Share,ParentName[,GrpTRESMins,GrpTRES,MaxTRES]\n"+
 		"(any columns with Account, User, Share and the parents; -p and -n too, see --columns), or the file\n"+
 		"sacctmgr dump C file=F writes; twice: that listing and the same with withdeleted, so that\n"+
 		"deleted associations are known as such; and the coordinators, the output of\n"+

@@ -181,3 +181,50 @@ func TestSyncListingWithoutLimitColumns(t *testing.T) {
 		t.Errorf("slurmdbd after the listing:\n%s", stdout)
 	}
 }
+
+// TestSyncUnenforcedLimitsListed: MaxTRES and a user association's
+// GrpTRESMins and GrpTRES, set with the real sacctmgr, are listed by
+// sync as limits llmflow does not enforce, alike from both sources
+// (they were dropped without a word); a deleted association's are not.
+func TestSyncUnenforcedLimitsListed(t *testing.T) {
+	needSlurm(t)
+	b := make([]byte, 4)
+	rand.Read(b)
+	sfx := hex.EncodeToString(b)
+	cluster, org, team, user := "llmt_unl"+sfx, "uno"+sfx, "unt"+sfx, "unu"+sfx
+	sam(t, "add", "cluster", cluster)
+	t.Cleanup(func() {
+		exec.Command("sacctmgr", "-i", "delete", "cluster", cluster).Run()
+		exec.Command("sacctmgr", "-i", "delete", "user", user).Run()
+	})
+	sam(t, "add", "account", org, "cluster="+cluster, "GrpTRES=gres/gpu=16")
+	sam(t, "add", "account", team, "parent="+org, "cluster="+cluster, "MaxTRES=gres/gpu=8")
+	sam(t, "add", "user", user, "account="+team, "cluster="+cluster, "GrpTRESMins=gres/gpu=600", "GrpTRES=gres/gpu=2")
+
+	dir := t.TempDir()
+	path := syncConfig(t, dir, "http://127.0.0.1:9")
+	stderr := func(args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := Run(context.Background(), append([]string{"sync", "-c", path, "--cluster", cluster, "--dry-run"}, args...), &out, &errb); code != 0 {
+			t.Fatalf("sync %v: %d\n%s%s", args, code, out.String(), errb.String())
+		}
+		return errb.String()
+	}
+	want := []string{
+		"note: limit not enforced: MaxTRES=gres/gpu=8 of account " + team + " (a per-job cap",
+		"note: limit not enforced: GrpTRESMins=gres/gpu=600 of user " + user + " in account " + team + " (user associations' limits are not enforced",
+		"note: limit not enforced: GrpTRES=gres/gpu=2 of user " + user + " in account " + team + " (",
+	}
+	for _, src := range [][]string{{"--from-sacctmgr"}, {"--from-slurmdbd", "--dsn-file", "/etc/slurm/llmflow-slurmdbd.dsn"}} {
+		got := stderr(src...)
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%v: stderr lacks %q:\n%s", src, w, got)
+			}
+		}
+		if strings.Contains(got, "of account "+org) {
+			t.Errorf("%v: the organisation's GrpTRES is enforced, listed as not:\n%s", src, got)
+		}
+	}
+}

@@ -7,12 +7,16 @@ import "time"
 // the store and comes back at every start; the configuration stays
 // authoritative for what it declares: a runtime upstream can neither
 // replace nor remove a configured one. It carries no secret: the gateway
-// sends it the model's key_file, as for a configured upstream without its
-// own.
+// sends it no key, unless InheritKey, an admin's explicit (and audited)
+// choice, has it send the model's key_file (whoever registers an engine
+// they control would otherwise receive the key, and other organisations'
+// prompts with it).
 type RuntimeUpstream struct {
 	Model     string
 	Name      string
 	BaseURL   string // checked like the configuration's: http or https, no credentials, query or fragment
+	// InheritKey sends the model's key_file to this upstream.
+	InheritKey bool
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	By        string // the admin who last wrote it

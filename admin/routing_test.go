@@ -180,9 +180,26 @@ func TestRuntimeUpstreamLifecycle(t *testing.T) {
 	if b.n.Load() == 0 {
 		t.Fatal("no traffic reached the runtime upstream")
 	}
+	// registered without inherit_key: the engine, whoever runs it, gets
+	// no key (it got the model's key_file)
 	b.mu.Lock()
-	if b.auths["Bearer "+gatewaytest.UpstreamKey] != int(b.n.Load()) {
-		t.Errorf("runtime upstream got Authorization %v, want the model's key_file every time", b.auths)
+	if b.auths[""] != int(b.n.Load()) {
+		t.Errorf("runtime upstream without inherit_key got Authorization %v, want none every time", b.auths)
+	}
+	b.mu.Unlock()
+	// inheriting is an explicit choice, and in the audit trail
+	if code, body = rg.do(t, "PUT", "/admin/models/m/upstreams/b", gatewaytest.MasterKey, fmt.Sprintf(`{"base_url":%q,"inherit_key":true}`, b.srv.URL)); code != 200 || !strings.Contains(body, `"inherit_key":true`) {
+		t.Fatalf("inherit the key: %d %s", code, body)
+	}
+	if _, audit := rg.do(t, "GET", "/admin/audit?limit=1", gatewaytest.MasterKey, ""); !strings.Contains(audit, `"action":"upstream.update"`) || !strings.Contains(audit, `"inherit_key":true`) {
+		t.Errorf("the audit trail does not show the key inherited: %s", audit)
+	}
+	withoutKey := b.n.Load()
+	gatewaytest.WaitFor(t, func() bool { v, _ := rg.upstreams(t).find("b"); return v.Healthy != nil && *v.Healthy })
+	rg.chat(t, "m", 20)
+	b.mu.Lock()
+	if got := b.auths["Bearer "+gatewaytest.UpstreamKey]; got != int(b.n.Load()-withoutKey) || got == 0 {
+		t.Errorf("runtime upstream with inherit_key got Authorization %v, want the model's key_file every time since (%d requests)", b.auths, b.n.Load()-withoutKey)
 	}
 	b.mu.Unlock()
 	if code, body := rg.do(t, "GET", "/healthz", gatewaytest.MasterKey, ""); !strings.Contains(body, `"healthy_upstreams":2`) {

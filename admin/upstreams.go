@@ -45,7 +45,7 @@ type aliasView = adminapi.Alias
 
 func storedUpstreamView(u llmflow.RuntimeUpstream) upstreamView {
 	c, up := u.CreatedAt, u.UpdatedAt
-	return upstreamView{Model: u.Model, Name: u.Name, BaseURL: redactURL(u.BaseURL), Source: "admin", CreatedAt: &c, UpdatedAt: &up, By: u.By}
+	return upstreamView{Model: u.Model, Name: u.Name, BaseURL: redactURL(u.BaseURL), InheritKey: u.InheritKey, Source: "admin", CreatedAt: &c, UpdatedAt: &up, By: u.By}
 }
 
 // redactURL shows a stored URL without what could hold a secret
@@ -182,7 +182,7 @@ func (h *Handler) writeUpstream(w http.ResponseWriter, r *http.Request, p Princi
 		return &llmflow.Error{Code: llmflow.EINVALID, Param: "base_url", Message: "base_url is required"}
 	}
 	now := h.now().UTC()
-	u := llmflow.RuntimeUpstream{Model: model, Name: name, BaseURL: req.BaseURL, CreatedAt: now, UpdatedAt: now, By: p.Name}
+	u := llmflow.RuntimeUpstream{Model: model, Name: name, BaseURL: req.BaseURL, InheritKey: req.InheritKey, CreatedAt: now, UpdatedAt: now, By: p.Name}
 	before, err := h.putUpstream(r.Context(), u, create)
 	if err != nil {
 		return err

@@ -474,9 +474,9 @@ func (c *Client) AddUpstream(ctx context.Context, model string, r UpstreamReques
 }
 
 // PutUpstream is PUT /admin/models/{model}/upstreams/{name}: add or
-// replace a runtime upstream.
-func (c *Client) PutUpstream(ctx context.Context, model, name, baseURL string) (Upstream, error) {
-	return call[Upstream](ctx, c, http.MethodPut, "/admin/models/"+seg(model)+"/upstreams/"+seg(name), nil, UpstreamRequest{BaseURL: baseURL})
+// replace a runtime upstream (r.Name may be left out).
+func (c *Client) PutUpstream(ctx context.Context, model, name string, r UpstreamRequest) (Upstream, error) {
+	return call[Upstream](ctx, c, http.MethodPut, "/admin/models/"+seg(model)+"/upstreams/"+seg(name), nil, r)
 }
 
 // RemoveUpstream is DELETE /admin/models/{model}/upstreams/{name}.

@@ -159,9 +159,9 @@ func TestClientRequests(t *testing.T) {
 			return c.AddUpstream(ctx, "m", adminapi.UpstreamRequest{Name: "u", BaseURL: "http://e:8000"})
 		}, `{}`, "POST", "/admin/models/m/upstreams", "", `{"name":"u","base_url":"http://e:8000"}`, ""},
 		{"put upstream", func(ctx context.Context, c *adminapi.Client) (any, error) {
-			return c.PutUpstream(ctx, "m", "u", "http://e:8000")
+			return c.PutUpstream(ctx, "m", "u", adminapi.UpstreamRequest{BaseURL: "http://e:8000", InheritKey: true})
 		},
-			`{}`, "PUT", "/admin/models/m/upstreams/u", "", `{"base_url":"http://e:8000"}`, ""},
+			`{}`, "PUT", "/admin/models/m/upstreams/u", "", `{"base_url":"http://e:8000","inherit_key":true}`, ""},
 		{"remove upstream", func(ctx context.Context, c *adminapi.Client) (any, error) { return c.RemoveUpstream(ctx, "m", "u") },
 			`{}`, "DELETE", "/admin/models/m/upstreams/u", "", "", ""},
 		{"aliases", func(ctx context.Context, c *adminapi.Client) (any, error) { return c.Aliases(ctx) },

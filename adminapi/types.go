@@ -337,6 +337,8 @@ type Upstream struct {
 	Model   string `json:"model"`
 	Name    string `json:"name"`
 	BaseURL string `json:"base_url"`
+	// InheritKey: a runtime upstream that gets the model's key_file.
+	InheritKey bool `json:"inherit_key,omitempty"`
 	// Source is "config" (gateway.hcl, read-only here) or "admin".
 	Source    string     `json:"source"`
 	Served    bool       `json:"served"`           // in rotation's list (healthy or not)
@@ -355,6 +357,9 @@ type Upstream struct {
 type UpstreamRequest struct {
 	Name    string `json:"name,omitempty"`
 	BaseURL string `json:"base_url"`
+	// InheritKey sends the model's key_file to this upstream: an explicit
+	// choice (absent: no key is sent), recorded in the audit trail.
+	InheritKey bool `json:"inherit_key,omitempty"`
 }
 
 // Alias is a model alias as GET /admin/aliases lists it.

@@ -171,6 +171,7 @@ func (g *Gateway) checkRuntimeUpstream(u llmflow.RuntimeUpstream, accepted map[s
 type acceptedUpstream struct {
 	name, base string
 	u          *url.URL
+	inheritKey bool // send the model's key (an admin's explicit choice)
 }
 
 // checkAlias checks an alias against the configuration.
@@ -201,7 +202,7 @@ func (g *Gateway) applyLocked(ups []llmflow.RuntimeUpstream, als []llmflow.Model
 			ignored[upstreamKey(u.Model, u.Name)] = llmflow.ErrorMessage(err)
 			continue
 		}
-		accepted[u.Model] = append(accepted[u.Model], acceptedUpstream{name: u.Name, base: base.String(), u: base})
+		accepted[u.Model] = append(accepted[u.Model], acceptedUpstream{name: u.Name, base: base.String(), u: base, inheritKey: u.InheritKey})
 	}
 	// backends: reuse the state of an engine already known by its URL
 	inUse := map[*backend]bool{}
@@ -217,7 +218,10 @@ func (g *Gateway) applyLocked(ups []llmflow.RuntimeUpstream, als []llmflow.Model
 					b = &backend{base: a.base, pool: rt.pool.name, name: a.name}
 				}
 				inUse[b] = true
-				up := &upstream{name: a.name, b: b, authHdr: rt.authHdr}
+				up := &upstream{name: a.name, b: b}
+				if a.inheritKey { // else no key: the engine is whoever registered it
+					up.authHdr = rt.authHdr
+				}
 				ok := true
 				for ep := range engine.NumEndpoints {
 					var err error
@@ -275,9 +279,12 @@ func (g *Gateway) applyLocked(ups []llmflow.RuntimeUpstream, als []llmflow.Model
 }
 
 // sameUpstreams reports whether two lists route alike (same names, same
-// engines), so that an unrelated change keeps a route's list.
+// engines, same key sent), so that an unrelated change keeps a route's
+// list.
 func sameUpstreams(a, b []*upstream) bool {
-	return slices.EqualFunc(a, b, func(x, y *upstream) bool { return x.name == y.name && x.b == y.b })
+	return slices.EqualFunc(a, b, func(x, y *upstream) bool {
+		return x.name == y.name && x.b == y.b && slices.Equal(x.authHdr, y.authHdr)
+	})
 }
 
 // startBackendLocked probes a new runtime backend (when the gateway

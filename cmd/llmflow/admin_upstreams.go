@@ -39,14 +39,17 @@ func adminUpstreams(e *env, run runner) *cobra.Command {
 			return nil
 		})}
 	f.flags(list)
+	var inheritKey bool
 	write := func(replace bool, verb string) func(ctx context.Context, c *adminapi.Client, args []string) error {
 		return func(ctx context.Context, c *adminapi.Client, args []string) error {
 			model, name, base := args[0], args[1], args[2]
+			req := adminapi.UpstreamRequest{BaseURL: base, InheritKey: inheritKey}
 			var err error
 			if replace {
-				_, err = c.PutUpstream(ctx, model, name, base)
+				_, err = c.PutUpstream(ctx, model, name, req)
 			} else {
-				_, err = c.AddUpstream(ctx, model, adminapi.UpstreamRequest{Name: name, BaseURL: base})
+				req.Name = name
+				_, err = c.AddUpstream(ctx, model, req)
 			}
 			if err != nil {
 				return err
@@ -55,10 +58,13 @@ func adminUpstreams(e *env, run runner) *cobra.Command {
 			return nil
 		}
 	}
-	add := &cobra.Command{Use: "add MODEL NAME BASE_URL", Short: "Add a runtime upstream to a configured model (it gets the model's key_file; proxy admins)", Args: cobra.ExactArgs(3),
+	add := &cobra.Command{Use: "add MODEL NAME BASE_URL", Short: "Add a runtime upstream to a configured model (no key is sent to it without --inherit-key; proxy admins)", Args: cobra.ExactArgs(3),
 		RunE: run(write(false, "added"))}
 	set := &cobra.Command{Use: "set MODEL NAME BASE_URL", Short: "Add or replace a runtime upstream (configured ones are changed in the configuration file)", Args: cobra.ExactArgs(3),
 		RunE: run(write(true, "set"))}
+	for _, c := range []*cobra.Command{add, set} {
+		c.Flags().BoolVar(&inheritKey, "inherit-key", false, "send the model's key_file to this engine (recorded in the audit trail): only for an engine of yours")
+	}
 	remove := &cobra.Command{Use: "remove MODEL NAME", Short: "Remove a runtime upstream", Args: cobra.ExactArgs(2),
 		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {
 			if _, err := c.RemoveUpstream(ctx, args[0], args[1]); err != nil {

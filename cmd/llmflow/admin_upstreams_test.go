@@ -59,7 +59,8 @@ func TestAdminCLIUpstreamsAliases(t *testing.T) {
 		}
 	}
 
-	if got := ok("upstreams", "add", "sim-llama", "sim1", srv2.URL); got != "upstream sim1 of model sim-llama added\n" {
+	// an engine of ours, with the model's key: said explicitly
+	if got := ok("upstreams", "add", "sim-llama", "sim1", srv2.URL, "--inherit-key"); got != "upstream sim1 of model sim-llama added\n" {
 		t.Errorf("add: %q", got)
 	}
 	deadline := time.Now().Add(5 * time.Second)

@@ -31,7 +31,7 @@ func TestRuntimeRoutingWithRedis(t *testing.T) {
 	reps := startReplicas(t, cfg, dir, 2)
 	key := createKey(t, reps[0].base)
 
-	status, _ := procAdmin(t, http.MethodPut, reps[0].base+"/admin/models/sim-llama/upstreams/sim1", `{"base_url":"`+srv2.URL+`"}`)
+	status, _ := procAdmin(t, http.MethodPut, reps[0].base+"/admin/models/sim-llama/upstreams/sim1", `{"base_url":"`+srv2.URL+`","inherit_key":true}`)
 	if status/100 != 2 {
 		t.Fatalf("PUT /admin/models/sim-llama/upstreams/sim1 on a replica with redis: %d", status)
 	}

@@ -97,6 +97,15 @@ type Unwritten struct {
 	Reason string
 }
 
+// AssocLFT is where slurmdbd placed a user association of a write-back
+// cluster (its nested-set lft): sreport lists associations in that order,
+// and sacctmgr puts a sibling added later first, so it differs from
+// llmflow's tree order.
+type AssocLFT struct {
+	Account, User string
+	LFT           int64
+}
+
 // Unattributed is usage that has no association (no project and no team).
 type Unattributed struct {
 	Rollups  int

@@ -185,3 +185,50 @@ func WithoutUnwritten(rows []llmflow.AssocHour, un []llmflow.Unwritten) ([]llmfl
 	}
 	return out, gone
 }
+
+// SortAssocs puts d's user associations in slurmdbd's order where order
+// (a write-back cluster's lft per association) has them: sreport lists in
+// lft order (TopUsage group joins a user's accounts in it), and sacctmgr
+// puts a sibling added later first, so it can differ from llmflow's tree
+// order. Associations order lacks keep their order, after those it has.
+func (d *Data) SortAssocs(order []llmflow.AssocLFT) {
+	if len(order) == 0 {
+		return
+	}
+	lft := make(map[[2]string]int64, len(order))
+	for _, o := range order {
+		lft[[2]string{o.Account, o.User}] = o.LFT
+	}
+	perm := make([]int, len(d.Assocs)) // new position → old index
+	for i := range perm {
+		perm[i] = i
+	}
+	slices.SortStableFunc(perm, func(x, y int) int {
+		lx, okx := lft[[2]string{d.Assocs[x].Account, d.Assocs[x].User}]
+		ly, oky := lft[[2]string{d.Assocs[y].Account, d.Assocs[y].User}]
+		switch {
+		case okx && oky:
+			return cmp.Compare(lx, ly)
+		case okx:
+			return -1
+		case oky:
+			return 1
+		}
+		return 0
+	})
+	newIdx := make([]int, len(perm)) // old index → new position
+	assocs := make([]Assoc, len(perm))
+	for n, old := range perm {
+		newIdx[old] = n
+		assocs[n] = d.Assocs[old]
+	}
+	d.Assocs = assocs
+	for g := range d.Usage {
+		for i := range d.Usage[g] {
+			d.Usage[g][i].Assoc = newIdx[d.Usage[g][i].Assoc]
+		}
+		slices.SortFunc(d.Usage[g], func(a, b UsageRow) int {
+			return cmp.Or(a.Start.Compare(b.Start), cmp.Compare(a.Assoc, b.Assoc), strings.Compare(a.TRES, b.TRES))
+		})
+	}
+}

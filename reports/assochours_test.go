@@ -137,3 +137,36 @@ func TestWithoutUnwritten(t *testing.T) {
 		t.Errorf("nothing unwritten: %v %v", got, gone)
 	}
 }
+
+// TestSortAssocs: the associations a write-back cluster has go in its lft
+// order, the others after them in their order, and the usage rows follow
+// their association.
+func TestSortAssocs(t *testing.T) {
+	h := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	tree := llmflow.Accounts{
+		{Name: "org", Kind: llmflow.KindOrg, Shares: 1},
+		{Name: "ta", Kind: llmflow.KindTeam, Parent: "org", Shares: 1},
+		{Name: "tz", Kind: llmflow.KindTeam, Parent: "org", Shares: 1},
+	}
+	rows := []llmflow.AssocHour{{Account: "ta", User: "svc", Hour: h, AllocSecs: 10}, {Account: "tz", User: "svc", Hour: h, AllocSecs: 20},
+		{Account: "ta", User: "new", Hour: h, AllocSecs: 30}}
+	p := Period{Start: h, End: h.Add(time.Hour), Gran: Hour}
+	d := FromAssocHours(tree, rows, 4, "llm", p, h.Add(2*time.Hour), time.UTC, h)
+	d.SortAssocs([]llmflow.AssocLFT{{Account: "tz", User: "svc", LFT: 3}, {Account: "ta", User: "svc", LFT: 7}})
+	var got []string
+	for _, a := range d.Assocs {
+		got = append(got, a.Account+"/"+a.User)
+	}
+	if want := []string{"tz/svc", "ta/svc", "ta/new"}; !cmp.Equal(got, want) {
+		t.Fatalf("order %v, want %v", got, want)
+	}
+	secs := map[string]uint64{}
+	for _, u := range d.Usage[Hour] {
+		if u.TRES == "gres/gpu" {
+			secs[d.Assocs[u.Assoc].Account+"/"+d.Assocs[u.Assoc].User] = u.Secs
+		}
+	}
+	if want := map[string]uint64{"tz/svc": 20, "ta/svc": 10, "ta/new": 30}; !cmp.Equal(secs, want) {
+		t.Errorf("usage by association %v, want %v", secs, want)
+	}
+}

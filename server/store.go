@@ -44,6 +44,10 @@ type Store interface {
 	// write into slurmdbd, for llmflow report.
 	SaveUnwritten(ctx context.Context, cluster string, from, to time.Time, rows []llmflow.Unwritten) error
 	Unwritten(ctx context.Context, cluster string, from, to time.Time) ([]llmflow.Unwritten, error)
+	// SaveAssocOrder and AssocOrder keep where slurmdbd placed the
+	// write-back cluster's associations, the order sreport lists them in.
+	SaveAssocOrder(ctx context.Context, cluster string, order []llmflow.AssocLFT) error
+	AssocOrder(ctx context.Context, cluster string) ([]llmflow.AssocLFT, error)
 	Close() error
 }
 

@@ -68,6 +68,9 @@ func startWriteback(ctx context.Context, cfg *config.Config, db Store, log *slog
 		if err == nil {
 			err = db.SaveUnwritten(ctx, res.Cluster, res.From, res.To, res.Unwritten)
 		}
+		if err == nil {
+			err = db.SaveAssocOrder(ctx, res.Cluster, res.AssocOrder)
+		}
 		if err != nil {
 			log.Error("write-back to slurmdbd failed (the next run retries these hours)", "cluster", wc.Cluster, "from", from, "to", to, "err", err)
 			return

@@ -45,3 +45,33 @@ WHERE cluster = ? AND hour >= ? AND hour < ? ORDER BY hour, account, user_name`,
 			return u, err
 		})
 }
+
+// SaveAssocOrder replaces the association order (lft) of cluster.
+func (a *sqlDB) SaveAssocOrder(ctx context.Context, cluster string, order []llmflow.AssocLFT) error {
+	err := a.tx(ctx, func(q querier) error {
+		if _, err := q.exec(ctx, `DELETE FROM writeback_assoc_order WHERE cluster = ?`, cluster); err != nil {
+			return err
+		}
+		for _, o := range order {
+			if _, err := q.exec(ctx, `INSERT INTO writeback_assoc_order (cluster, account, user_name, lft) VALUES (?, ?, ?, ?)
+ON CONFLICT (cluster, account, user_name) DO UPDATE SET lft = excluded.lft`, cluster, o.Account, o.User, o.LFT); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("save association order: %w", err)
+	}
+	return nil
+}
+
+// AssocOrder returns the association order of cluster, by lft (none for
+// a cluster never written back).
+func (a *sqlDB) AssocOrder(ctx context.Context, cluster string) ([]llmflow.AssocLFT, error) {
+	return all(ctx, a.read, "read association order", `SELECT account, user_name, lft FROM writeback_assoc_order WHERE cluster = ? ORDER BY lft`,
+		[]any{cluster}, func(rows dbRows) (o llmflow.AssocLFT, err error) {
+			err = rows.Scan(&o.Account, &o.User, &o.LFT)
+			return o, err
+		})
+}

@@ -140,6 +140,10 @@ type Result struct {
 	// (SaveUnwritten): llmflow report subtracts them, so that it equals
 	// what slurmdbd holds, and says them apart.
 	Unwritten []llmflow.Unwritten
+	// AssocOrder is where slurmdbd placed the cluster's user associations
+	// (lft, deleted ones included) after the write, for the store
+	// (SaveAssocOrder): sreport lists in that order, llmflow report too.
+	AssocOrder []llmflow.AssocLFT
 	// Skipped are accounts and users of llmflow's tree left out of the
 	// cluster's tree because they are deleted in slurmdbd (or under a
 	// deleted account).
@@ -325,8 +329,32 @@ func (w *Writer) write(ctx context.Context, from, to time.Time, tree llmflow.Acc
 		if err != nil && slurm.Retryable(err) && attempt < 3 {
 			continue
 		}
+		break
+	}
+	if err != nil {
 		return res, err
 	}
+	res.AssocOrder, err = w.assocOrder(ctx)
+	return res, err
+}
+
+// assocOrder reads the lft of the cluster's user associations (partition
+// "", deleted ones included: sreport reports them too), by lft.
+func (w *Writer) assocOrder(ctx context.Context) ([]llmflow.AssocLFT, error) {
+	rows, err := w.db.QueryContext(ctx, "SELECT acct, user, lft FROM "+w.table("assoc")+" WHERE `partition` = '' AND user <> '' ORDER BY lft")
+	if err != nil {
+		return nil, fmt.Errorf("write-back: reading the association order of cluster %s: %w", w.cfg.Cluster, err)
+	}
+	defer rows.Close()
+	var out []llmflow.AssocLFT
+	for rows.Next() {
+		var o llmflow.AssocLFT
+		if err := rows.Scan(&o.Account, &o.User, &o.LFT); err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
 }
 
 // userAssocs returns the user associations (partition ”) the cluster

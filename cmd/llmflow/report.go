@@ -109,6 +109,13 @@ func reportCmd(e *env) *cobra.Command {
 				return err
 			}
 			data := reports.FromAssocHours(tree, rows, o.gpus, cluster, period, now, loc, since)
+			// where the write-back's cluster has the associations, their
+			// order is slurmdbd's (lft), as sreport lists them
+			order, err := db.AssocOrder(cmd.Context(), cluster)
+			if err != nil {
+				return err
+			}
+			data.SortAssocs(order)
 			data.ProperName = properName
 			w := bufio.NewWriter(e.stdout)
 			if err := reports.Run(w, req, data); err != nil {

@@ -23,6 +23,7 @@ type writebackStore interface {
 	Accounts(ctx context.Context) (llmflow.Accounts, error)
 	Rollups(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)
 	SaveUnwritten(ctx context.Context, cluster string, from, to time.Time, rows []llmflow.Unwritten) error
+	SaveAssocOrder(ctx context.Context, cluster string, order []llmflow.AssocLFT) error
 }
 
 var _ writebackStore = (*store.SQLite)(nil)
@@ -143,6 +144,9 @@ func runWriteback(cmd *cobra.Command, e *env, cfg *config.Config, db writebackSt
 	if err == nil && !dryRun {
 		// what was not written, for llmflow report to say apart
 		err = db.SaveUnwritten(ctx, res.Cluster, res.From, res.To, res.Unwritten)
+		if err == nil {
+			err = db.SaveAssocOrder(ctx, res.Cluster, res.AssocOrder)
+		}
 	}
 	prog.done()
 	writeWriteback(e.stdout, res, gpus, loc, err)

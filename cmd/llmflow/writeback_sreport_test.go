@@ -310,3 +310,77 @@ func TestReportAfterSkippedUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestTopUsageGroupOrder: sreport's TopUsage group joins a user's
+// accounts in slurmdbd's lft order, where sacctmgr puts a sibling added
+// later first; llmflow report joins them in that order too (it used its
+// own tree order: reversed for an account the write-back added after the
+// first run).
+func TestTopUsageGroupOrder(t *testing.T) {
+	needSlurm(t)
+	b := make([]byte, 4)
+	rand.Read(b)
+	sfx := hex.EncodeToString(b)
+	cluster := "llmt_" + sfx
+	t.Cleanup(func() { exec.Command("sacctmgr", "-i", "delete", "cluster", cluster).Run() })
+	dir := t.TempDir()
+	cfgPath := seedUsage(t, dir, sfx, "", time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)) // the service user in team wu…
+	ctx := context.Background()
+	run := func(args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := Run(ctx, args, &out, &errb); code != 0 {
+			t.Fatalf("llmflow %v: exit %d\n%s%s", args, code, out.String(), errb.String())
+		}
+		return out.String()
+	}
+	wb := func() {
+		run("sync", "-c", cfgPath, "--to-slurmdbd", "--from", "2026-11-02", "--to", "2026-11-04",
+			"--writeback-dsn-file", filepath.Join(dir, "wb.dsn"), "--writeback-cluster", cluster, "--writeback-tz", "UTC")
+	}
+	wb()
+	// a team created in Slurm since, imported, with usage of the service
+	// user: the next write-back adds it, and sacctmgr puts it first
+	org, tz := "wo"+sfx, "wz"+sfx
+	sam(t, "add", "account", tz, "parent="+org, "cluster=llmt_src"+sfx)
+	db, err := store.OpenSQLite(ctx, filepath.Join(dir, "llmflow.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := db.Accounts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(0, 0)
+	tree = append(tree, llmflow.Account{Name: tz, Kind: llmflow.KindTeam, Parent: org, Shares: 40, Source: "slurm"})
+	if _, err := db.SaveSync(ctx, tree, llmflow.SyncRun{Started: t0, Finished: t0, Source: "test", Outcome: "applied"}); err != nil {
+		t.Fatal(err)
+	}
+	k := llmflow.Key{ID: "kz", Hash: [32]byte{9}, Org: org, Team: tz, CreatedAt: t0}
+	if err := db.CreateKey(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.WriteRecords(ctx, []llmflow.Record{{Time: time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC), RequestID: "rz", KeyID: k.ID,
+		Org: org, Team: tz, Model: "m", Pool: "p", GPUHours: 2, Status: 200, Outcome: llmflow.OutcomeOK}}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	wb()
+	for _, report := range [][]string{
+		{"user", "TopUsage", "-t", "minutes", "group"},
+		{"user", "TopUsage", "-t", "minutes"},
+		{"cluster", "AccountUtilizationByUser", "-t", "seconds"},
+		{"cluster", "UserUtilizationByAccount", "-t", "seconds"},
+	} {
+		args := append(append([]string{"-P", "-T", "gres/gpu"}, report...), "start=2026-11-02", "end=2026-11-04")
+		c := exec.Command("sreport", append(args, "cluster="+cluster)...)
+		c.Env = append(os.Environ(), "TZ=UTC")
+		want, err := c.Output()
+		if err != nil {
+			t.Fatalf("sreport %v: %v", args, err)
+		}
+		if got := run(append([]string{"report", "-c", cfgPath, "--as-cluster", cluster, "--timezone", "UTC"}, args...)...); got != string(want) {
+			t.Errorf("%v:\nllmflow report:\n%s\nsreport:\n%s", report, got, want)
+		}
+	}
+}

@@ -18,6 +18,10 @@ type UnwrittenStore interface {
 	// Unwritten returns the rows of cluster for the hours [from, to), by
 	// hour, account and user.
 	Unwritten(ctx context.Context, cluster string, from, to time.Time) ([]llmflow.Unwritten, error)
+	// SaveAssocOrder replaces the association order of cluster;
+	// AssocOrder returns it by lft.
+	SaveAssocOrder(ctx context.Context, cluster string, order []llmflow.AssocLFT) error
+	AssocOrder(ctx context.Context, cluster string) ([]llmflow.AssocLFT, error)
 }
 
 // RunUnwritten is the contract of UnwrittenStore.
@@ -55,5 +59,23 @@ func RunUnwritten(t *testing.T, open func(t *testing.T) UnwrittenStore) {
 	}
 	if got, err = s.Unwritten(ctx, "llm", h(2), h(3)); err != nil || len(got) != 0 {
 		t.Fatalf("hour 2: %+v %v, want none", got, err)
+	}
+
+	// the association order: replaced whole, per cluster, read by lft
+	mustNil := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustNil(s.SaveAssocOrder(ctx, "llm", []llmflow.AssocLFT{{Account: "a", User: "u", LFT: 7}, {Account: "b", User: "u", LFT: 3}}))
+	mustNil(s.SaveAssocOrder(ctx, "other", []llmflow.AssocLFT{{Account: "x", User: "y", LFT: 1}}))
+	mustNil(s.SaveAssocOrder(ctx, "llm", []llmflow.AssocLFT{{Account: "a", User: "u", LFT: 9}, {Account: "c", User: "v", LFT: 5}}))
+	order, err := s.AssocOrder(ctx, "llm")
+	if want := []llmflow.AssocLFT{{Account: "c", User: "v", LFT: 5}, {Account: "a", User: "u", LFT: 9}}; err != nil || !slices.Equal(order, want) {
+		t.Fatalf("association order %+v %v, want %+v", order, err, want)
+	}
+	if order, err := s.AssocOrder(ctx, "never"); err != nil || len(order) != 0 {
+		t.Fatalf("a cluster never written: %+v %v", order, err)
 	}
 }

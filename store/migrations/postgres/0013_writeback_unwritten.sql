@@ -11,3 +11,14 @@ CREATE TABLE writeback_unwritten (
 	reason      text        NOT NULL,
 	PRIMARY KEY (cluster, hour, account, user_name)
 );
+
+-- Where slurmdbd placed each user association of a write-back cluster
+-- (its lft), as in the SQLite store: llmflow report lists in that order.
+
+CREATE TABLE writeback_assoc_order (
+	cluster   text   COLLATE "C" NOT NULL,
+	account   text   COLLATE "C" NOT NULL,
+	user_name text   COLLATE "C" NOT NULL,
+	lft       bigint NOT NULL,
+	PRIMARY KEY (cluster, account, user_name)
+);

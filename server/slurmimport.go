@@ -46,7 +46,7 @@ type slurmImport struct {
 	announce func(ctx context.Context)
 	// history reads the latest sync runs: a run recorded by another
 	// process (`llmflow sync`, a replica without Redis) makes this one
-	// serve the stored tree within treeWatchEvery.
+	// serve the stored tree within treeWatchEvery. nil: no watch.
 	history admin.SyncHistory
 }
 
@@ -117,9 +117,11 @@ func (imp *slurmImport) start(ctx context.Context, gw treeServer) {
 		imp.log.Error("slurm import schedule", "err", err) // checked by config: cannot happen
 	}
 	imp.cron.Start()
-	last := imp.lastRun(ctx)
 	imp.runs.Go(func() { imp.run(ctx, gw) })
-	imp.runs.Go(func() { imp.watch(ctx, gw, last) })
+	if imp.history != nil {
+		last := imp.lastRun(ctx)
+		imp.runs.Go(func() { imp.watch(ctx, gw, last) })
+	}
 }
 
 // lastRun is the ID of the latest sync run recorded in the store (0: none

@@ -12,14 +12,14 @@ import "time"
 // they control would otherwise receive the key, and other organisations'
 // prompts with it).
 type RuntimeUpstream struct {
-	Model     string
-	Name      string
-	BaseURL   string // checked like the configuration's: http or https, no credentials, query or fragment
+	Model   string
+	Name    string
+	BaseURL string // checked like the configuration's: http or https, no credentials, query or fragment
 	// InheritKey sends the model's key_file to this upstream.
 	InheritKey bool
-	CreatedAt time.Time
-	UpdatedAt time.Time
-	By        string // the admin who last wrote it
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	By         string // the admin who last wrote it
 }
 
 // ModelAlias is another client-facing name for a configured model: many

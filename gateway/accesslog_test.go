@@ -59,6 +59,11 @@ func TestAccessLog(t *testing.T) {
 			t.Errorf("access log %s = %v, want %v (%v)", k, l[k], want, l)
 		}
 	}
+	for i, l := range lines { // the test client's loopback address, without its port
+		if l["client"] != "127.0.0.1" {
+			t.Errorf("access log line %d: client = %v, want 127.0.0.1", i, l["client"])
+		}
+	}
 	for _, k := range []string{"key_id", "upstream", "gpu_hours", "latency", "ttfb"} {
 		if _, ok := l[k]; !ok {
 			t.Errorf("access log lacks %s: %v", k, l)
@@ -126,7 +131,7 @@ func BenchmarkAccessLog(b *testing.B) {
 			g := &Gateway{log: slog.New(h)}
 			b.ReportAllocs()
 			for b.Loop() {
-				g.accessLog(rec, "")
+				g.accessLog(rec, "192.0.2.7:51234", "")
 			}
 		})
 	}

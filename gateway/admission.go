@@ -133,7 +133,7 @@ func (g *Gateway) refused(x *exchange, s *step, err error) error {
 	if x.rq != nil {
 		rec.Stream = x.rq.stream
 	}
-	g.accessLog(&rec, reason)
+	g.accessLog(&rec, x.r.RemoteAddr, reason)
 	if x.key != nil && g.rec != nil {
 		g.rec.Enqueue(rec)
 	}

@@ -98,6 +98,16 @@ func clientNetwork(remoteAddr string) netip.Prefix {
 	return p
 }
 
+// clientHost is the address of remoteAddr ("host:port") without the port,
+// as the access log shows it; remoteAddr itself when it has no port.
+func clientHost(remoteAddr string) string {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		return remoteAddr
+	}
+	return host
+}
+
 func (l *failureLimiter) refill(b *bucket, now time.Time) {
 	if el := now.Sub(b.at); el > 0 {
 		b.tokens = min(l.perMinute, b.tokens+el.Minutes()*l.perMinute)

@@ -685,7 +685,7 @@ func (g *Gateway) finish(x *exchange) {
 	if g.rec != nil && !x.recorded {
 		g.rec.Enqueue(*rec)
 	}
-	g.accessLog(rec, "")
+	g.accessLog(rec, x.r.RemoteAddr, "")
 }
 
 // completeRecord fills in x's record, the request ending at end (the
@@ -710,17 +710,19 @@ func (g *Gateway) completeRecord(x *exchange, end time.Time) {
 
 // accessLog writes the access log line of one request, served or refused
 // (denied is then the llmflow_denied_total reason), at info level: what
-// was asked by whom, where it went, how it ended and what it cost; never a
+// was asked by whom and from which address (client, the connection's
+// RemoteAddr), where it went, how it ended and what it cost; never a
 // prompt, an answer or a secret. It is one slog call with typed
 // attributes, so a disabled level costs one Enabled check and an enabled
 // one boxes nothing.
-func (g *Gateway) accessLog(rec *llmflow.Record, denied string) {
+func (g *Gateway) accessLog(rec *llmflow.Record, client, denied string) {
 	ctx := context.Background()
 	if !g.log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
 	attrs := [...]slog.Attr{
 		slog.String("request_id", rec.RequestID),
+		slog.String("client", clientHost(client)),
 		slog.String("key_id", rec.KeyID),
 		slog.String("org", rec.Org),
 		slog.String("team", rec.Team),

@@ -46,14 +46,14 @@ func budgetsCmd(e *env) *cobra.Command {
 		Args: cobra.NoArgs,
 	}
 	pf := cmd.PersistentFlags()
-	pf.String("url", "http://127.0.0.1:8080", "the gateway's base URL (LLMFLOW_ADMIN_URL, as llmflow admin; LLMFLOW_URL too)")
+	pf.String("url", "http://127.0.0.1:8080", "the gateway's base URL (LLMFLOW_ADMIN_URL, as llmflow admin)")
 	pf.String("admin-key-file", "", "file holding the master key (default: the configuration's master_key_file)")
 	for _, name := range []string{"url", "admin-key-file"} {
 		if err := e.v.BindPFlag("budgets."+name, pf.Lookup(name)); err != nil {
 			panic(err)
 		}
 	}
-	if err := e.v.BindEnv("budgets.url", "LLMFLOW_ADMIN_URL", "LLMFLOW_URL"); err != nil {
+	if err := e.v.BindEnv("budgets.url", "LLMFLOW_ADMIN_URL"); err != nil {
 		panic(err)
 	}
 	run := func(f func(ctx context.Context, c *adminapi.Client, args []string) error) func(*cobra.Command, []string) error {

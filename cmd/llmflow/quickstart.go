@@ -82,7 +82,7 @@ func quickstartCmd(e *env) *cobra.Command {
 	}
 	cmd.Flags().String("dir", "llmflow-quickstart", "directory for the configuration, keys and database")
 	cmd.Flags().String("listen", "127.0.0.1:8080", "gateway address (LLMFLOW_LISTEN)")
-	e.logFlags(cmd, "warn")
+	e.logFlags(cmd, "info") // as serve: one line per request
 	for _, f := range []string{"dir", "listen"} {
 		e.bind(cmd, f)
 	}

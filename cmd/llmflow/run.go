@@ -118,6 +118,18 @@ func (e *env) bind(cmd *cobra.Command, name string) {
 	}
 }
 
+// bindURL makes cmd's --url readable through e.v, overridable by
+// LLMFLOW_ADMIN_URL: the one environment name for the gateway's address
+// of every command that calls the admin API (admin, budgets, share).
+func (e *env) bindURL(cmd *cobra.Command) {
+	if err := e.v.BindPFlag(cmd.Name()+".url", cmd.Flags().Lookup("url")); err != nil {
+		panic(err)
+	}
+	if err := e.v.BindEnv(cmd.Name()+".url", "LLMFLOW_ADMIN_URL"); err != nil {
+		panic(err)
+	}
+}
+
 func (e *env) str(cmd *cobra.Command, name string) string {
 	return e.v.GetString(cmd.Name() + "." + name)
 }
@@ -198,7 +210,9 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		Long:          "llmflow is an OpenAI-compatible gateway in front of vLLM, llama-server and other engines,\nwith virtual keys, accounting in GPU-hours and fair-share scheduling.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       buildVersion(), // --version, as `llmflow version`
 	}
+	root.SetVersionTemplate("llmflow {{.Version}}\n")
 	root.PersistentFlags().StringP("config", "c", "", "configuration file (LLMFLOW_CONFIG)")
 	e.bindPersistent(root, "config")
 	root.AddCommand(serveCmd(e), checkConfigCmd(e), versionCmd(e), vllmsimCmd(e), quickstartCmd(e), demoCmd(e), shareCmd(e), syncCmd(e), exportCmd(e), reportCmd(e), adminCmd(e), auditCmd(e), budgetsCmd(e))

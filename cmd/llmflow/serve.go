@@ -16,7 +16,35 @@ func serveCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the gateway",
-		Args:  cobra.NoArgs,
+		Long: `serve runs the gateway of the configuration given with -c (or LLMFLOW_CONFIG): the
+OpenAI-compatible API (/v1/*), /healthz, /metrics and the admin API (/admin/*, on its own
+listener with an admin { listen } block), in front of the configuration's upstream engines.
+It opens the store (SQLite by default), replays the accounting spool, and runs the Slurm
+import, the write-back and the alerts when the configuration has their blocks.
+
+Signals:
+  SIGTERM, SIGINT  drain: stop accepting, let requests in flight finish (up to 30 s),
+                   write the accounting queue, save the fair-share usage, exit 0
+  SIGHUP           reload the configuration and TLS certificate; a configuration that
+                   does not load leaves the running one in place (the store block, the
+                   listen addresses and the connection caps change only at a restart)
+
+Environment (a flag given wins):
+  LLMFLOW_CONFIG      the configuration file (-c)
+  LLMFLOW_LISTEN      the client listener's address (--listen)
+  LLMFLOW_SPOOL_DIR   the accounting spool directory (--spool-dir)
+  LLMFLOW_LOG_LEVEL   debug, info, warn or error (--log-level)
+  LLMFLOW_LOG_FORMAT  text or json (--log-format)
+Secrets never come from the environment or flags: the configuration names files
+(master_key_file, key_file, …), each readable by the service user alone (mode 0600).
+
+Configuration: HCL2, checked with llmflow check-config -c FILE; llmflow doctor -c FILE
+checks what the gateway will talk to. Every block and default is documented in
+config/config.go; examples/gateway.hcl is a full example.`,
+		Example: "  llmflow serve -c /etc/llmflow/gateway.hcl --listen 0.0.0.0:8080\n" +
+			"  LLMFLOW_LOG_FORMAT=json llmflow serve -c gateway.hcl\n" +
+			"  kill -HUP $(pidof llmflow)   # reload",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := e.logger(cmd)
 			if err != nil {

@@ -60,13 +60,13 @@ func shareCmd(e *env) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.String("url", "http://127.0.0.1:8080", "the gateway's base URL (LLMFLOW_URL)")
+	f.String("url", "http://127.0.0.1:8080", "the gateway's base URL (LLMFLOW_ADMIN_URL, as llmflow admin)")
 	f.StringVar(&keyFile, "master-key-file", "", "file holding the master key")
 	f.StringVar(&pool, "pool", "", "only this pool")
 	f.BoolVarP(&parsable2, "parsable2", "P", false, "fields separated by '|', no trailing '|'")
 	f.BoolVarP(&parsable, "parsable", "p", false, "fields separated by '|', with a trailing '|'")
 	f.BoolVarP(&noHeader, "noheader", "n", false, "no header line")
-	e.bind(cmd, "url")
+	e.bindURL(cmd)
 	return cmd
 }
 

@@ -100,4 +100,13 @@ func TestShareCommand(t *testing.T) {
 	if code == 0 || !strings.Contains(errb.String(), "401") {
 		t.Errorf("wrong key: exit %d, %s", code, errb.String())
 	}
+	// The gateway's address from LLMFLOW_ADMIN_URL, as llmflow admin and
+	// budgets read it; LLMFLOW_URL is not read (one name for all three).
+	t.Setenv("LLMFLOW_URL", "http://127.0.0.1:1")
+	t.Setenv("LLMFLOW_ADMIN_URL", e.base)
+	out.Reset()
+	errb.Reset()
+	if code := Run(context.Background(), []string{"share", "--master-key-file", filepath.Join(e.dir, "master.key"), "-P"}, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), want[0]) {
+		t.Errorf("share with LLMFLOW_ADMIN_URL: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
 }

@@ -47,6 +47,26 @@ func TestVersionCommandPrintsBuildVersion(t *testing.T) {
 	if got := out.String(); !strings.HasPrefix(got, "llmflow v9.9.9-test") || !strings.HasSuffix(got, "\n") {
 		t.Errorf("version printed %q, want llmflow v9.9.9-test…", got)
 	}
+	// --version prints the same line.
+	want := out.String()
+	out.Reset()
+	if code := Run(context.Background(), []string{"--version"}, &out, &errb); code != 0 || out.String() != want {
+		t.Errorf("--version: exit %d, printed %q, want %q (stderr %q)", code, out.String(), want, errb.String())
+	}
+}
+
+// TestServeHelp: serve --help says what serve does, its signals, its
+// environment and where the configuration is described.
+func TestServeHelp(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := Run(context.Background(), []string{"serve", "--help"}, &out, &errb); code != 0 {
+		t.Fatalf("serve --help: exit %d: %s", code, errb.String())
+	}
+	for _, want := range []string{"SIGTERM", "SIGHUP", "LLMFLOW_CONFIG", "LLMFLOW_LISTEN", "LLMFLOW_LOG_LEVEL", "LLMFLOW_SPOOL_DIR", "check-config", "/metrics", "examples/gateway.hcl"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("serve --help does not mention %s:\n%s", want, out.String())
+		}
+	}
 }
 
 // TestCheckConfigSyntaxOnly: without the secret files, check-config names

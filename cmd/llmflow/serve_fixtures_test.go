@@ -82,6 +82,10 @@ func TestServeEveryAcceptedConfig(t *testing.T) {
 			}
 		})
 	}
+	// Nothing written into the repository (a spool beside an example's store once was).
+	if spools, _ := filepath.Glob("../../examples/*.spool"); len(spools) > 0 {
+		t.Errorf("serving the examples left %v in the repository", spools)
+	}
 }
 
 // provideSecrets points every secret file of cfg at a fresh file of its
@@ -129,6 +133,10 @@ func provideSecrets(t *testing.T, cfg *config.Config) {
 		secret(&cfg.OIDC.ClientSecretFile)
 	}
 	cfg.Store.Kind, cfg.Store.DSNFile, cfg.Store.Path = "sqlite", "", filepath.Join(dir, "llmflow.db")
+	// The spool beside it: the default one beside the configuration's
+	// store (examples/llmflow.db.spool for the quickstart example) would
+	// be created in the repository.
+	cfg.Store.SpoolDir = filepath.Join(dir, "llmflow.db.spool")
 	// Every secret the configuration names (config.Secrets, what serve
 	// reads) must now be one of ours: a secret field added to the
 	// configuration and not above fails here, by name.

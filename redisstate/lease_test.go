@@ -182,7 +182,7 @@ type ownRedis struct {
 	cmd  *exec.Cmd
 }
 
-func startOwnRedis(t *testing.T, port string) *ownRedis {
+func startOwnRedis(t *testing.T, port string, args ...string) *ownRedis {
 	t.Helper()
 	if os.Getenv("LLMFLOW_SKIP_REDIS") == "1" {
 		t.Skip("LLMFLOW_SKIP_REDIS=1")
@@ -200,7 +200,7 @@ func startOwnRedis(t *testing.T, port string) *ownRedis {
 		l.Close()
 	}
 	r := &ownRedis{t: t, port: port,
-		cmd: exec.Command(bin, "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no")}
+		cmd: exec.Command(bin, append([]string{"--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no"}, args...)...)}
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

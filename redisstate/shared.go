@@ -3,6 +3,7 @@ package redisstate
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -113,6 +114,9 @@ func Open(ctx context.Context, rc config.Redis, maxRequest time.Duration, log *s
 		log.Error("redis does not answer: this replica admits against its own slice of each reservation until it does", "address", rc.Address, "err", err)
 	} else {
 		log.Info("fair-share counters shared through redis", "address", rc.Address, "prefix", s.prefix)
+		if o := rdb.Options(); o.Password != "" && AnswersWithoutPassword(pctx, o) {
+			log.Error(ErrNoPasswordNeeded.Error(), "address", rc.Address)
+		}
 	}
 	return s, nil
 }
@@ -133,6 +137,23 @@ func dial(rc config.Redis) (*redis.Client, error) {
 		o.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
 	}
 	return redis.NewClient(o), nil
+}
+
+// ErrNoPasswordNeeded is what Open logs, and `llmflow doctor` reports, when
+// the configuration names a password_file and Redis answers without one:
+// go-redis accepts Redis's refusal of AUTH silently, so the password
+// protects nothing and the admin believes it does.
+var ErrNoPasswordNeeded = errors.New("redis answers without a password: password_file protects nothing; " +
+	"set requirepass (or an ACL user) in redis.conf, or remove password_file from the redis block")
+
+// AnswersWithoutPassword reports whether the Redis of o answers a PING on
+// a connection that sends no password (o's other options kept).
+func AnswersWithoutPassword(ctx context.Context, o *redis.Options) bool {
+	bare := *o
+	bare.Username, bare.Password = "", ""
+	c := redis.NewClient(&bare)
+	defer c.Close()
+	return c.Ping(ctx).Err() == nil
 }
 
 // Client is the Redis client of the shared state (for the invalidation

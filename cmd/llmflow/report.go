@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"cmp"
+	"context"
 	"fmt"
+	"io"
 	"os/user"
 	"strings"
 	"time"
@@ -131,17 +133,53 @@ func reportCmd(e *env) *cobra.Command {
 			if defaultTZ {
 				fmt.Fprintf(e.stderr, "note: periods, days and months in %s, llmflow's default (slurmdbd's zone: writeback { timezone } or --timezone)\n", loc)
 			}
-			if period.End.After(now) { // sreport's rounding took in the hour running now
-				fmt.Fprintf(e.stderr, "note: the period ends at %s, after now: the hour from %s is not over, its usage is partial\n",
-					period.End.In(loc).Format("2006-01-02T15:04:05"), period.End.Add(-time.Hour).In(loc).Format("15:04"))
-			}
-			return nil
+			return reportNote(cmd.Context(), e.stderr, db, period, now, loc, len(rows) == 0)
 		},
 	}
 	// Parsed by reportOptions (sreport's own arguments follow them);
 	// declared here too so that --help lists them: one list, reportFlags.
 	cmd.Flags().AddFlagSet(reportFlags())
 	return cmd
+}
+
+// reportNote tells, on stderr, what a report of period (resolved at now)
+// leaves out: the hour running now is never shown (sreport's rows come
+// from slurmdbd's rollup of ended hours, and so do ours: without the
+// hour's cluster row sreport prints none of its usage), so a period that
+// takes it in says so; and an empty report (the first hour after install:
+// sreport's default period is yesterday) says where the store's usage is
+// and when it shows.
+func reportNote(ctx context.Context, w io.Writer, db writeback.RollupReader, period reports.Period, now time.Time, loc *time.Location, empty bool) error {
+	const layout = "2006-01-02T15:04:05"
+	running := now.Truncate(time.Hour)
+	if period.End.After(now) {
+		fmt.Fprintf(w, "note: the hour from %s is still running and is not shown: reports count ended hours, as slurmdbd's rollup does (it shows from %s)\n",
+			running.In(loc).Format("15:04"), running.Add(time.Hour).In(loc).Format("15:04"))
+		return nil
+	}
+	if !empty {
+		return nil
+	}
+	after, err := db.Rollups(ctx, period.End, running.Add(time.Hour), llmflow.RollupFilter{GroupBy: []string{llmflow.DimPool}})
+	if err != nil {
+		return fmt.Errorf("reading usage after the period: %w", err)
+	}
+	var first time.Time
+	for _, r := range after {
+		if first.IsZero() || r.Hour.Before(first) {
+			first = r.Hour
+		}
+	}
+	if first.IsZero() {
+		return nil
+	}
+	when := ""
+	if !first.Before(running) {
+		when = " once its hour has ended, from " + running.Add(time.Hour).In(loc).Format("15:04")
+	}
+	fmt.Fprintf(w, "note: nothing was served from %s to %s; usage from %s on is after this period (start=%s shows it%s)\n",
+		period.Start.In(loc).Format(layout), period.End.In(loc).Format(layout), first.In(loc).Format(layout), first.In(loc).Format(layout), when)
+	return nil
 }
 
 // needsCapacity reports whether req shows the cluster's capacity (GPUs ×

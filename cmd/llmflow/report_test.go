@@ -242,14 +242,79 @@ Cluster|Account|Login|Proper Name|TRES Name|Used
 		}
 	}
 
-	// A period that takes in the hour running now says its usage is partial.
+	// A period that takes in the hour running now says its usage so far is shown.
 	out.Reset()
 	errb.Reset()
 	hour := time.Now().UTC().Truncate(time.Hour)
 	if code := Run(ctx, []string{"report", "--timezone", "UTC", "cluster", "AccountUtilizationByUser",
 		"start=" + hour.Format("2006-01-02T15:04:05"), "end=" + hour.Add(2*time.Hour).Format("2006-01-02T15:04:05"), "-P"}, &out, &errb); code != 0 ||
-		!strings.Contains(errb.String(), "is not over, its usage is partial") {
+		!strings.Contains(errb.String(), "is still running and is not shown") {
 		t.Errorf("current hour: exit %d, stderr %q", code, errb.String())
+	}
+}
+
+// TestReportFirstHour: right after install every request is in the hour
+// running now, which reports never show (slurmdbd rolls up ended hours).
+// sreport's default period (yesterday) is empty and says where the usage
+// is and when it shows; start= that hour says the hour is still running
+// and not shown (not "partial").
+func TestReportFirstHour(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "k"), []byte("secret-0123456789abcdef0123456789abcdef\n"), 0o600)
+	cfgPath := filepath.Join(dir, "gateway.hcl")
+	os.WriteFile(cfgPath, []byte(`
+master_key_file = "k"
+pool "p" {
+  capacity = 16
+  gpus     = 1
+}
+model "m" {
+  pool = "p"
+  upstream "u" { base_url = "http://127.0.0.1:1" }
+}
+org "etaba" {
+  share = 1
+  team "lab-nlp" {}
+}
+store { path = "llmflow.db" }
+`), 0o600)
+	ctx := context.Background()
+	db, err := store.OpenSQLite(ctx, filepath.Join(dir, "llmflow.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if err := db.CreateKey(ctx, llmflow.Key{ID: "key_s", Hash: [32]byte{2}, Org: "etaba", Team: "lab-nlp", CreatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	rec := llmflow.Record{Time: now, RequestID: "r1", KeyID: "key_s", Org: "etaba", Team: "lab-nlp", Model: "m", Pool: "p", GPUHours: 2, Status: 200, Outcome: llmflow.OutcomeOK}
+	if err := db.WriteRecords(ctx, []llmflow.Record{rec}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	hour := now.Truncate(time.Hour).Format("2006-01-02T15:04:05")
+	for _, tc := range []struct {
+		name               string
+		args               []string
+		wantOut, wantNote  string
+		wantNoteNotContain string
+	}{
+		{"DefaultPeriod", nil, "", "usage from " + hour + " on is after this period (start=" + hour + " shows it once its hour has ended", "partial"},
+		{"StartThisHour", []string{"start=" + hour}, "", "is still running and is not shown", "partial"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			args := append([]string{"report", "-c", cfgPath, "--timezone", "UTC", "cluster", "AccountUtilizationByUser", "-T", "gres/gpu", "-t", "seconds", "-P", "-n"}, tc.args...)
+			if code := Run(ctx, args, &out, &errb); code != 0 {
+				t.Fatalf("exit %d: %s", code, errb.String())
+			}
+			if tc.wantOut == "" && out.Len() != 0 || !strings.Contains(out.String(), tc.wantOut) {
+				t.Errorf("stdout %q, want %q", out.String(), tc.wantOut)
+			}
+			if !strings.Contains(errb.String(), tc.wantNote) || strings.Contains(errb.String(), tc.wantNoteNotContain) {
+				t.Errorf("stderr %q, want a note with %q and without %q", errb.String(), tc.wantNote, tc.wantNoteNotContain)
+			}
+		})
 	}
 }
 

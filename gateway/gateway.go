@@ -263,7 +263,7 @@ func New(o Options) (*Gateway, error) {
 	g.registerGauges()
 	g.registerAccountingMetrics()
 	g.initSeries()
-	g.reg.MustRegister(newShareCollector(g))
+	g.reg.MustRegister(newShareCollector(g), newBudgetCollector(g.bud))
 	g.metricsHandler = promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)})
 	if o.Recorder != nil {
 		g.rec = o.Recorder

@@ -105,8 +105,20 @@ setup_chromium() {
 	export LLMFLOW_REQUIRE_CHROMIUM=1
 }
 
+# Debian's prometheus and promtool, for the alert rules' unit tests and the
+# test that runs a real Prometheus against a gateway (cmd/llmflow
+# TestAlertRules, TestPrometheusRulesAndDashboard; they skip, saying so,
+# only where prometheus is not installed). Not its recommended node
+# exporter, and the package's service is never started: the tests run
+# their own.
+setup_prometheus() {
+	command -v prometheus >/dev/null && command -v promtool >/dev/null || apt_install --no-install-recommends prometheus
+	command -v promtool >/dev/null || die "promtool is missing after apt-get install prometheus"
+}
+
 setup_node_sdk
 setup_chromium
+setup_prometheus
 setup_postgres
 setup_slurm
 setup_redis

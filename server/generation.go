@@ -37,7 +37,7 @@ type generation struct {
 // counters already hold the fair-share usage (a reload).
 func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool, capacities map[string]int) (*generation, error) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), certCollector{&s.certs})
 	db := s.db
 	var notify admin.Notifier // nil: one replica
 	if s.counters.shared != nil {
@@ -105,7 +105,7 @@ func (s *server) start(ctx context.Context, cfg *config.Config, keepUsage bool, 
 	late.h = g.adm
 	g.handler, g.admin = listenerHandlers(cfg.Admin, g.adm, con, g.gw, s.log)
 	if cfg.Writeback != nil {
-		if g.stopWB, err = startWriteback(ctx, cfg, db, s.log); err != nil {
+		if g.stopWB, err = startWriteback(ctx, cfg, db, reg, s.log); err != nil {
 			return nil, err
 		}
 	}

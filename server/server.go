@@ -122,6 +122,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 			return err
 		}
 		srv.TLSConfig = tlsCerts.config()
+		s.certs.Store(tlsCerts)
 	}
 	adminSrv, adminLn, err := s.listenAdmin(ctx, cfg)
 	if err != nil {
@@ -289,6 +290,7 @@ type server struct {
 	hook     *writeHook
 	log      *slog.Logger
 	counters *sharedCounters
+	certs    atomic.Pointer[certs]       // the TLS certificate served; nil without a tls block
 	cur      atomic.Pointer[generation]  // serving
 	imp      atomic.Pointer[slurmImport] // the current generation's; nil without a slurm block
 	draining atomic.Bool

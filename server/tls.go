@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow/config"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // certs is the certificate the gateway serves TLS with (tls { cert_file,
@@ -76,4 +77,25 @@ func (cs *certs) reload(t *config.TLS, log *slog.Logger) {
 func CheckTLS(t *config.TLS) error {
 	_, err := loadCert(t)
 	return err
+}
+
+// certExpiry is the series of the certificate's end of validity: the alert
+// "certificate close to expiry".
+var certExpiry = prometheus.NewDesc("llmflow_tls_cert_not_after_timestamp_seconds",
+	"When the TLS certificate served ends its validity (unix time; its leaf's NotAfter). Only with a tls block.", nil, nil)
+
+// certCollector exposes certExpiry of the certificate served now (a
+// SIGHUP may replace it), nothing without TLS.
+type certCollector struct{ cs *atomic.Pointer[certs] }
+
+func (c certCollector) Describe(ch chan<- *prometheus.Desc) { ch <- certExpiry }
+
+func (c certCollector) Collect(ch chan<- prometheus.Metric) {
+	cs := c.cs.Load()
+	if cs == nil {
+		return
+	}
+	if cert := cs.cur.Load(); cert != nil && cert.Leaf != nil {
+		ch <- prometheus.MustNewConstMetric(certExpiry, prometheus.GaugeValue, float64(cert.Leaf.NotAfter.Unix()))
+	}
 }

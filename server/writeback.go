@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/robfig/cron/v3"
 
 	"github.com/go-llmflow/llmflow"
@@ -15,10 +16,49 @@ import (
 	"github.com/go-llmflow/llmflow/writeback"
 )
 
+// writebackMetrics are the write-back's series: its runs by outcome,
+// whether the last one failed and when one last succeeded (the alerts
+// "write-back failing" and "stale").
+type writebackMetrics struct {
+	runs        *prometheus.CounterVec
+	failing     prometheus.Gauge
+	lastSuccess prometheus.Gauge
+}
+
+func newWritebackMetrics(reg prometheus.Registerer) *writebackMetrics {
+	m := &writebackMetrics{
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmflow_writeback_runs_total", Help: "Write-backs of usage to slurmdbd by outcome (ok, failed).",
+		}, []string{"outcome"}),
+		failing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "llmflow_writeback_failing", Help: "1 when the last write-back to slurmdbd failed (the next run retries its hours).",
+		}),
+		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "llmflow_writeback_last_success_timestamp_seconds", Help: "When the last write-back to slurmdbd succeeded (unix time; 0: none since start).",
+		}),
+	}
+	m.runs.WithLabelValues("ok")
+	m.runs.WithLabelValues("failed")
+	reg.MustRegister(m.runs, m.failing, m.lastSuccess)
+	return m
+}
+
+func (m *writebackMetrics) record(err error, at time.Time) {
+	if err != nil {
+		m.runs.WithLabelValues("failed").Inc()
+		m.failing.Set(1)
+		return
+	}
+	m.runs.WithLabelValues("ok").Inc()
+	m.failing.Set(0)
+	m.lastSuccess.Set(float64(at.Unix()))
+}
+
 // startWriteback runs the write-back to slurmdbd on the configured
 // schedule inside serve: each run re-writes the last Lookback ended hours
-// (replacing them). Failures are logged; the next run retries them.
-func startWriteback(ctx context.Context, cfg *config.Config, db Store, log *slog.Logger) (stop func(), err error) {
+// (replacing them). Failures are logged and counted in reg's
+// llmflow_writeback_* series; the next run retries them.
+func startWriteback(ctx context.Context, cfg *config.Config, db Store, reg prometheus.Registerer, log *slog.Logger) (stop func(), err error) {
 	wc := cfg.Writeback
 	dsn, err := config.ReadSecret(wc.DSNFile)
 	if err != nil {
@@ -43,6 +83,7 @@ func startWriteback(ctx context.Context, cfg *config.Config, db Store, log *slog
 	if err != nil {
 		return nil, err
 	}
+	m := newWritebackMetrics(reg)
 	var mu sync.Mutex // one write-back at a time
 	run := func() {
 		mu.Lock()
@@ -71,6 +112,7 @@ func startWriteback(ctx context.Context, cfg *config.Config, db Store, log *slog
 		if err == nil {
 			err = db.SaveAssocOrder(ctx, res.Cluster, res.AssocOrder)
 		}
+		m.record(err, time.Now())
 		if err != nil {
 			log.Error("write-back to slurmdbd failed (the next run retries these hours)", "cluster", wc.Cluster, "from", from, "to", to, "err", err)
 			return

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -92,6 +93,26 @@ func TestTLSCertificateReload(t *testing.T) {
 	if s, proto, _ := get(kept); s != 1 || proto != "HTTP/2.0" {
 		t.Fatalf("first certificate: serial %d over %s, want 1 over HTTP/2.0", s, proto)
 	}
+	// the certificate's end of validity, for the alert on its expiry
+	notAfter := func() string {
+		t.Helper()
+		resp, err := kept.Get(base + "/metrics")
+		if err != nil {
+			t.Fatalf("GET /metrics: %v", err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "llmflow_tls_cert_not_after_timestamp_seconds "); ok {
+				return v
+			}
+		}
+		t.Fatalf("/metrics lacks llmflow_tls_cert_not_after_timestamp_seconds")
+		return ""
+	}
+	if got, want := notAfter(), fmt.Sprintf("%.9e", float64(first.NotAfter.Unix())); got != want {
+		t.Errorf("llmflow_tls_cert_not_after_timestamp_seconds %s, want %s", got, want)
+	}
 	// plain HTTP on the TLS port is refused
 	if resp, err := http.Get(p.base + "/healthz"); err == nil {
 		resp.Body.Close()
@@ -118,6 +139,9 @@ func TestTLSCertificateReload(t *testing.T) {
 	}
 	if s, _, reused := get(kept); s != 1 || !reused {
 		t.Errorf("the kept-alive connection: serial %d, reused %v; want the first certificate's connection, still open", s, reused)
+	}
+	if got, want := notAfter(), fmt.Sprintf("%.9e", float64(second.NotAfter.Unix())); got != want {
+		t.Errorf("after SIGHUP: llmflow_tls_cert_not_after_timestamp_seconds %s, want the new certificate's %s", got, want)
 	}
 
 	// a broken certificate: logged, the running one stays

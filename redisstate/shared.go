@@ -310,6 +310,11 @@ func ReplicaName() string {
 // redisLogger sends go-redis's own messages (a failed dial, each retry)
 // to the log at debug level: the fallback's start and end are logged
 // once, at warn and info.
+// SetClientLog sends go-redis's own messages (dial failures, pool
+// retries) to log at debug level: one setting for the whole process, as
+// go-redis has. Open does it with its logger.
+func SetClientLog(log *slog.Logger) { redis.SetLogger(redisLogger{log}) }
+
 type redisLogger struct{ log *slog.Logger }
 
 func (l redisLogger) Printf(_ context.Context, format string, v ...any) {

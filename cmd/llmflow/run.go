@@ -215,7 +215,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetVersionTemplate("llmflow {{.Version}}\n")
 	root.PersistentFlags().StringP("config", "c", "", "configuration file (LLMFLOW_CONFIG)")
 	e.bindPersistent(root, "config")
-	root.AddCommand(serveCmd(e), checkConfigCmd(e), versionCmd(e), vllmsimCmd(e), quickstartCmd(e), demoCmd(e), shareCmd(e), syncCmd(e), exportCmd(e), reportCmd(e), adminCmd(e), auditCmd(e), budgetsCmd(e))
+	root.AddCommand(serveCmd(e), checkConfigCmd(e), versionCmd(e), vllmsimCmd(e), quickstartCmd(e), demoCmd(e), shareCmd(e), syncCmd(e), exportCmd(e), reportCmd(e), adminCmd(e), auditCmd(e), budgetsCmd(e), doctorCmd(e))
 	return root
 }
 

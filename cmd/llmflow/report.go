@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/internal/progress"
 	"github.com/go-llmflow/llmflow/reports"
 	"github.com/go-llmflow/llmflow/server"
 	"github.com/go-llmflow/llmflow/writeback"
@@ -87,7 +88,10 @@ func reportCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rollups, err := db.Rollups(cmd.Context(), period.Start, period.End, llmflow.RollupFilter{GroupBy: []string{"team", "project", "owner"}})
+			// Progress on a terminal, not for scripts (-p, -P).
+			prog := progress.New(e.stderr, req.Output == reports.Table, "report", "hours", 0)
+			rollups, err := readRollups(cmd.Context(), db, period.Start, period.End, llmflow.RollupFilter{GroupBy: []string{"team", "project", "owner"}}, prog)
+			prog.Done()
 			if err != nil {
 				return err
 			}

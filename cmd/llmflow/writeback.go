@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/internal/progress"
 	"github.com/go-llmflow/llmflow/slurm"
 	"github.com/go-llmflow/llmflow/store"
 	"github.com/go-llmflow/llmflow/writeback"
@@ -113,7 +113,7 @@ func runWriteback(cmd *cobra.Command, e *env, cfg *config.Config, db writebackSt
 	if err != nil {
 		return err
 	}
-	prog := newProgress(e.stdout)
+	prog := progress.New(e.stderr, true, "write-back", "rows", 0)
 	w, err := writeback.Open(dsn, writeback.Config{
 		Since:       since,
 		Cluster:     cluster,
@@ -121,7 +121,10 @@ func runWriteback(cmd *cobra.Command, e *env, cfg *config.Config, db writebackSt
 		GPUs:        gpus,
 		Location:    loc,
 		Sacctmgr:    sm,
-		Progress:    prog.update,
+		Progress: func(stage string, done, total int) {
+			prog.Total("write-back "+stage, int64(total))
+			prog.Set(int64(done))
+		},
 	})
 	if err != nil {
 		return err
@@ -136,7 +139,7 @@ func runWriteback(cmd *cobra.Command, e *env, cfg *config.Config, db writebackSt
 	if tree == nil && cfg != nil { // never imported from Slurm: the configuration's, as llmflow report does
 		tree = cfg.Accounts().SlurmNames()
 	}
-	rollups, err := db.Rollups(ctx, from, to, llmflow.RollupFilter{GroupBy: []string{"org", "team", "project", "owner"}})
+	rollups, err := readRollups(ctx, db, from, to, llmflow.RollupFilter{GroupBy: []string{"org", "team", "project", "owner"}}, prog)
 	if err != nil {
 		return fmt.Errorf("reading the rollups: %w", err)
 	}
@@ -148,7 +151,7 @@ func runWriteback(cmd *cobra.Command, e *env, cfg *config.Config, db writebackSt
 			err = db.SaveAssocOrder(ctx, res.Cluster, res.AssocOrder)
 		}
 	}
-	prog.done()
+	prog.Done()
 	writeWriteback(e.stdout, res, gpus, loc, err)
 	return err
 }
@@ -217,37 +220,5 @@ func writeWriteback(w io.Writer, r writeback.Result, gpus int, loc *time.Locatio
 	}
 	if r.OverCapacity > 0 {
 		fmt.Fprintf(w, "warning: %d hours used more than %d GPUs × 3600 s (idle written as 0): is --gpus the pool's GPU count?\n", r.OverCapacity, gpus)
-	}
-}
-
-// progress shows the write-back's progress on a terminal, one line
-// rewritten in place; it is silent when stdout is not a terminal.
-type progress struct {
-	w     io.Writer
-	on    bool
-	shown bool
-}
-
-func newProgress(w io.Writer) *progress {
-	p := &progress{w: w}
-	if f, ok := w.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			p.on = true
-		}
-	}
-	return p
-}
-
-func (p *progress) update(stage string, done, total int) {
-	if !p.on {
-		return
-	}
-	fmt.Fprintf(p.w, "\r\033[Kwriting %s: %d/%d rows", stage, done, total)
-	p.shown = true
-}
-
-func (p *progress) done() {
-	if p.shown {
-		fmt.Fprint(p.w, "\r\033[K")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"debug/elf"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -127,6 +129,7 @@ func TestRelease(t *testing.T) {
 			checkStaticELF(t, filepath.Join(bundle, "rootfs", "usr", "bin", "llmflow"), machine)
 			if arch == "amd64" {
 				serveFromRootfs(t, filepath.Join(bundle, "rootfs"))
+				runInPodman(t, filepath.Join(out, name+".oci.tar"), version)
 			}
 		})
 	}
@@ -169,6 +172,46 @@ func serveFromRootfs(t *testing.T, rootfs string) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	}, func() string { return "the image's serve does not answer /healthz:\n" + logs.String() })
+}
+
+// runInPodman loads the OCI archive into a podman store of the test's own
+// and runs the image's llmflow --version in a container, when podman and
+// runc are installed (apt-get install podman runc): vfs storage, cgroupfs,
+// the open-file limit this process has and 4096 processes (a container
+// may not raise them; runc was refused setting this process's own).
+func runInPodman(t *testing.T, archive, version string) {
+	t.Helper()
+	_, perr := exec.LookPath("podman")
+	_, rerr := exec.LookPath("runc")
+	if perr != nil || rerr != nil {
+		t.Log("podman or runc not installed: the image is not run in a container")
+		return
+	}
+	// Not t.TempDir: podman's storage may still be written to as the
+	// test ends, and its removal is best effort.
+	dir, err := os.MkdirTemp("", "llmflow-podman-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	var nofile syscall.Rlimit
+	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &nofile)
+	podman := func(args ...string) string {
+		t.Helper()
+		base := []string{"--root", filepath.Join(dir, "root"), "--runroot", filepath.Join(dir, "run"), "--storage-driver", "vfs",
+			"--cgroup-manager", "cgroupfs", "--events-backend", "none", "--runtime", "runc"}
+		return runOut(t, "podman", append(base, args...)...)
+	}
+	loaded := podman("load", "-q", "-i", archive)
+	ref := strings.TrimSpace(loaded[strings.LastIndex(loaded, ":")+1:])
+	if i := strings.Index(loaded, "Loaded image:"); i >= 0 {
+		ref = strings.TrimSpace(loaded[i+len("Loaded image:"):])
+	}
+	t.Cleanup(func() { podman("rm", "-a", "-f"); podman("rmi", "-a", "-f") })
+	limits := []string{"--ulimit", fmt.Sprintf("nofile=%d:%d", nofile.Cur, nofile.Cur), "--ulimit", "nproc=4096:4096"}
+	if got := podman(append(append([]string{"run", "--rm", "--network", "none"}, limits...), ref, "--version")...); got != "llmflow "+version+"\n" {
+		t.Errorf("podman run %s --version: %q", ref, got)
+	}
 }
 
 // untar extracts a tar (gzip-compressed when the name ends in .gz) into

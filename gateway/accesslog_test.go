@@ -103,6 +103,9 @@ func TestMetricsExistFromTheStart(t *testing.T) {
 		`llmflow_upstream_healthy{pool="p",upstream="u0"} 1`,
 		`llmflow_accounting_written_total 0`,
 		`llmflow_accounting_failed_total 0`,
+		`llmflow_preemptions_total{pool="p"} 0`,
+		`llmflow_resumed_total{pool="p"} 0`,
+		`llmflow_recomputed_tokens_total{pool="p"} 0`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("metrics lack %s", want)

@@ -187,4 +187,9 @@ func (g *Gateway) initSeries() {
 			g.m.retries.WithLabelValues(rt.pool.name, up.name)
 		}
 	}
+	for _, p := range g.cfg.Pools { // 0 where nothing is reclaimed: the dashboard's panel has its series
+		g.m.preemptions.WithLabelValues(p.Name)
+		g.m.resumed.WithLabelValues(p.Name)
+		g.m.recomputed.WithLabelValues(p.Name)
+	}
 }

@@ -47,7 +47,7 @@ type setup struct {
 	upstreamModel string // default sim/llama
 	scheduler     string // default priority
 	keyFile       string // the model's key_file; default vllm.key
-	extra         string // more blocks (store, redis, slurm, writeback)
+	extra         string // more blocks (store, redis, slurm, writeback); @DIR@ is the configuration's directory
 	files         map[string]string
 	modes         map[string]os.FileMode
 	prepare       func(t *testing.T, dir string)
@@ -98,7 +98,7 @@ model "m" {
   upstream "u0" { base_url = %q }
 }
 %s
-`, or(s.scheduler, "priority"), or(s.upstreamModel, "sim/llama"), or(s.keyFile, "vllm.key"), s.upstream, s.extra)
+`, or(s.scheduler, "priority"), or(s.upstreamModel, "sim/llama"), or(s.keyFile, "vllm.key"), s.upstream, strings.ReplaceAll(s.extra, "@DIR@", dir))
 	if err := os.WriteFile(filepath.Join(dir, "gateway.hcl"), []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestDoctor(t *testing.T) {
 			extra: "slurm {\n  source = \"sacctmgr\"\n  cluster = \"hpc\"\n  sacctmgr_path = \"/nonexistent/sacctmgr\"\n}"},
 			check: "slurm", msg: "/nonexistent/sacctmgr"},
 		{name: "ClusterWithoutAccounts", setup: setup{upstream: good, prepare: fakeSacctmgr,
-			extra: "slurm {\n  source = \"sacctmgr\"\n  cluster = \"nosuch\"\n  sacctmgr_path = \"sacctmgr\"\n}"},
+			extra: "slurm {\n  source = \"sacctmgr\"\n  cluster = \"nosuch\"\n  sacctmgr_path = \"@DIR@/sacctmgr\"\n}"},
 			check: "slurm", msg: "nosuch"},
 		{name: "SlurmdbdUnreachable", setup: setup{upstream: good,
 			extra: "slurm {\n  source = \"slurmdbd\"\n  cluster = \"hpc\"\n  dsn_file = \"slurm.dsn\"\n}", files: map[string]string{"slurm.dsn": "llmflow:pw@tcp(127.0.0.1:1)/slurm_acct_db?timeout=2s"}},

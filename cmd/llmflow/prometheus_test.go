@@ -218,14 +218,14 @@ redis { address = %q }
 slurm {
   source        = "sacctmgr"
   cluster       = "hpc"
-  sacctmgr_path = "sacctmgr"
+  sacctmgr_path = %q
 }
 writeback {
   dsn_file = "wb.dsn"
   schedule = "@every 1s"
 }
 alerts { webhook_url = %q }
-`, sims[0].URL, sims[1].URL, adminAddr, redis.addr, hook.URL), 0o600)
+`, sims[0].URL, sims[1].URL, adminAddr, redis.addr, filepath.Join(dir, "sacctmgr"), hook.URL), 0o600)
 	gw := startServe(t, filepath.Join(dir, "gateway.hcl"))
 	base := strings.Replace(gw.base, "http://", "https://", 1)
 	roots := x509.NewCertPool()

@@ -46,6 +46,7 @@ type setup struct {
 	upstream      string // base_url
 	upstreamModel string // default sim/llama
 	scheduler     string // default priority
+	engineKind    string // pool { engine }; default: the scheduler's
 	keyFile       string // the model's key_file; default vllm.key
 	extra         string // more blocks (store, redis, slurm, writeback); @DIR@ is the configuration's directory
 	files         map[string]string
@@ -90,6 +91,7 @@ pool "p" {
   capacity  = 4
   gpus      = 1
   scheduler = %q
+  %s
 }
 model "m" {
   upstream_model = %q
@@ -98,7 +100,7 @@ model "m" {
   upstream "u0" { base_url = %q }
 }
 %s
-`, or(s.scheduler, "priority"), or(s.upstreamModel, "sim/llama"), or(s.keyFile, "vllm.key"), s.upstream, strings.ReplaceAll(s.extra, "@DIR@", dir))
+`, or(s.scheduler, "priority"), engineLine(s.engineKind), or(s.upstreamModel, "sim/llama"), or(s.keyFile, "vllm.key"), s.upstream, strings.ReplaceAll(s.extra, "@DIR@", dir))
 	if err := os.WriteFile(filepath.Join(dir, "gateway.hcl"), []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -110,6 +112,14 @@ model "m" {
 		t.Fatalf("config: %v", err)
 	}
 	return cfg
+}
+
+// engineLine is the pool's engine attribute, none for "".
+func engineLine(kind string) string {
+	if kind == "" {
+		return ""
+	}
+	return fmt.Sprintf("engine = %q", kind)
 }
 
 // fakeSacctmgr writes an executable script printing nothing (a cluster
@@ -170,7 +180,8 @@ func TestDoctor(t *testing.T) {
 		check, msg string                    // the failing check's prefix and message; "" = no failure
 	}{
 		{name: "Healthy", setup: setup{upstream: good}},
-		{name: "GatewayQueueOnFCFSEngine", setup: setup{upstream: fcfs, scheduler: "gateway"}},
+		{name: "GatewayQueueOnFCFSvLLM", setup: setup{upstream: fcfs, scheduler: "gateway", engineKind: "vllm"}},
+		{name: "LlamaServerMetricsAbsent", setup: setup{upstream: fcfs, scheduler: "gateway"}, check: `upstream "u0"`, msg: "no llamacpp:requests_processing series"},
 		{name: "SecretOpenToOthers", setup: setup{upstream: good, modes: map[string]os.FileMode{"vllm.key": 0o644}},
 			check: "secrets", msg: "mode 0644"},
 		{name: "SecretMissing", setup: setup{upstream: good, keyFile: "absent.key"}, check: "secrets", msg: "no such file"},

@@ -104,19 +104,28 @@ func (r *run) checkUpstream(ctx context.Context, m config.Model, u config.Upstre
 		}
 	}
 
-	code, body, err = r.call(ctx, http.MethodGet, base+"/metrics", key, nil, nil, "")
-	switch {
-	case err != nil:
-		fail("GET /metrics: "+err.Error(), "check the engine's log")
-		return
-	case code != http.StatusOK:
-		fail(fmt.Sprintf("GET /metrics: %d, metrics not readable", code), "let the gateway host read the engine's /metrics (a proxy in front of it may hide it)")
-		return
-	case pool != nil && pool.Engine.Scheduling == engine.Priority && !bytes.Contains(body, []byte("vllm:")):
-		fail("GET /metrics: no vllm: series in the answer", "base_url must be vLLM's own root for a pool with scheduler \"priority\"")
-		return
+	// The engine kind's series the gateway reads (capacity = "auto"):
+	// none known, nothing to check.
+	var series string
+	if pool != nil {
+		series = pool.Engine.Metrics.Running
 	}
-	found = append(found, "metrics readable")
+	if series != "" {
+		code, body, err = r.call(ctx, http.MethodGet, base+"/metrics", key, nil, nil, "")
+		switch {
+		case err != nil:
+			fail("GET /metrics: "+err.Error(), "check the engine's log")
+			return
+		case code != http.StatusOK:
+			fail(fmt.Sprintf("GET /metrics: %d, metrics not readable", code), "let the gateway host read the engine's /metrics (a proxy in front of it may hide it)")
+			return
+		case !bytes.Contains(body, []byte(series)):
+			fail(fmt.Sprintf("GET /metrics: no %s series in the answer", series),
+				fmt.Sprintf("base_url must be the %s engine's own root (pool %q { engine })", pool.Engine.Kind, pool.Name))
+			return
+		}
+		found = append(found, "metrics readable")
+	}
 	r.add(Finding{Check: name, Status: OK, Message: base + ": " + strings.Join(found, ", ")})
 }
 

@@ -70,7 +70,11 @@ func TestAdminCLI(t *testing.T) {
 	if got := ok(master, "roles", "list", "alice", "-P"); got != "User|Role|Org|Team|Source\nalice|org_admin|etabA||admin\n" {
 		t.Errorf("roles list: %q", got)
 	}
-	ok(alice, "teams", "add", "lab-x", "--org", "etabA", "--share", "2")
+	// a fraction of etabA, as in the configuration (issue 21 item 14): 2 is refused
+	if _, errb, code := run(alice, "teams", "add", "lab-x", "--org", "etabA", "--share", "2"); code != 1 || !strings.Contains(errb, "at most 1 is left") {
+		t.Errorf("teams add --share 2: exit %d %s", code, errb)
+	}
+	ok(alice, "teams", "add", "lab-x", "--org", "etabA", "--share", "0.75")
 	key := strings.TrimSpace(ok(alice, "keys", "add", "--team", "lab-x", "--name", "ci", "--owner", "bob"))
 	if !strings.HasPrefix(key, "llmf-") {
 		t.Fatalf("key %q", key)
@@ -79,8 +83,9 @@ func TestAdminCLI(t *testing.T) {
 	if got := ok(alice, "models", "show", "lab-nlp", "-P", "-n"); got != "lab-nlp|sim-llama\n" {
 		t.Errorf("models show: %q", got)
 	}
+	// lab-nlp (no share given) takes what lab-x leaves
 	teams := ok(alice, "teams", "list", "-P")
-	if teams != "Team|Org|Share|Disabled|Source\nlab-nlp|etabA|1|no|config\nlab-x|etabA|2|no|admin\n" {
+	if teams != "Team|Org|Share|Disabled|Source\nlab-nlp|etabA|0.25|no|config\nlab-x|etabA|0.75|no|admin\n" {
 		t.Errorf("teams list: %q", teams)
 	}
 	if got := ok(alice, "teams", "share", "lab-x", "0.5"); got != "team lab-x: share 0.5\n" {

@@ -86,6 +86,10 @@ type UserAssoc struct {
 	Partition string  `json:"partition,omitempty"` // "" for all partitions
 	Shares    float64 `json:"shares"`              // raw Fairshare; 0 when UseParent
 	UseParent bool    `json:"use_parent,omitempty"`
+	// Limits are the association's own GrpTRESMins and GrpTRES gres/gpu
+	// counts: a budget over the keys its user owns in the account, and a
+	// cap on their requests in flight.
+	Limits GPULimits `json:"limits,omitzero"`
 }
 
 // Accounts is a whole organisation tree, parents before children.

@@ -35,9 +35,14 @@ func (h *Handler) budgetScopeWith(sc budgets.Scope, keyTeam func(id string) (str
 		return authz.OrgScope(sc.Name), a != nil && a.Kind == llmflow.KindOrg
 	case budgets.KindTeam:
 		return h.teamScope(sc.Name)
-	case budgets.KindProject:
-		// The project's team: its nearest team ancestor (projects nest).
-		a, _ := v.Account(sc.Name)
+	case budgets.KindProject, budgets.KindUser:
+		// The project's team: its nearest team ancestor (projects nest);
+		// a user association's, its account's.
+		name := sc.Name
+		if sc.Kind == budgets.KindUser {
+			name, _, _ = budgets.SplitUserScope(sc.Name)
+		}
+		a, _ := v.Account(name)
 		for i := 0; a != nil && a.Kind == llmflow.KindProject && i < 64; i++ {
 			a, _ = v.Account(a.Parent)
 		}
@@ -164,6 +169,10 @@ func (h *Handler) checkScope(ctx context.Context, sc budgets.Scope) error {
 		if a, _ := v.Account(sc.Name); a == nil || a.Kind != want[sc.Kind] {
 			return notFound("name", "no %s %s in the account tree", sc.Kind, quote(sc.Name))
 		}
+	case budgets.KindUser:
+		e := llmflow.Errorf(llmflow.EINVALID, "a user association's budget is Slurm's GrpTRESMins on it: set it with sacctmgr (it applies after the next import)")
+		e.Param = "kind"
+		return e
 	case budgets.KindKey:
 		if _, err := h.keys.KeyByID(ctx, sc.Name); err != nil {
 			if llmflow.ErrorCode(err) == llmflow.ENOTFOUND {

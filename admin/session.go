@@ -208,7 +208,7 @@ func (h *Handler) drawsOn(sc budgets.Scope, orgs, teams, owned map[string]bool) 
 		return orgs[sc.Name]
 	case budgets.KindKey:
 		return owned[sc.Name]
-	case budgets.KindTeam, budgets.KindProject:
+	case budgets.KindTeam, budgets.KindProject, budgets.KindUser:
 		s, ok := h.budgetScope(context.Background(), sc)
 		return ok && teams[s.Team]
 	}

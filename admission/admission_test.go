@@ -54,7 +54,7 @@ var pathA = fairshare.Path{Org: "a", Team: "a1"}
 // max_inflight of 100.
 func (e *memEnv) request(key string, cost float64) *admission.Admission {
 	r := &budgets.Request{Limits: budgets.KeyLimits{MaxInFlight: 100}, Start: now, PromptCost: cost, Key: e.led.Key(key)}
-	r.Slots = e.tab.Chain("a", "a1", "", key, nil).Select("m", nil)
+	r.Slots = e.tab.Chain("a", "a1", "", key, "", nil).Select("m", nil)
 	return &admission.Admission{Chain: e.pool.Locate(pathA).Chain, Budget: r}
 }
 

@@ -40,19 +40,35 @@ const (
 	KindProject Kind = "project"
 	KindKey     Kind = "key"
 	KindTag     Kind = "tag"
+	// KindUser is a user association's: the keys owned by a user in an
+	// account (its project, else its team). Its name is
+	// UserScopeName(account, user). Slurm sets it (GrpTRESMins on a user
+	// association, FromSlurm).
+	KindUser Kind = "user"
 )
 
 // Kinds are the scope kinds, in the order a request's budgets are checked
 // (the widest first, so a refusal names the widest exhausted scope).
-var Kinds = []Kind{KindOrg, KindTeam, KindProject, KindKey, KindTag}
+var Kinds = []Kind{KindOrg, KindTeam, KindProject, KindUser, KindKey, KindTag}
 
 // Valid reports whether k is one of Kinds.
 func (k Kind) Valid() bool {
 	switch k {
-	case KindOrg, KindTeam, KindProject, KindKey, KindTag:
+	case KindOrg, KindTeam, KindProject, KindUser, KindKey, KindTag:
 		return true
 	}
 	return false
+}
+
+// UserScopeName is the name of the KindUser scope of user in account:
+// "account/user", the user name lower-cased as Slurm keeps it.
+func UserScopeName(account, user string) string { return account + "/" + strings.ToLower(user) }
+
+// SplitUserScope returns the account and user of a KindUser scope's name;
+// ok is false when name is not one.
+func SplitUserScope(name string) (account, user string, ok bool) {
+	account, user, ok = strings.Cut(name, "/")
+	return account, user, ok && account != "" && user != ""
 }
 
 // Period is the calendar period a budget resets on (UTC).
@@ -164,11 +180,14 @@ func (b Budget) Validate() error {
 func (s Scope) Validate() error {
 	switch {
 	case !s.Kind.Valid():
-		return &FieldError{"kind", fmt.Sprintf("kind must be org, team, project, key or tag, got %q", s.Kind)}
+		return &FieldError{"kind", fmt.Sprintf("kind must be org, team, project, user, key or tag, got %q", s.Kind)}
 	case s.Name == "" || len(s.Name) > 200 || strings.ContainsFunc(s.Name, unicode.IsControl):
 		return &FieldError{"name", "name must be 1 to 200 bytes without control characters"}
 	case len(s.Model) > 200 || strings.ContainsFunc(s.Model, unicode.IsControl):
 		return &FieldError{"model", "model must be at most 200 bytes without control characters"}
+	}
+	if _, _, ok := SplitUserScope(s.Name); s.Kind == KindUser && !ok {
+		return &FieldError{"name", `a user budget's name is "account/user"`}
 	}
 	return nil
 }
@@ -259,15 +278,31 @@ var ErrExhausted = errors.New("budget exhausted")
 
 // FromSlurm returns the budgets Slurm sets on accounts: an account with
 // GrpTRESMins=gres/gpu=N gets a budget of N/60 GPU-hours per period on
-// its scope (organisation, team or project, all models), with a soft
-// limit of softPercent of it (0: none). Disabled accounts (deleted in
+// its scope (organisation, team or project, all models), and a user
+// association with one a KindUser budget over the keys its user owns in
+// that account, each with a soft limit of softPercent of it (0: none). Disabled accounts (deleted in
 // Slurm) and Slurm's root carry no budget. Merge puts an admin-set
 // budget on the same scope first.
 func FromSlurm(accts llmflow.Accounts, period Period, softPercent float64) []Budget {
 	var out []Budget
 	for _, a := range accts {
+		if a.Disabled {
+			continue
+		}
+		// a user association's GrpTRESMins: a budget over the keys its
+		// user owns in the account (a partition's association: keys have
+		// no partition, so it is listed as not enforced by the sync)
+		for _, u := range a.Users {
+			if gh, ok := u.Limits.BudgetGPUHours(); ok && u.Partition == "" && a.Kind != llmflow.KindRoot {
+				b := Budget{Scope: Scope{Kind: KindUser, Name: UserScopeName(a.Name, u.User)}, Period: period, MaxCost: min(gh, MaxGPUHours), Source: SourceSlurm}
+				if softPercent > 0 && softPercent < 100 {
+					b.SoftLimit = b.MaxCost * softPercent / 100
+				}
+				out = append(out, b)
+			}
+		}
 		gh, ok := a.Limits.BudgetGPUHours()
-		if !ok || a.Disabled {
+		if !ok {
 			continue
 		}
 		var kind Kind

@@ -43,7 +43,8 @@ func TestValidate(t *testing.T) {
 		field string
 		mod   func(*Budget)
 	}{
-		{"kind", func(b *Budget) { b.Kind = "user" }},
+		{"kind", func(b *Budget) { b.Kind = "account" }},
+		{"name", func(b *Budget) { b.Kind = "user" }}, // a user budget is named "account/user"
 		{"name", func(b *Budget) { b.Name = "" }},
 		{"name", func(b *Budget) { b.Name = "a\nb" }},
 		{"period", func(b *Budget) { b.Period = "year" }},
@@ -94,7 +95,7 @@ func ledger(t *testing.T, bs ...Budget) *Mem {
 }
 
 func req(m *Mem, model string, prompt, perTok float64, want int64, tags ...string) *Request {
-	c := m.Table().Chain("org", "team", "proj", "key_1", tags)
+	c := m.Table().Chain("org", "team", "proj", "key_1", "", tags)
 	return &Request{Slots: c.Select(model, nil), Start: t0, PromptCost: prompt, OutputCost: perTok, WantOutput: want}
 }
 
@@ -216,7 +217,7 @@ func TestIncreaseAndRefresh(t *testing.T) {
 	}
 	// The slot existed at the month's start: a charge written to the
 	// store counts once.
-	r = &Request{Slots: m.Table().Chain("org", "team", "p", "k", nil).Select("m", nil), Start: next, PromptCost: 9}
+	r = &Request{Slots: m.Table().Chain("org", "team", "p", "k", "", nil).Select("m", nil), Start: next, PromptCost: 9}
 	if err := m.Reserve(next, r); err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 func fill(t *testing.T, m *Mem, now time.Time, cost float64, lim KeyLimits, tokens int64) (int, *Refusal) {
 	t.Helper()
 	for i := range 100 {
-		r := &Request{Slots: m.Table().Chain("org", "team", "proj", "key_1", nil).Select("m", nil),
+		r := &Request{Slots: m.Table().Chain("org", "team", "proj", "key_1", "", nil).Select("m", nil),
 			Key: m.Key("key_1"), Limits: lim, Start: now, PromptCost: cost, Tokens: tokens}
 		err := m.Reserve(now, r)
 		var rf *Refusal
@@ -41,7 +41,7 @@ func TestSliceBudgets(t *testing.T) {
 	}
 	settle := func(m *Mem, k int, cost float64) {
 		for range k {
-			r := &Request{Slots: m.Table().Chain("org", "", "", "", nil).Select("m", nil), Start: t0, PromptCost: cost}
+			r := &Request{Slots: m.Table().Chain("org", "", "", "", "", nil).Select("m", nil), Start: t0, PromptCost: cost}
 			if err := m.Reserve(t0, r); err != nil {
 				t.Fatal(err)
 			}
@@ -68,7 +68,7 @@ func TestSliceBudgets(t *testing.T) {
 		}, want: 0, full: true},
 		{name: "one held at the start", n: 3, setup: func(m *Mem) {
 			apply(m, t0, 10, 4)
-			r := &Request{Slots: m.Table().Chain("org", "", "", "", nil).Select("m", nil), Start: t0, PromptCost: 1}
+			r := &Request{Slots: m.Table().Chain("org", "", "", "", "", nil).Select("m", nil), Start: t0, PromptCost: 1}
 			if err := m.Reserve(t0, r); err != nil {
 				t.Fatal(err)
 			}

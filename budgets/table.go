@@ -1,5 +1,7 @@
 package budgets
 
+import "cmp"
+
 // Table is the set of budgets in force, built by Mem.Apply. It is
 // immutable; a change of budgets builds a new one (a new Gen).
 type Table struct {
@@ -37,9 +39,9 @@ type chainEntry struct {
 	model string
 }
 
-// Chain returns the chain of a key in org/team/project with the ID and
-// tags.
-func (t *Table) Chain(org, team, project, keyID string, tags []string) *Chain {
+// Chain returns the chain of a key in org/team/project with the ID, owner
+// ("" for none) and tags.
+func (t *Table) Chain(org, team, project, keyID, owner string, tags []string) *Chain {
 	c := &Chain{Gen: t.gen}
 	if len(t.slots) == 0 {
 		return c
@@ -52,6 +54,9 @@ func (t *Table) Chain(org, team, project, keyID string, tags []string) *Chain {
 	add(KindOrg, org)
 	add(KindTeam, team)
 	add(KindProject, project)
+	if owner != "" {
+		add(KindUser, UserScopeName(cmp.Or(project, team), owner))
+	}
 	add(KindKey, keyID)
 	for i, tag := range tags {
 		dup := false

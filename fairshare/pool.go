@@ -40,6 +40,7 @@
 package fairshare
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -283,7 +284,7 @@ func (p *Pool) setTree(root *Node, now time.Time) {
 		}
 		pn := &pnode{id: len(t.nodes), name: n.Name, path: path, depth: depth, parent: parent,
 			user: n.User, partition: n.Partition, rawShares: n.Shares, useParent: n.UseParent,
-			cap: inFlightCap(n.HasGPULimit && !n.User, n.GPULimit, p.gpus, capacity)}
+			cap: inFlightCap(n.HasGPULimit, n.GPULimit, p.gpus, capacity)}
 		pn.slot = p.ctr.Bind(key)
 		t.byKey[key] = pn
 		t.nodes = append(t.nodes, pn)
@@ -533,6 +534,20 @@ func (s Seat) Account(i int) string {
 		return ""
 	}
 	return s.leaf.anc[i].name
+}
+
+// Association says what account i of s.Chain is, for messages:
+// `account "lab-x"`, or `user "alice" in account "lab-x"` for a user
+// association.
+func (s Seat) Association(i int) string {
+	if s.leaf == nil || i < 0 || i >= len(s.leaf.anc) {
+		return ""
+	}
+	n := s.leaf.anc[i]
+	if n.user && n.parent != nil {
+		return fmt.Sprintf("user %q in account %q", n.name, n.parent.name)
+	}
+	return fmt.Sprintf("account %q", n.name)
 }
 
 // chainOf returns the leaf of path and its chain (noChain, and a nil leaf,

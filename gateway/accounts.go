@@ -123,7 +123,10 @@ func (v *accountView) tree() *fairshare.Node {
 func userNodes(us []llmflow.UserAssoc) []*fairshare.Node {
 	out := make([]*fairshare.Node, 0, len(us))
 	for _, u := range us {
-		out = append(out, &fairshare.Node{Name: u.User, User: true, Partition: u.Partition, Shares: u.Shares, UseParent: u.UseParent})
+		// a user association's GrpTRES caps its user's requests in flight
+		// in the account (a partition's: keys have no partition)
+		out = append(out, &fairshare.Node{Name: u.User, User: true, Partition: u.Partition, Shares: u.Shares, UseParent: u.UseParent,
+			GPULimit: u.Limits.GPUs, HasGPULimit: u.Limits.HasGPUs && u.Partition == ""})
 	}
 	return out
 }

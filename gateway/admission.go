@@ -248,10 +248,11 @@ func (g *Gateway) admitShared(ctx context.Context, x *exchange) error {
 	switch err := pl.shared.Admit(ctx, &x.adm); {
 	case err == nil:
 	case errors.Is(err, admission.ErrCapped):
-		// Slurm's GrpTRES=gres/gpu=N on an account: its requests in flight
-		// in this pool are capped (fairshare.Node.GPULimit); nothing taken
-		e := llmflow.Errorf(llmflow.ERATELIMIT, "account %s has as many requests in flight in pool %s as its Slurm GPU limit (GrpTRES gres/gpu) allows; retry shortly",
-			quote(seat.Account(x.adm.Capped)), quote(pl.name))
+		// Slurm's GrpTRES=gres/gpu=N on an account or a user association:
+		// its requests in flight in this pool are capped
+		// (fairshare.Node.GPULimit); nothing taken
+		e := llmflow.Errorf(llmflow.ERATELIMIT, "%s has as many requests in flight in pool %s as its Slurm GPU limit (GrpTRES gres/gpu) allows; retry shortly",
+			seat.Association(x.adm.Capped), quote(pl.name))
 		return withRetryAfter(e, time.Second)
 	default:
 		return g.budgetRefused(err) // a budget or key limit: nothing taken

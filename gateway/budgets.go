@@ -497,7 +497,7 @@ func (x *exchange) chain(t *budgets.Table, b *budgetState) *keyChain {
 		}
 	}
 	k := x.key
-	kc := &keyChain{chain: t.Chain(x.org, k.Team, k.Project, k.ID, k.Tags), org: x.org, ks: b.mem.Key(k.ID)}
+	kc := &keyChain{chain: t.Chain(x.org, k.Team, k.Project, k.ID, k.Owner, k.Tags), org: x.org, ks: b.mem.Key(k.ID)}
 	if x.ck != nil {
 		x.ck.chain.Store(kc)
 	}

@@ -893,3 +893,45 @@ func TestBudgetRefusedBeforeQueue(t *testing.T) {
 		t.Errorf("first request: %d", code)
 	}
 }
+
+// A user association's budget (Slurm's GrpTRESMins on alice in lab-nlp,
+// budgets.KindUser) caps the keys alice owns in lab-nlp, whatever the case
+// of the owner's name; a key of the team owned by nobody is not under it;
+// /v1/me lists it for alice's key.
+func TestUserAssociationBudget(t *testing.T) {
+	_, hs := simUpstream(t, time.Millisecond)
+	accts := llmflow.Accounts{{Name: "lab-nlp", Kind: llmflow.KindTeam, Users: []llmflow.UserAssoc{{User: "alice", Limits: llmflow.GPULimits{Minutes: 0, HasMinutes: true}}}}}
+	e, _ := budgetEnv(t, []string{hs.URL}, "", func(o *Options) {
+		o.SlurmBudgets = func() []budgets.Budget { return budgets.FromSlurm(accts, budgets.Month, 0) }
+	})
+	_, alice, err := e.gw.CreateKey(t.Context(), KeyRequest{Team: "lab-nlp", Name: "a", Owner: "Alice"}, Principal{Name: "t", Role: RoleProxyAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.gw.RefreshBudgets(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ask := func(key string) (int, string) {
+		resp := gatewaytest.Post(t, e.srv, key, "/v1/chat/completions", `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	if code, body := ask(alice); code != http.StatusTooManyRequests || !strings.Contains(body, "lab-nlp/alice") {
+		t.Errorf("alice's key under a spent user budget: %d %s", code, body)
+	}
+	if code, body := ask(e.key); code != http.StatusOK {
+		t.Errorf("the team's key owned by nobody: %d %s", code, body)
+	}
+	req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/v1/me", nil)
+	req.Header.Set("Authorization", "Bearer "+alice)
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"lab-nlp/alice"`) {
+		t.Errorf("/v1/me of alice's key does not list her budget: %s", b)
+	}
+}

@@ -379,3 +379,57 @@ func TestGrpTRESCapsAccount(t *testing.T) {
 		t.Errorf("llmflow_denied_total{reason=grp_tres} = %v, want 1", n)
 	}
 }
+
+// TestGrpTRESCapsUserAssociation: a user association's GPU limit (Slurm's
+// GrpTRES gres/gpu=1 on alice in lab-nlp, a pool of 8 GPUs and C 16: 2 in
+// flight) caps the requests of the keys alice owns in lab-nlp, naming her
+// association; a key of lab-nlp owned by nobody is not capped by it.
+func TestGrpTRESCapsUserAssociation(t *testing.T) {
+	up := newHeldUpstream(t)
+	e := newEnv(t, []string{up.srv.URL}, "", func(o *Options) { o.Config.Pools[0].GPUs = 8 })
+	accts := e.cfg.Accounts()
+	for i := range accts {
+		if accts[i].Name == "lab-nlp" {
+			accts[i].Users = []llmflow.UserAssoc{{User: "alice", Shares: 1, Limits: llmflow.GPULimits{GPUs: 1, HasGPUs: true}}}
+		}
+	}
+	e.gw.SetAccounts(accts)
+	_, alice, err := e.gw.CreateKey(t.Context(), KeyRequest{Team: "lab-nlp", Name: "a", Owner: "Alice"}, Principal{Name: "t", Role: RoleProxyAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(key string) chan int {
+		c := make(chan int, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.srv.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[]}`))
+			req.Header.Set("Authorization", "Bearer "+key)
+			resp, err := e.srv.Client().Do(req)
+			if err != nil {
+				c <- 0
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 429 && !strings.Contains(string(b), `user \"alice\" in account \"lab-nlp\"`) {
+				t.Errorf("429 not naming the association: %s", b)
+			}
+			c <- resp.StatusCode
+		}()
+		return c
+	}
+	held := []chan int{send(alice), send(alice)}
+	up.waitArrived(t, 2)
+	if code := <-send(alice); code != 429 {
+		t.Fatalf("alice's third request in flight: %d, want 429", code)
+	}
+	held = append(held, send(e.key)) // lab-nlp's key without owner: not alice's
+	up.waitArrived(t, 3)
+	close(up.release)
+	for _, c := range held {
+		if code := <-c; code != 200 {
+			t.Fatalf("held request: %d", code)
+		}
+	}
+}

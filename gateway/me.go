@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"net/http"
 	"slices"
 	"strings"
@@ -167,6 +168,9 @@ func (g *Gateway) meOf(k *llmflow.Key) Me {
 	}
 	for _, t := range k.Tags {
 		mine[budgets.Scope{Kind: budgets.KindTag, Name: t}] = true
+	}
+	if k.Owner != "" { // its owner's user association in the key's account
+		mine[budgets.Scope{Kind: budgets.KindUser, Name: budgets.UserScopeName(cmp.Or(k.Project, k.Team), k.Owner)}] = true
 	}
 	for _, s := range g.bud.mem.Table().StatusWhere(func(sc budgets.Scope) bool { return mine[budgets.Scope{Kind: sc.Kind, Name: sc.Name}] }) {
 		out.Budgets = append(out.Budgets, MeBudget{

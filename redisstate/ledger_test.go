@@ -40,7 +40,7 @@ func newReplica(t testing.TB, rdb redis.UniversalClient, prefix string, now time
 
 func (p *replica) request(now time.Time, key string, lim budgets.KeyLimits, cost float64) *budgets.Request {
 	r := &budgets.Request{Limits: lim, Start: now, PromptCost: cost}
-	r.Slots = p.t.Chain("o", "", "", key, nil).Select("m", nil)
+	r.Slots = p.t.Chain("o", "", "", key, "", nil).Select("m", nil)
 	if key != "" {
 		r.Key = p.mem.Key(key)
 	}

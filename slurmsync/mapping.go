@@ -66,6 +66,7 @@ func Map(t *sacctmgr.Tree) (llmflow.Accounts, error) {
 			out[i].Disabled = true
 		}
 	}
+	limits := userLimits(t)
 	for _, u := range t.Users {
 		i, ok := index[u.Account]
 		if !ok || u.Deleted {
@@ -74,12 +75,40 @@ func Map(t *sacctmgr.Tree) (llmflow.Accounts, error) {
 		if !slices.Contains(out[i].Members, u.Name) {
 			out[i].Members = append(out[i].Members, u.Name)
 		}
-		out[i].Users = append(out[i].Users, userAssoc(u))
+		ua := userAssoc(u)
+		ua.Limits = limits[assocKey{u.Account, u.Name, u.Partition}]
+		out[i].Users = append(out[i].Users, ua)
 	}
 	for i := range out {
 		slices.Sort(out[i].Members)
 	}
 	return out, nil
+}
+
+// assocKey names a user association.
+type assocKey struct{ account, user, partition string }
+
+// userLimits are the user associations' GrpTRESMins and GrpTRES gres/gpu
+// counts of t (its OtherLimits), by association.
+func userLimits(t *sacctmgr.Tree) map[assocKey]llmflow.GPULimits {
+	out := map[assocKey]llmflow.GPULimits{}
+	for _, l := range t.OtherLimits {
+		if l.User == "" {
+			continue
+		}
+		k := assocKey{l.Account, l.User, l.Partition}
+		lim := out[k]
+		switch l.Limit {
+		case "GrpTRESMins":
+			lim.Minutes, lim.HasMinutes = l.GPUs, true
+		case "GrpTRES":
+			lim.GPUs, lim.HasGPUs = l.GPUs, true
+		default:
+			continue
+		}
+		out[k] = lim
+	}
+	return out
 }
 
 // userAssoc is u as a leaf of llmflow's tree.
@@ -195,6 +224,9 @@ func userList(us []llmflow.UserAssoc) string {
 			name += "@" + u.Partition
 		}
 		parts[i] = name + "=" + s
+		if !u.Limits.IsZero() {
+			parts[i] += "(" + limitsText(u.Limits) + ")"
+		}
 	}
 	return strings.Join(parts, ",")
 }

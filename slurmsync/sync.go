@@ -227,8 +227,10 @@ func KeepUnknownLimits(cur, old llmflow.Accounts, minutes, gpus bool) []string {
 // UnenforcedLimits lists the GPU limits of t's live associations that
 // llmflow does not enforce, so that none is dropped silently: MaxTRES (a
 // per-job cap: a request holds no GPUs of its own), and a user
-// association's GrpTRESMins and GrpTRES (llmflow enforces the accounts'
-// group limits only, as budgets and in-flight caps).
+// association's limits on a partition (keys have no partition). A user
+// association's own GrpTRESMins (a budget over the keys its user owns in
+// the account) and GrpTRES (a cap on their requests in flight) are
+// enforced, as the accounts' are.
 func UnenforcedLimits(t *sacctmgr.Tree) []string {
 	deletedAcct := map[string]bool{}
 	for _, a := range t.Accounts {
@@ -252,9 +254,14 @@ func UnenforcedLimits(t *sacctmgr.Tree) []string {
 				where += " (partition " + l.Partition + ")"
 			}
 		}
-		why := "user associations' limits are not enforced: only an account's GrpTRESMins (a budget) and GrpTRES (an in-flight cap)"
-		if l.Limit == "MaxTRES" {
+		var why string
+		switch {
+		case l.Limit == "MaxTRES":
 			why = "a per-job cap: a request holds no GPUs of its own"
+		case l.Partition != "":
+			why = "a limit on a partition: keys have no partition"
+		default:
+			continue // a user association's own group limit: enforced
 		}
 		out = append(out, "limit not enforced: "+value+" of "+where+" ("+why+")")
 	}

@@ -105,6 +105,13 @@ func (a *sqlDB) BudgetSpend(ctx context.Context, sc budgets.Scope, from, recent 
 	}
 	q := `SELECT hour, sum(gpu_hours) FROM ` + table + ` WHERE hour >= ? AND ` + spendColumn[sc.Kind] + ` = ?`
 	args := []any{a.bound(from), sc.Name}
+	if sc.Kind == budgets.KindUser {
+		// the keys the user owns in the account: its project, else its
+		// team (a key in a project of the team is the project's)
+		account, user, _ := budgets.SplitUserScope(sc.Name)
+		q = `SELECT hour, sum(gpu_hours) FROM rollups WHERE hour >= ? AND lower(owner) = ? AND (project = ? OR (project = '' AND team = ?))`
+		args = []any{a.bound(from), user, account, account}
+	}
 	if sc.Model != "" {
 		q += ` AND model = ?`
 		args = append(args, sc.Model)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/budgets"
 	"github.com/go-llmflow/llmflow/store"
 )
 
@@ -182,11 +183,12 @@ func TestSyncListingWithoutLimitColumns(t *testing.T) {
 	}
 }
 
-// TestSyncUnenforcedLimitsListed: MaxTRES and a user association's
-// GrpTRESMins and GrpTRES, set with the real sacctmgr, are listed by
-// sync as limits llmflow does not enforce, alike from both sources
-// (they were dropped without a word); a deleted association's are not.
-func TestSyncUnenforcedLimitsListed(t *testing.T) {
+// TestSyncUserLimits: a user association's GrpTRESMins and GrpTRES, set
+// with the real sacctmgr, are imported from both sources with the user
+// association (a budget over the keys its user owns in the account, and a
+// cap on their requests in flight), no longer listed as not enforced;
+// MaxTRES, a per-job cap, still is.
+func TestSyncUserLimits(t *testing.T) {
 	needSlurm(t)
 	b := make([]byte, 4)
 	rand.Read(b)
@@ -201,30 +203,48 @@ func TestSyncUnenforcedLimitsListed(t *testing.T) {
 	sam(t, "add", "account", team, "parent="+org, "cluster="+cluster, "MaxTRES=gres/gpu=8")
 	sam(t, "add", "user", user, "account="+team, "cluster="+cluster, "GrpTRESMins=gres/gpu=600", "GrpTRES=gres/gpu=2")
 
-	dir := t.TempDir()
-	path := syncConfig(t, dir, "http://127.0.0.1:9")
-	stderr := func(args ...string) string {
-		t.Helper()
-		var out, errb bytes.Buffer
-		if code := Run(context.Background(), append([]string{"sync", "-c", path, "--cluster", cluster, "--dry-run"}, args...), &out, &errb); code != 0 {
-			t.Fatalf("sync %v: %d\n%s%s", args, code, out.String(), errb.String())
-		}
-		return errb.String()
-	}
-	want := []string{
-		"note: limit not enforced: MaxTRES=gres/gpu=8 of account " + team + " (a per-job cap",
-		"note: limit not enforced: GrpTRESMins=gres/gpu=600 of user " + user + " in account " + team + " (user associations' limits are not enforced",
-		"note: limit not enforced: GrpTRES=gres/gpu=2 of user " + user + " in account " + team + " (",
-	}
 	for _, src := range [][]string{{"--from-sacctmgr"}, {"--from-slurmdbd", "--dsn-file", "/etc/slurm/llmflow-slurmdbd.dsn"}} {
-		got := stderr(src...)
-		for _, w := range want {
-			if !strings.Contains(got, w) {
-				t.Errorf("%v: stderr lacks %q:\n%s", src, w, got)
+		dir := t.TempDir()
+		path := syncConfig(t, dir, "http://127.0.0.1:9")
+		var out, errb bytes.Buffer
+		if code := Run(context.Background(), append([]string{"sync", "-c", path, "--cluster", cluster}, src...), &out, &errb); code != 0 {
+			t.Fatalf("sync %v: %d\n%s%s", src, code, out.String(), errb.String())
+		}
+		got := errb.String()
+		if w := "note: limit not enforced: MaxTRES=gres/gpu=8 of account " + team + " (a per-job cap"; !strings.Contains(got, w) {
+			t.Errorf("%v: stderr lacks %q:\n%s", src, w, got)
+		}
+		if strings.Contains(got, "GrpTRESMins=gres/gpu=600 of user") || strings.Contains(got, "GrpTRES=gres/gpu=2 of user") || strings.Contains(got, "of account "+org) {
+			t.Errorf("%v: an enforced limit listed as not enforced:\n%s", src, got)
+		}
+		db, err := store.OpenSQLite(t.Context(), filepath.Join(dir, "llmflow.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		accts, err := db.Accounts(t.Context())
+		db.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lim llmflow.GPULimits
+		for _, a := range accts {
+			for _, u := range a.Users {
+				if a.Name == team && u.User == user {
+					lim = u.Limits
+				}
 			}
 		}
-		if strings.Contains(got, "of account "+org) {
-			t.Errorf("%v: the organisation's GrpTRES is enforced, listed as not:\n%s", src, got)
+		if lim != (llmflow.GPULimits{Minutes: 600, HasMinutes: true, GPUs: 2, HasGPUs: true}) {
+			t.Errorf("%v: %s's limits in %s as stored: %+v", src, user, team, lim)
+		}
+		var found bool
+		for _, bud := range budgets.FromSlurm(accts, budgets.Month, 0) {
+			if bud.Kind == budgets.KindUser && bud.Name == team+"/"+user && bud.MaxCost == 10 {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%v: no 10 GPU-hour budget over %s's keys in %s", src, user, team)
 		}
 	}
 }

@@ -121,7 +121,17 @@ func testBudgetSpend(t *testing.T, s BudgetStore) {
 	rec := func(id string, at time.Time, org, team, project, key, model string, gh float64, tags ...string) llmflow.Record {
 		return llmflow.Record{RequestID: id, Time: at, Org: org, Team: team, Project: project, KeyID: key, Model: model, GPUHours: gh, Tags: tags, Status: 200, Outcome: llmflow.OutcomeOK}
 	}
+	// keys owned by Alice (in team t and in its project p) and by bob
+	for i, k := range []llmflow.Key{{ID: "ka", Team: "t", Owner: "Alice"}, {ID: "kp", Team: "t", Project: "p", Owner: "alice"}, {ID: "kb", Team: "t", Owner: "bob"}} {
+		k.Name, k.Hash, k.CreatedAt = k.ID, [32]byte{byte(i + 1), 0x55}, base
+		if err := s.CreateKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
 	rs := []llmflow.Record{
+		rec("u1", h0.Add(time.Minute), "o", "t", "", "ka", "m1", 32),
+		rec("u2", h0.Add(time.Minute), "o", "t", "p", "kp", "m1", 64),
+		rec("u3", h0.Add(time.Minute), "o", "t", "", "kb", "m1", 128),
 		rec("r1", h0.Add(-48*time.Hour), "o", "t", "p", "k1", "m1", 1, "a"),
 		rec("r2", h0.Add(-time.Hour), "o", "t", "p", "k1", "m2", 2, "a", "b"),
 		rec("r3", h0.Add(time.Minute), "o", "t", "", "k2", "m1", 4),
@@ -137,10 +147,15 @@ func testBudgetSpend(t *testing.T, s BudgetStore) {
 		older float64
 		hours map[time.Time]float64
 	}{
-		{budgets.Scope{Kind: budgets.KindOrg, Name: "o"}, 1, map[time.Time]float64{h0.Add(-time.Hour): 2, h0: 12}},
-		{budgets.Scope{Kind: budgets.KindTeam, Name: "t"}, 1, map[time.Time]float64{h0.Add(-time.Hour): 2, h0: 4}},
-		{budgets.Scope{Kind: budgets.KindTeam, Name: "t", Model: "m1"}, 1, map[time.Time]float64{h0: 4}},
-		{budgets.Scope{Kind: budgets.KindProject, Name: "p"}, 1, map[time.Time]float64{h0.Add(-time.Hour): 2}},
+		{budgets.Scope{Kind: budgets.KindOrg, Name: "o"}, 1, map[time.Time]float64{h0.Add(-time.Hour): 2, h0: 12 + 224}},
+		{budgets.Scope{Kind: budgets.KindTeam, Name: "t"}, 1, map[time.Time]float64{h0.Add(-time.Hour): 2, h0: 4 + 224}},
+		{budgets.Scope{Kind: budgets.KindTeam, Name: "t", Model: "m1"}, 1, map[time.Time]float64{h0: 4 + 224}},
+		{budgets.Scope{Kind: budgets.KindProject, Name: "p"}, 1, map[time.Time]float64{h0.Add(-time.Hour): 2, h0: 64}},
+		// a user association's: the keys the user owns in that account
+		// (owner names compared as Slurm keeps them, lower case)
+		{budgets.Scope{Kind: budgets.KindUser, Name: "t/alice"}, 0, map[time.Time]float64{h0: 32}},
+		{budgets.Scope{Kind: budgets.KindUser, Name: "p/alice"}, 0, map[time.Time]float64{h0: 64}},
+		{budgets.Scope{Kind: budgets.KindUser, Name: "t/bob", Model: "m1"}, 0, map[time.Time]float64{h0: 128}},
 		{budgets.Scope{Kind: budgets.KindKey, Name: "k3"}, 0, map[time.Time]float64{h0: 8}},
 		{budgets.Scope{Kind: budgets.KindTag, Name: "b"}, 0, map[time.Time]float64{h0.Add(-time.Hour): 2, h0: 8}},
 		{budgets.Scope{Kind: budgets.KindTag, Name: "a", Model: "m1"}, 1, map[time.Time]float64{}},

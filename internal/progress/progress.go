@@ -26,7 +26,16 @@ type Meter struct {
 	total, done int64
 	start, last time.Time
 	shown       bool
+	// waiting: the work cannot be counted as it goes (Wait); the line
+	// shows the time elapsed only.
+	waiting bool
+	// ticks makes the ticker of Wait (nil: every tick, from time).
+	ticks func() (c <-chan time.Time, stop func())
 }
+
+// tick is how often Wait redraws the line, and how long it waits before
+// drawing it first: work that ends sooner draws nothing.
+const tick = time.Second
 
 // IsTerminal reports whether w is a terminal (a character device: a pipe
 // or a file is not).
@@ -60,6 +69,67 @@ func newMeter(w io.Writer, what, unit string, total int64, now func() time.Time)
 	return &Meter{w: w, what: what, unit: unit, now: now, total: total, start: t}
 }
 
+// Stage starts a new stage of the work, with its own name, unit and
+// total (0: unknown): "sync applying", "changes", 12.
+func (m *Meter) Stage(what, unit string, total int64) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.what, m.unit, m.total, m.done, m.start = what, unit, total, 0, m.now()
+}
+
+// Wait is for work that cannot be counted as it goes (one database
+// query), where a count, rate or time left would be made up: from a
+// second on, and every second until stop is called, it draws the line
+// with the time elapsed only: "export, one query over 8760 hours: 3s".
+// stop returns once the line is no longer drawn; Done clears it.
+func (m *Meter) Wait() (stop func()) {
+	if m == nil {
+		return func() {}
+	}
+	m.mu.Lock()
+	m.waiting, m.start = true, m.now()
+	m.mu.Unlock()
+	quit, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		c, stopTicks := m.ticker()
+		defer stopTicks()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-c:
+				m.redraw()
+			}
+		}
+	}()
+	return sync.OnceFunc(func() {
+		close(quit)
+		<-ended
+		m.mu.Lock()
+		m.waiting = false
+		m.mu.Unlock()
+	})
+}
+
+func (m *Meter) ticker() (<-chan time.Time, func()) {
+	if m.ticks != nil {
+		return m.ticks()
+	}
+	t := time.NewTicker(tick)
+	return t.C, t.Stop
+}
+
+// redraw draws the line now.
+func (m *Meter) redraw() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.draw(m.now())
+}
+
 // Total sets the number of units (when it is known late, or changes with
 // the stage).
 func (m *Meter) Total(what string, total int64) {
@@ -87,6 +157,11 @@ func (m *Meter) Set(done int64) {
 	if m.shown && t.Sub(m.last) < every && done < m.total {
 		return
 	}
+	m.draw(t)
+}
+
+// draw draws the line at t; m.mu is held.
+func (m *Meter) draw(t time.Time) {
 	m.last, m.shown = t, true
 	fmt.Fprint(m.w, "\r\033[K"+m.line(t))
 }
@@ -119,6 +194,9 @@ func (m *Meter) Done() {
 // line is the text drawn at t: "write-back assoc hours: 12000/48000 rows
 // (25%), 3000 rows/s, 12s left".
 func (m *Meter) line(t time.Time) string {
+	if m.waiting {
+		return m.what + ": " + t.Sub(m.start).Round(time.Second).String()
+	}
 	s := fmt.Sprintf("%s: %d", m.what, m.done)
 	if m.total > 0 {
 		s += fmt.Sprintf("/%d %s (%d%%)", m.total, m.unit, m.done*100/m.total)

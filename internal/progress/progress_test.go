@@ -83,3 +83,50 @@ func TestNewOffTerminal(t *testing.T) {
 		t.Error("a pipe is a terminal")
 	}
 }
+
+// TestMeterStagesAndWait: a stage has its own name, unit and count; work
+// that cannot be counted (Wait) shows the time elapsed only, never a
+// count, rate or time left.
+func TestMeterStagesAndWait(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  func(m *Meter, c *clock)
+		want string
+	}{
+		{"Stage", func(m *Meter, c *clock) {
+			m.Stage("sync applying", "changes", 40)
+			c.t = c.t.Add(2 * time.Second)
+			m.Set(10)
+		}, "\r\033[Ksync applying: 10/40 changes (25%), 5 changes/s, 6s left"},
+		{"StageUnknownTotal", func(m *Meter, c *clock) {
+			m.Stage("sync reading slurmdbd:hgx", "associations", 0)
+			c.t = c.t.Add(time.Second)
+			m.Set(1200)
+		}, "\r\033[Ksync reading slurmdbd:hgx: 1200 associations, 1200 associations/s"},
+		{"Wait", func(m *Meter, c *clock) {
+			ticks := make(chan time.Time)
+			m.ticks = func() (<-chan time.Time, func()) { return ticks, func() {} }
+			stop := m.Wait()
+			c.t = c.t.Add(3*time.Second + 400*time.Millisecond)
+			ticks <- c.t // a second has passed, and more
+			stop()       // returns once the tick is drawn
+			stop()       // twice is fine
+		}, "\r\033[Kexport, one query over 8760 hours: 3s"},
+		{"WaitEndedSoon", func(m *Meter, c *clock) {
+			m.ticks = func() (<-chan time.Time, func()) { return nil, func() {} }
+			stop := m.Wait()
+			stop() // before the first tick: nothing drawn
+			m.Done()
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &clock{t: time.Unix(1000, 0)}
+			var b bytes.Buffer
+			m := newMeter(&b, "export, one query over 8760 hours", "hours", 0, c.now)
+			tc.run(m, c)
+			if got := b.String(); got != tc.want {
+				t.Errorf("drew %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -2,14 +2,17 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/go-llmflow/llmflow"
+	"github.com/go-llmflow/llmflow/internal/progress"
 	"github.com/go-llmflow/llmflow/reports"
 	"github.com/go-llmflow/llmflow/server"
 )
@@ -51,7 +54,10 @@ func exportCmd(e *env) *cobra.Command {
 				return err
 			}
 			defer db.Close()
-			rows, err := db.Spend(cmd.Context(), f, t, llmflow.RollupFilter{GroupBy: dims, Total: true})
+			// On a terminal, the time the query takes (see readSpend).
+			prog := progress.New(e.stderr, true, exportWhat(f, t), "hours", 0)
+			rows, err := readSpend(cmd.Context(), db, f, t, llmflow.RollupFilter{GroupBy: dims, Total: true}, prog)
+			prog.Done()
 			if err != nil {
 				return err
 			}
@@ -74,6 +80,29 @@ func exportCmd(e *env) *cobra.Command {
 	cmd.MarkFlagRequired("from")
 	cmd.MarkFlagRequired("to")
 	return cmd
+}
+
+type spendReader interface {
+	Spend(ctx context.Context, from, to time.Time, f llmflow.RollupFilter) ([]llmflow.Rollup, error)
+}
+
+// readSpend is db.Spend, the one query of an export, with m (nil: none)
+// drawing the time it takes. Its progress cannot be counted: read in
+// chunks, the GPU-hours would be summed in another order than the
+// database's single sum (SQLite's compensated sum in the order of its
+// plan, PostgreSQL's plain float8 sum, in parallel workers' order), and
+// differ in the last digits from what a pipe gets; so the line shows the
+// time elapsed, never a made-up count or time left.
+func readSpend(ctx context.Context, db spendReader, from, to time.Time, f llmflow.RollupFilter, m *progress.Meter) ([]llmflow.Rollup, error) {
+	stop := m.Wait()
+	defer stop()
+	return db.Spend(ctx, from, to, f)
+}
+
+// exportWhat names an export's query on the progress line.
+func exportWhat(from, to time.Time) string {
+	return fmt.Sprintf("export, one query over %d hours of rollups (%s to %s)", to.Sub(from)/time.Hour,
+		from.Format(time.RFC3339), to.Format(time.RFC3339))
 }
 
 // writeFileAtomic writes path through a temporary file renamed into place,

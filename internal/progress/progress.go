@@ -64,6 +64,15 @@ func NewAlways(w io.Writer, what, unit string, total int64) *Meter {
 	return newMeter(w, what, unit, total, time.Now)
 }
 
+// NewAlwaysTicks is NewAlways whose Wait draws the line at each time
+// received from ticks instead of every second: for tests of what a
+// command draws while it waits, without waiting.
+func NewAlwaysTicks(w io.Writer, what, unit string, total int64, ticks <-chan time.Time) *Meter {
+	m := newMeter(w, what, unit, total, time.Now)
+	m.ticks = func() (<-chan time.Time, func()) { return ticks, func() {} }
+	return m
+}
+
 func newMeter(w io.Writer, what, unit string, total int64, now func() time.Time) *Meter {
 	t := now()
 	return &Meter{w: w, what: what, unit: unit, now: now, total: total, start: t}

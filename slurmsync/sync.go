@@ -43,6 +43,19 @@ type Syncer struct {
 	// transaction as the tree. nil: the tree only.
 	Roles RoleSink
 	Now   func() time.Time // nil: time.Now
+	// Progress, when set, is told how the run goes, stage by stage:
+	// "reading" the source (done associations read, of total; 0: not
+	// known yet), then "applying" the changes (done of total) when the
+	// run writes some. nil: nothing is told. The pure parts (Map, Diff,
+	// Roles, RoleDiff) know nothing of it.
+	Progress func(stage, unit string, done, total int)
+}
+
+// progress tells s.Progress, when set.
+func (s *Syncer) progress(stage, unit string, done, total int) {
+	if s.Progress != nil {
+		s.Progress(stage, unit, done, total)
+	}
 }
 
 // Result is one run: its record, the changes and the tree now stored.
@@ -80,10 +93,13 @@ func (s *Syncer) Run(ctx context.Context, dryRun bool) (Result, error) {
 		}
 		return res, err
 	}
+	s.progress("reading "+s.Name, "associations", 0, 0)
 	tree, err := s.Source.Tree(ctx)
 	if err != nil {
 		return fail(fmt.Errorf("import from %s: %w", s.Name, err))
 	}
+	n := len(tree.Accounts) + len(tree.Users)
+	s.progress("reading "+s.Name, "associations", n, n)
 	cur, err := Map(tree)
 	if err != nil {
 		return fail(err)
@@ -128,6 +144,13 @@ func (s *Syncer) Run(ctx context.Context, dryRun bool) (Result, error) {
 		res.Run.Outcome, res.Accounts = "applied", next
 	}
 	res.Run.Finished = now().UTC()
+	applying := 0 // the changes written, in one transaction
+	if !dryRun {
+		applying = len(changes) + len(res.RoleChanges)
+	}
+	if applying > 0 {
+		s.progress("applying", "changes", 0, applying)
+	}
 	var id int64
 	if s.Roles != nil && !dryRun && len(res.RoleChanges) > 0 {
 		id, err = s.Roles.SaveSyncRoles(ctx, next, res.Run, res.RoleChanges)
@@ -137,6 +160,9 @@ func (s *Syncer) Run(ctx context.Context, dryRun bool) (Result, error) {
 	if err != nil {
 		res.Accounts = old
 		return fail(err)
+	}
+	if applying > 0 {
+		s.progress("applying", "changes", applying, applying)
 	}
 	res.Run.ID = id
 	return res, nil

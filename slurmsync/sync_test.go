@@ -3,6 +3,7 @@ package slurmsync
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -193,5 +194,44 @@ func TestCombine(t *testing.T) {
 	_, err = Combine(slurm, cfg, where)
 	if err == nil || !strings.Contains(err.Error(), "gateway.hcl:3:8") || !strings.Contains(err.Error(), `Slurm has account "lab-nlp" under "etaba"`) {
 		t.Errorf("conflicting parent: %v", err)
+	}
+}
+
+// TestSyncerProgress: the stages a run tells Progress: the associations
+// read, then the changes applied when it writes some (none for a dry run,
+// a run without change or a failed read).
+func TestSyncerProgress(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stored bool // the tree imported before
+		dry    bool
+		err    error
+		want   []string
+	}{
+		{"First", false, false, nil, []string{"reading test:hgx associations 0/0", "reading test:hgx associations 6/6",
+			"applying changes 0/4", "applying changes 4/4"}},
+		{"Dry", false, true, nil, []string{"reading test:hgx associations 0/0", "reading test:hgx associations 6/6"}},
+		{"Unchanged", true, false, nil, []string{"reading test:hgx associations 0/0", "reading test:hgx associations 6/6"}},
+		{"Failed", false, false, errors.New("sacctmgr: Connection refused"), []string{"reading test:hgx associations 0/0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sink := &memSink{}
+			if tc.stored {
+				if _, err := (&Syncer{Source: &fakeSource{tree: hgxTree()}, Name: "test:hgx", Sink: sink}).Run(context.Background(), false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got []string
+			s := &Syncer{Source: &fakeSource{tree: hgxTree(), err: tc.err}, Name: "test:hgx", Sink: sink,
+				Progress: func(stage, unit string, done, total int) {
+					got = append(got, fmt.Sprintf("%s %s %d/%d", stage, unit, done, total))
+				}}
+			if _, err := s.Run(context.Background(), tc.dry); (err != nil) != (tc.err != nil) {
+				t.Fatalf("run: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("told (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/internal/progress"
 	"github.com/go-llmflow/llmflow/server"
 	"github.com/go-llmflow/llmflow/slurmsync"
 )
@@ -141,7 +142,14 @@ func syncCmd(e *env) *cobra.Command {
 				// gateway serves Slurm's tree.
 				syncer.Roles = db
 			}
+			// On a terminal, the associations read and the changes
+			// applied (or, while the source is read, the time it takes).
+			sm := &syncMeter{m: progress.New(e.stderr, true, "sync", "associations", 0)}
+			if sm.m != nil {
+				syncer.Progress = sm.tell
+			}
 			res, err := syncer.Run(ctx, dryRun)
+			sm.done()
 			if err != nil && len(f.files) > 0 && f.columns == "" && strings.Contains(err.Error(), "--noheader (-n)") {
 				err = fmt.Errorf("%w; name them with --columns, e.g. --columns Cluster,Account,User,Partition,Share,ParentName", err)
 			}
@@ -182,6 +190,40 @@ func syncCmd(e *env) *cobra.Command {
 	fl.IntVar(&limit, "limit", 20, "with --history: how many runs")
 	addWritebackFlags(cmd)
 	return cmd
+}
+
+// syncMeter draws what slurmsync.Syncer.Progress tells on a meter.
+type syncMeter struct {
+	m     *progress.Meter
+	stage string
+	stop  func() // ends the Wait of a stage with nothing to count yet
+}
+
+func (s *syncMeter) tell(stage, unit string, done, total int) {
+	if s.stop != nil {
+		s.stop()
+		s.stop = nil
+	}
+	if stage != s.stage {
+		s.m.Stage("sync "+stage, unit, int64(total))
+		s.stage = stage
+	} else {
+		s.m.Total("", int64(total))
+	}
+	if done == 0 && total == 0 { // reading the source: nothing counted until it answers
+		s.stop = s.m.Wait()
+		return
+	}
+	s.m.Set(int64(done))
+}
+
+// done clears the line, before the changes are printed.
+func (s *syncMeter) done() {
+	if s.stop != nil {
+		s.stop()
+		s.stop = nil
+	}
+	s.m.Done()
 }
 
 func writeChanges(w io.Writer, res slurmsync.Result) {

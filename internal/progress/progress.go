@@ -79,7 +79,8 @@ func newMeter(w io.Writer, what, unit string, total int64, now func() time.Time)
 }
 
 // Stage starts a new stage of the work, with its own name, unit and
-// total (0: unknown): "sync applying", "changes", 12.
+// total (0: unknown): "sync applying", "changes", 12. Its first Set is
+// drawn at once.
 func (m *Meter) Stage(what, unit string, total int64) {
 	if m == nil {
 		return
@@ -87,6 +88,7 @@ func (m *Meter) Stage(what, unit string, total int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.what, m.unit, m.total, m.done, m.start = what, unit, total, 0, m.now()
+	m.last = time.Time{} // the new stage is drawn at its first Set
 }
 
 // Wait is for work that cannot be counted as it goes (one database

@@ -17,6 +17,9 @@ type RuntimeUpstream struct {
 	BaseURL string // checked like the configuration's: http or https, no credentials, query or fragment
 	// InheritKey sends the model's key_file to this upstream.
 	InheritKey bool
+	// KeyName, when set, is the upstream's own engine key: the file of that
+	// name in the configuration's upstream_key_dir (never a path).
+	KeyName string
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	By         string // the admin who last wrote it

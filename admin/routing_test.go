@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -541,5 +542,51 @@ func TestAliasModelListsAndAccounting(t *testing.T) {
 	})
 	if id != "batchm" {
 		t.Errorf("the request through the alias is accounted to %q, want the model batchm", id)
+	}
+}
+
+// A runtime upstream can bring its own engine key: a file named by
+// key_name in the configuration's upstream_key_dir, never a path (an admin
+// must not make the gateway read the master key), readable by its owner
+// only; the listing and the trail show the name, never the key.
+func TestRuntimeUpstreamOwnKey(t *testing.T) {
+	a, b := newEngine(t), newEngine(t)
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "keys")
+	os.Mkdir(keys, 0o700)
+	os.WriteFile(filepath.Join(keys, "gpu02.key"), []byte("own-engine-key\n"), 0o600)
+	os.WriteFile(filepath.Join(keys, "open.key"), []byte("shared\n"), 0o644)
+	rg := startGateway(t, filepath.Join(dir, "llmflow.db"), []string{a.srv.URL}, fmt.Sprintf("upstream_key_dir = %q\n", keys))
+	for _, tc := range []struct{ body, want string }{
+		{`"key_name":"../master.key"`, "is not a file name of upstream_key_dir"},
+		{`"key_name":"/etc/passwd"`, "is not a file name of upstream_key_dir"},
+		{`"key_name":".hidden"`, "is not a file name of upstream_key_dir"},
+		{`"key_name":"nope.key"`, "no key file"},
+		{`"key_name":"open.key"`, "may be read by others"},
+		{`"key_name":"gpu02.key","inherit_key":true`, "not both"},
+	} {
+		code, body := rg.do(t, "PUT", "/admin/models/m/upstreams/b", gatewaytest.MasterKey, fmt.Sprintf(`{"base_url":%q,%s}`, b.srv.URL, tc.body))
+		if code != 400 || !strings.Contains(body, tc.want) || !strings.Contains(body, `"param":"key_name"`) {
+			t.Errorf("%s: %d %s, want 400 %q", tc.body, code, body, tc.want)
+		}
+	}
+	code, body := rg.do(t, "PUT", "/admin/models/m/upstreams/b", gatewaytest.MasterKey, fmt.Sprintf(`{"base_url":%q,"key_name":"gpu02.key"}`, b.srv.URL))
+	if code != 201 || !strings.Contains(body, `"key_name":"gpu02.key"`) || strings.Contains(body, "own-engine-key") {
+		t.Fatalf("add with its own key: %d %s", code, body)
+	}
+	gatewaytest.WaitFor(t, func() bool { v, _ := rg.upstreams(t).find("b"); return v.Healthy != nil && *v.Healthy })
+	rg.chat(t, "m", 20)
+	b.mu.Lock()
+	if got := b.auths["Bearer own-engine-key"]; got == 0 || got != int(b.n.Load()) {
+		t.Errorf("runtime upstream with key_name got Authorization %v, want its own key every time", b.auths)
+	}
+	b.mu.Unlock()
+	if _, audit := rg.do(t, "GET", "/admin/audit?limit=1", gatewaytest.MasterKey, ""); !strings.Contains(audit, `"key_name":"gpu02.key"`) || strings.Contains(audit, "own-engine-key") {
+		t.Errorf("the trail: %s", audit)
+	}
+	// without upstream_key_dir, no runtime upstream has a key of its own
+	rg2 := startGateway(t, filepath.Join(dir, "other.db"), []string{a.srv.URL}, "")
+	if code, body := rg2.do(t, "PUT", "/admin/models/m/upstreams/b", gatewaytest.MasterKey, fmt.Sprintf(`{"base_url":%q,"key_name":"gpu02.key"}`, b.srv.URL)); code != 400 || !strings.Contains(body, "no upstream_key_dir") {
+		t.Errorf("key_name without upstream_key_dir: %d %s", code, body)
 	}
 }

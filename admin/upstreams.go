@@ -45,7 +45,7 @@ type aliasView = adminapi.Alias
 
 func storedUpstreamView(u llmflow.RuntimeUpstream) upstreamView {
 	c, up := u.CreatedAt, u.UpdatedAt
-	return upstreamView{Model: u.Model, Name: u.Name, BaseURL: redactURL(u.BaseURL), InheritKey: u.InheritKey, Source: "admin", CreatedAt: &c, UpdatedAt: &up, By: u.By}
+	return upstreamView{Model: u.Model, Name: u.Name, BaseURL: redactURL(u.BaseURL), InheritKey: u.InheritKey, KeyName: u.KeyName, Source: "admin", CreatedAt: &c, UpdatedAt: &up, By: u.By}
 }
 
 // redactURL shows a stored URL without what could hold a secret
@@ -181,8 +181,16 @@ func (h *Handler) writeUpstream(w http.ResponseWriter, r *http.Request, p Princi
 	if req.BaseURL == "" {
 		return &llmflow.Error{Code: llmflow.EINVALID, Param: "base_url", Message: "base_url is required"}
 	}
+	if req.KeyName != "" {
+		if req.InheritKey {
+			return &llmflow.Error{Code: llmflow.EINVALID, Param: "key_name", Message: "an upstream gets either the model's key (inherit_key) or its own (key_name), not both"}
+		}
+		if err := h.gw.CheckUpstreamKey(req.KeyName); err != nil {
+			return err
+		}
+	}
 	now := h.now().UTC()
-	u := llmflow.RuntimeUpstream{Model: model, Name: name, BaseURL: req.BaseURL, InheritKey: req.InheritKey, CreatedAt: now, UpdatedAt: now, By: p.Name}
+	u := llmflow.RuntimeUpstream{Model: model, Name: name, BaseURL: req.BaseURL, InheritKey: req.InheritKey, KeyName: req.KeyName, CreatedAt: now, UpdatedAt: now, By: p.Name}
 	before, err := h.putUpstream(r.Context(), u, create)
 	if err != nil {
 		return err

@@ -339,6 +339,9 @@ type Upstream struct {
 	BaseURL string `json:"base_url"`
 	// InheritKey: a runtime upstream that gets the model's key_file.
 	InheritKey bool `json:"inherit_key,omitempty"`
+	// KeyName: a runtime upstream's own key, a file of upstream_key_dir
+	// (its name; the key itself is never shown).
+	KeyName string `json:"key_name,omitempty"`
 	// Source is "config" (gateway.hcl, read-only here) or "admin".
 	Source    string     `json:"source"`
 	Served    bool       `json:"served"`           // in rotation's list (healthy or not)
@@ -360,6 +363,9 @@ type UpstreamRequest struct {
 	// InheritKey sends the model's key_file to this upstream: an explicit
 	// choice (absent: no key is sent), recorded in the audit trail.
 	InheritKey bool `json:"inherit_key,omitempty"`
+	// KeyName gives the upstream its own engine key: the name of a file in
+	// the configuration's upstream_key_dir (a name, never a path).
+	KeyName string `json:"key_name,omitempty"`
 }
 
 // Alias is a model alias as GET /admin/aliases lists it.

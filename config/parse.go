@@ -175,6 +175,7 @@ var rootSchema = &hcl.BodySchema{
 		{Name: "master_key_file"},
 		{Name: "metrics_token_file"},
 		{Name: "cache_salt_key_file"},
+		{Name: "upstream_key_dir"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "org", LabelNames: []string{"name"}},
@@ -202,6 +203,7 @@ func (d *decoder) decodeRoot(body hcl.Body) {
 	d.secretPath(c.Attributes, "master_key_file", "master_key_file", &cfg.MasterKeyFile)
 	d.secretPath(c.Attributes, "metrics_token_file", "metrics_token_file", &cfg.MetricsTokenFile)
 	d.secretPath(c.Attributes, "cache_salt_key_file", "cache_salt_key_file", &cfg.CacheSaltKeyFile)
+	d.path(c.Attributes, "upstream_key_dir", &cfg.UpstreamKeyDir)
 
 	d.decodeOrgs(c.Blocks)
 	d.decodePools(c.Blocks)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -171,7 +173,8 @@ func (g *Gateway) checkRuntimeUpstream(u llmflow.RuntimeUpstream, accepted map[s
 type acceptedUpstream struct {
 	name, base string
 	u          *url.URL
-	inheritKey bool // send the model's key (an admin's explicit choice)
+	inheritKey bool     // send the model's key (an admin's explicit choice)
+	authHdr    []string // its own key (key_name), or nil
 }
 
 // checkAlias checks an alias against the configuration.
@@ -198,11 +201,18 @@ func (g *Gateway) applyLocked(ups []llmflow.RuntimeUpstream, als []llmflow.Model
 	accepted := map[string][]acceptedUpstream{}
 	for _, u := range ups {
 		base, err := g.checkRuntimeUpstream(u, accepted)
+		var auth []string
+		if err == nil && u.KeyName != "" {
+			var key string
+			if key, err = g.upstreamKey(u.KeyName); err == nil {
+				auth = []string{"Bearer " + key}
+			}
+		}
 		if err != nil {
 			ignored[upstreamKey(u.Model, u.Name)] = llmflow.ErrorMessage(err)
 			continue
 		}
-		accepted[u.Model] = append(accepted[u.Model], acceptedUpstream{name: u.Name, base: base.String(), u: base, inheritKey: u.InheritKey})
+		accepted[u.Model] = append(accepted[u.Model], acceptedUpstream{name: u.Name, base: base.String(), u: base, inheritKey: u.InheritKey, authHdr: auth})
 	}
 	// backends: reuse the state of an engine already known by its URL
 	inUse := map[*backend]bool{}
@@ -219,7 +229,10 @@ func (g *Gateway) applyLocked(ups []llmflow.RuntimeUpstream, als []llmflow.Model
 				}
 				inUse[b] = true
 				up := &upstream{name: a.name, b: b}
-				if a.inheritKey { // else no key: the engine is whoever registered it
+				switch {
+				case a.authHdr != nil: // its own key
+					up.authHdr = a.authHdr
+				case a.inheritKey: // else no key: the engine is whoever registered it
 					up.authHdr = rt.authHdr
 				}
 				ok := true
@@ -342,3 +355,44 @@ func (g *Gateway) routingSnapshot() ([]llmflow.RuntimeUpstream, []llmflow.ModelA
 }
 
 func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// CheckUpstreamKey checks the name of a runtime upstream's own key
+// (key_name): a file name (no path) in the configuration's upstream_key_dir
+// holding a secret that only its owner may read.
+func (g *Gateway) CheckUpstreamKey(name string) error {
+	_, err := g.upstreamKey(name)
+	return err
+}
+
+// upstreamKey reads the key of a runtime upstream named name in the
+// configuration's upstream_key_dir. A name is a file name: an admin can
+// never make the gateway read another file (the master key) with it.
+func (g *Gateway) upstreamKey(name string) (string, error) {
+	bad := func(format string, args ...any) error {
+		e := llmflow.Errorf(llmflow.EINVALID, format, args...)
+		e.Param = "key_name"
+		return e
+	}
+	dir := g.cfg.UpstreamKeyDir
+	switch {
+	case dir == "":
+		return "", bad("the configuration has no upstream_key_dir: a runtime upstream can get the model's key (inherit_key) or none")
+	case name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00") || name != filepath.Base(name) || strings.HasPrefix(name, "."):
+		return "", bad("key_name %s is not a file name of upstream_key_dir", quote(name))
+	}
+	path := filepath.Join(dir, name)
+	fi, err := os.Lstat(path)
+	switch {
+	case err != nil:
+		return "", bad("no key file %s in upstream_key_dir", quote(name))
+	case !fi.Mode().IsRegular():
+		return "", bad("key file %s in upstream_key_dir is not a regular file", quote(name))
+	case fi.Mode().Perm()&0o077 != 0:
+		return "", bad("key file %s in upstream_key_dir may be read by others (mode %v): chmod 600 it", quote(name), fi.Mode().Perm())
+	}
+	key, err := config.ReadSecret(path)
+	if err != nil {
+		return "", bad("key file %s in upstream_key_dir cannot be read (empty, or too large)", quote(name))
+	}
+	return key, nil
+}

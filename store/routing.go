@@ -19,9 +19,9 @@ func (a *sqlDB) PutUpstream(ctx context.Context, u llmflow.RuntimeUpstream) erro
 		return &llmflow.Error{Code: llmflow.EINVALID, Message: "model, name and base_url are required"}
 	}
 	return a.tx(ctx, func(q querier) error {
-		_, err := q.exec(ctx, `INSERT INTO runtime_upstreams (model, name, base_url, created_at, updated_at, by_actor, inherit_key) VALUES (?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (model, name) DO UPDATE SET base_url = excluded.base_url, updated_at = excluded.updated_at, by_actor = excluded.by_actor, inherit_key = excluded.inherit_key`,
-			u.Model, u.Name, u.BaseURL, a.time(u.CreatedAt), a.time(u.UpdatedAt), u.By, u.InheritKey)
+		_, err := q.exec(ctx, `INSERT INTO runtime_upstreams (model, name, base_url, created_at, updated_at, by_actor, inherit_key, key_name) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (model, name) DO UPDATE SET base_url = excluded.base_url, updated_at = excluded.updated_at, by_actor = excluded.by_actor, inherit_key = excluded.inherit_key, key_name = excluded.key_name`,
+			u.Model, u.Name, u.BaseURL, a.time(u.CreatedAt), a.time(u.UpdatedAt), u.By, u.InheritKey, u.KeyName)
 		if err != nil {
 			return fmt.Errorf("put upstream: %w", err)
 		}
@@ -46,14 +46,14 @@ func (a *sqlDB) DeleteUpstream(ctx context.Context, model, name string) error {
 
 // Upstreams returns every runtime upstream, by model and name.
 func (a *sqlDB) Upstreams(ctx context.Context) ([]llmflow.RuntimeUpstream, error) {
-	rows, err := a.read.query(ctx, `SELECT model, name, base_url, created_at, updated_at, by_actor, inherit_key FROM runtime_upstreams ORDER BY model, name`)
+	rows, err := a.read.query(ctx, `SELECT model, name, base_url, created_at, updated_at, by_actor, inherit_key, key_name FROM runtime_upstreams ORDER BY model, name`)
 	if err != nil {
 		return nil, fmt.Errorf("upstreams: %w", err)
 	}
 	defer rows.Close()
 	out, err := scanRows(rows, func() (llmflow.RuntimeUpstream, error) {
 		var u llmflow.RuntimeUpstream
-		err := rows.Scan(&u.Model, &u.Name, &u.BaseURL, dbTime{&u.CreatedAt}, dbTime{&u.UpdatedAt}, &u.By, &u.InheritKey)
+		err := rows.Scan(&u.Model, &u.Name, &u.BaseURL, dbTime{&u.CreatedAt}, dbTime{&u.UpdatedAt}, &u.By, &u.InheritKey, &u.KeyName)
 		return u, err
 	})
 	if err != nil {

@@ -40,10 +40,11 @@ func adminUpstreams(e *env, run runner) *cobra.Command {
 		})}
 	f.flags(list)
 	var inheritKey bool
+	var keyName string
 	write := func(replace bool, verb string) func(ctx context.Context, c *adminapi.Client, args []string) error {
 		return func(ctx context.Context, c *adminapi.Client, args []string) error {
 			model, name, base := args[0], args[1], args[2]
-			req := adminapi.UpstreamRequest{BaseURL: base, InheritKey: inheritKey}
+			req := adminapi.UpstreamRequest{BaseURL: base, InheritKey: inheritKey, KeyName: keyName}
 			var err error
 			if replace {
 				_, err = c.PutUpstream(ctx, model, name, req)
@@ -64,6 +65,7 @@ func adminUpstreams(e *env, run runner) *cobra.Command {
 		RunE: run(write(true, "set"))}
 	for _, c := range []*cobra.Command{add, set} {
 		c.Flags().BoolVar(&inheritKey, "inherit-key", false, "send the model's key_file to this engine (recorded in the audit trail): only for an engine of yours")
+		c.Flags().StringVar(&keyName, "key-name", "", "send this engine its own key: the name of a file (mode 600) in the configuration's upstream_key_dir")
 	}
 	remove := &cobra.Command{Use: "remove MODEL NAME", Short: "Remove a runtime upstream", Args: cobra.ExactArgs(2),
 		RunE: run(func(ctx context.Context, c *adminapi.Client, args []string) error {

@@ -43,7 +43,7 @@ func testUpstreams(t *testing.T, s RoutingStore, reopen func(t *testing.T, s Rou
 	}
 	g0, err := s.AdminGeneration(ctx)
 	mustNil(t, err)
-	b := llmflow.RuntimeUpstream{Model: "m", Name: "b", BaseURL: "http://10.0.0.2:8000", CreatedAt: base, UpdatedAt: base, By: "alice"}
+	b := llmflow.RuntimeUpstream{Model: "m", Name: "b", BaseURL: "http://10.0.0.2:8000", CreatedAt: base, UpdatedAt: base, By: "alice", KeyName: "gpu02.key"}
 	a := llmflow.RuntimeUpstream{Model: "m", Name: "a", BaseURL: "http://10.0.0.1:8000", CreatedAt: base, UpdatedAt: base, By: "alice"}
 	other := llmflow.RuntimeUpstream{Model: "l", Name: "z", BaseURL: "https://gpu.example/v", CreatedAt: base, UpdatedAt: base}
 	mustNil(t, s.PutUpstream(ctx, b))

@@ -19,10 +19,10 @@ type RuntimeUpstream struct {
 	InheritKey bool
 	// KeyName, when set, is the upstream's own engine key: the file of that
 	// name in the configuration's upstream_key_dir (never a path).
-	KeyName string
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
-	By         string // the admin who last wrote it
+	KeyName   string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	By        string // the admin who last wrote it
 }
 
 // ModelAlias is another client-facing name for a configured model: many

@@ -24,11 +24,11 @@ import (
 type Config struct {
 	Filename string
 
-	MasterKeyFile    string // "" = no master key: the admin API answers 401 to everyone
+	MasterKeyFile string // "" = no master key: the admin API answers 401 to everyone
 	// UpstreamKeyDir is where the engine keys of runtime upstreams are
 	// (the admin API names a file in it, key_name); "" = none: a runtime
 	// upstream gets no key of its own.
-	UpstreamKeyDir string
+	UpstreamKeyDir   string
 	MetricsTokenFile string // "" = /metrics is open
 	// CacheSaltKeyFile names the secret the per-organisation cache_salt is
 	// derived from; "" = derived from the master key.

@@ -202,7 +202,6 @@ func (g *Gateway) admitModel(_ context.Context, x *exchange) error {
 // pool's engines have no priority scheduler (scheduler = "gateway").
 func (g *Gateway) admitQueue(ctx context.Context, x *exchange) error {
 	pl := x.rt.pool
-	x.canResume = pl.reclaim == engine.ReclaimPreempt && x.rq.resumable(x.ep)
 	if pl.queue == nil || pl.engine.Scheduling != engine.GatewayQueue {
 		return nil
 	}

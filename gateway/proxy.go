@@ -74,16 +74,17 @@ type exchange struct {
 	outputLimit int64
 
 	// Reclaim (reclaim.go, resume.go). arrival is the request's order in
-	// its pool's queue; canResume: the gateway can resume its answer;
+	// its pool's queue; resume: whether the gateway can resume its answer
+	// (resumeUnknown until a step asks, x.resumable);
 	// picked: reclaim picked it as a victim (set under the reclaimer's
 	// lock, read by its relay); victim: its queue slot was counted as
 	// coming back when it is released; preempt cancels its current engine
 	// attempt with a cause.
-	arrival   uint64
-	canResume bool
-	picked    atomic.Bool
-	victim    bool
-	preempt   context.CancelCauseFunc
+	arrival uint64
+	resume  resumability
+	picked  atomic.Bool
+	victim  bool
+	preempt context.CancelCauseFunc
 }
 
 // inference returns the handler of one proxied OpenAI route: admission
@@ -141,7 +142,7 @@ func readAll(r io.Reader, n, limit int64) ([]byte, error) {
 // forward sends the request upstream (retrying before the first byte) and
 // relays the answer. It fills x.rec's outcome, status and usage.
 func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, x *exchange) error {
-	if x.canResume && x.priority >= fairshare.PriorityBandBase {
+	if x.priority >= fairshare.PriorityBandBase && x.resumable() {
 		return g.forwardResumable(ctx, w, x) // a borrower reclaim may preempt
 	}
 	rt, pl := x.rt, x.rt.pool

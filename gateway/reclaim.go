@@ -115,7 +115,7 @@ func junior(a, b *exchange) bool {
 // leave the pool's headroom free.
 func (x *exchange) queueKeyOf() queueKey {
 	pl := x.rt.pool
-	held := pl.reclaim == engine.ReclaimHoldback || (pl.reclaim == engine.ReclaimPreempt && !x.canResume)
+	held := pl.reclaim == engine.ReclaimHoldback || (pl.reclaim == engine.ReclaimPreempt && !x.resumable())
 	return queueKey{org: x.org, team: x.key.Team, project: x.key.Project, owner: x.key.Owner, class: x.rt.class, held: held}
 }
 
@@ -288,4 +288,27 @@ func (r *reclaimer) has(org string, prio int) bool {
 		}
 	}
 	return false
+}
+
+// resumability caches whether a request can be resumed.
+type resumability uint8
+
+const (
+	resumeUnknown resumability = iota
+	resumeNo
+	resumeYes
+)
+
+// resumable reports whether x is on a pool that preempts and has a shape
+// the gateway can resume; asked only for the requests it matters to (a
+// borrower, a request waiting in a gateway queue), so that a request
+// within its reservation never scans its body for it.
+func (x *exchange) resumable() bool {
+	if x.resume == resumeUnknown {
+		x.resume = resumeNo
+		if x.rt.pool.reclaim == engine.ReclaimPreempt && x.rq.resumable(x.ep) {
+			x.resume = resumeYes
+		}
+	}
+	return x.resume == resumeYes
 }

@@ -279,15 +279,8 @@ func checkResumed(t *testing.T, e *testEnv, answers []answer, ref answer) {
 // each borrower's stream only pauses and ends exactly as it would have.
 func TestReclaimPreemptsAndResumesStreams(t *testing.T) {
 	e, sim := reclaimEnv(t, engine.ReclaimPreempt, 1)
-	keyB := e.newKey(t, "lab-chem")
 	const n = 300
-	ref := ask(t, e, keyB, "/v1/chat/completions", reclaimChat(true)("borrower", n))
-	if ref.text != tokens(0, n) || ref.usage == nil {
-		t.Fatalf("unpreempted answer %q, usage %+v", ref.text, ref.usage)
-	}
-	e.recs.wait(t, 1)
-	answers := reclaimRun(t, e, sim, fixedPath("/v1/chat/completions"), reclaimChat(true), n)
-	checkResumed(t, e, answers, ref)
+	resumedAsAlone(t, e, sim, "/v1/chat/completions", reclaimChat(true), n)
 	// the resumed requests continued the answer as vLLM's chat API does
 	var sent int
 	for _, r := range sim.Received() {
@@ -317,47 +310,39 @@ func TestReclaimGatewayQueue(t *testing.T) {
 	e, sim := reclaimEnv(t, engine.ReclaimPreempt, 1, func(o *Options) {
 		o.Config.Pools[0].Engine, _ = engine.For("gateway", "")
 	})
-	keyB := e.newKey(t, "lab-chem")
 	const n = 300
-	ref := ask(t, e, keyB, "/v1/chat/completions", reclaimChat(true)("borrower", n))
+	resumedAsAlone(t, e, sim, "/v1/chat/completions", reclaimChat(true), n)
+}
+
+// resumedAsAlone has etabB ask alone for an answer of n tokens (within
+// its reservation: never preempted), then runs reclaimRun, and checks that
+// every preempted borrower's answer equals that one.
+func resumedAsAlone(t *testing.T, e *testEnv, sim *vllmsim.Server, path string, body func(string, int) string, n int) {
+	t.Helper()
+	keyB := e.newKey(t, "lab-chem")
+	ref := ask(t, e, keyB, path, body("borrower", n))
 	if ref.text != tokens(0, n) || ref.usage == nil {
 		t.Fatalf("unpreempted answer %q, usage %+v", ref.text, ref.usage)
 	}
 	e.recs.wait(t, 1)
-	answers := reclaimRun(t, e, sim, fixedPath("/v1/chat/completions"), reclaimChat(true), n)
-	checkResumed(t, e, answers, ref)
+	checkResumed(t, e, reclaimRun(t, e, sim, fixedPath(path), body, n), ref)
 }
 
 // A client that did not stream gets one normal answer, the same as
 // unpreempted.
 func TestReclaimPreemptsAndResumesUnary(t *testing.T) {
 	e, sim := reclaimEnv(t, engine.ReclaimPreempt, 1)
-	keyB := e.newKey(t, "lab-chem")
 	const n = 300
-	ref := ask(t, e, keyB, "/v1/chat/completions", reclaimChat(false)("borrower", n))
-	if ref.text != tokens(0, n) || ref.usage == nil {
-		t.Fatalf("unpreempted answer %q, usage %+v", ref.text, ref.usage)
-	}
-	e.recs.wait(t, 1)
-	answers := reclaimRun(t, e, sim, fixedPath("/v1/chat/completions"), reclaimChat(false), n)
-	checkResumed(t, e, answers, ref)
+	resumedAsAlone(t, e, sim, "/v1/chat/completions", reclaimChat(false), n)
 }
 
 // Completions resume with the prompt followed by the text so far.
 func TestReclaimPreemptsAndResumesCompletions(t *testing.T) {
 	e, sim := reclaimEnv(t, engine.ReclaimPreempt, 1)
-	keyB := e.newKey(t, "lab-chem")
-	const n = 300
 	body := func(who string, n int) string {
 		return fmt.Sprintf(`{"model":"m","stream":true,"stream_options":{"include_usage":true},"max_tokens":%d,"prompt":%q}`, n, who+": once upon a time")
 	}
-	ref := ask(t, e, keyB, "/v1/completions", body("borrower", n))
-	if ref.text != tokens(0, n) || ref.usage == nil {
-		t.Fatalf("unpreempted answer %q, usage %+v", ref.text, ref.usage)
-	}
-	e.recs.wait(t, 1)
-	answers := reclaimRun(t, e, sim, fixedPath("/v1/completions"), body, n)
-	checkResumed(t, e, answers, ref)
+	resumedAsAlone(t, e, sim, "/v1/completions", body, 300)
 }
 
 // Borrowers the gateway cannot resume (here: log probabilities asked) are

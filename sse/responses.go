@@ -113,52 +113,9 @@ func responseUsageIn(resp []byte) (Usage, bool) {
 // the last-one-wins and Malformed rules are ParseUsage's.
 func ParseResponseUsage(body []byte) (u Usage, ok bool) { return responseUsageIn(body) }
 
-// parseResponseUsageObject decodes a Responses usage object as
-// parseUsageObject decodes chat's (the same rules, other names; kept apart
-// so that chat's per-chunk parse stays one switch of constants); ok is
-// false if v is not an object (null included) or is malformed.
-func parseResponseUsageObject(v []byte) (u Usage, ok bool) {
-	it, ok := jsonscan.NewObject(v)
-	if !ok {
-		return Usage{}, false
-	}
-	var badP, badC, badT, badK bool
-	u.NoPrompt, u.NoCompletion = true, true
-	for {
-		k, v, more := it.Next()
-		if !more {
-			break
-		}
-		switch string(k) {
-		case "input_tokens":
-			u.PromptTokens = parseCount(v, &badP)
-			u.NoPrompt = string(v) == "null"
-		case "output_tokens":
-			u.CompletionTokens = parseCount(v, &badC)
-			u.NoCompletion = string(v) == "null"
-		case "total_tokens":
-			u.TotalTokens = parseCount(v, &badT)
-		case "input_tokens_details":
-			u.CachedTokens, badK = 0, false
-			if d, ok := jsonscan.NewObject(v); ok {
-				for {
-					k, v, more := d.Next()
-					if !more {
-						break
-					}
-					if string(k) == "cached_tokens" {
-						u.CachedTokens = parseCount(v, &badK)
-					}
-				}
-			}
-		}
-	}
-	if it.Bad() {
-		return Usage{}, false
-	}
-	u.Malformed = badP || badC || badT || badK
-	return u, true
-}
+// parseResponseUsageObject decodes a Responses usage object by
+// parseUsageObject's rules, under the Responses names.
+func parseResponseUsageObject(v []byte) (u Usage, ok bool) { return parseUsageNamed(v, responsesUsage) }
 
 // renameResponseModel is renameModel for a Responses API event: the model
 // is the "model" member of the event's top-level "response" object

@@ -55,9 +55,20 @@ func ParseUsage(body []byte) (u Usage, ok bool) {
 	return parseUsageObject(val)
 }
 
-// parseUsageObject decodes a usage object; ok is false if v is not an
-// object (null included) or is malformed.
-func parseUsageObject(v []byte) (u Usage, ok bool) {
+// usageNames are the member names of one API's usage object.
+type usageNames struct{ prompt, completion, details string }
+
+var (
+	chatUsage      = usageNames{"prompt_tokens", "completion_tokens", "prompt_tokens_details"}
+	responsesUsage = usageNames{"input_tokens", "output_tokens", "input_tokens_details"}
+)
+
+// parseUsageObject decodes a chat or completions usage object; ok is false
+// if v is not an object (null included) or is malformed.
+func parseUsageObject(v []byte) (u Usage, ok bool) { return parseUsageNamed(v, chatUsage) }
+
+// parseUsageNamed decodes a usage object whose counts have the names n.
+func parseUsageNamed(v []byte, n usageNames) (u Usage, ok bool) {
 	it, ok := jsonscan.NewObject(v)
 	if !ok {
 		return Usage{}, false
@@ -71,15 +82,15 @@ func parseUsageObject(v []byte) (u Usage, ok bool) {
 			break
 		}
 		switch string(k) {
-		case "prompt_tokens":
+		case n.prompt:
 			u.PromptTokens = parseCount(v, &badP)
 			u.NoPrompt = string(v) == "null"
-		case "completion_tokens":
+		case n.completion:
 			u.CompletionTokens = parseCount(v, &badC)
 			u.NoCompletion = string(v) == "null"
 		case "total_tokens":
 			u.TotalTokens = parseCount(v, &badT)
-		case "prompt_tokens_details":
+		case n.details:
 			u.CachedTokens, badK = 0, false
 			if d, ok := jsonscan.NewObject(v); ok {
 				for {

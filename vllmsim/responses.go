@@ -205,20 +205,9 @@ func answerText(g *genReq, gen int) string {
 }
 
 func (s *Server) unaryResponse(w http.ResponseWriter, r *http.Request, g *genReq, rs *simResponse) {
-	var gen int
-	for {
-		n, done, errMsg, ok := s.wait(r, g)
-		if !ok {
-			return
-		}
-		gen = n
-		if errMsg != "" {
-			s.writeError(w, g.received, http.StatusInternalServerError, "InternalServerError", "%s", errMsg)
-			return
-		}
-		if done {
-			break
-		}
+	gen, ok := s.waitAll(w, r, g)
+	if !ok {
+		return
 	}
 	status := rs.status(true)
 	resp := rs.object(status, []any{rs.message(answerText(g, gen), status)}, responseUsage(g.seq.PromptTokens, gen, g.cached))

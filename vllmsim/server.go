@@ -890,40 +890,44 @@ func (s *Server) wait(r *http.Request, g *genReq) (gen int, done bool, errMsg st
 	return g.gen, g.done, g.err, true
 }
 
-func (s *Server) unary(w http.ResponseWriter, r *http.Request, g *genReq, chat bool, id string, created int64, model, finish string) {
-	var gen int
+// waitAll waits for every token of a request that is not streamed; ok is
+// false when the client left or the request failed (answered then).
+func (s *Server) waitAll(w http.ResponseWriter, r *http.Request, g *genReq) (gen int, ok bool) {
 	for {
 		n, done, errMsg, ok := s.wait(r, g)
 		if !ok {
-			return
+			return 0, false
 		}
-		gen = n
 		if errMsg != "" {
 			s.writeError(w, g.received, http.StatusInternalServerError, "InternalServerError", "%s", errMsg)
-			return
+			return 0, false
 		}
 		if done {
-			break
+			return n, true
 		}
 	}
-	var text strings.Builder
-	for i := range gen {
-		text.WriteString(tokenText(g.offset + i))
+}
+
+func (s *Server) unary(w http.ResponseWriter, r *http.Request, g *genReq, chat bool, id string, created int64, model, finish string) {
+	gen, ok := s.waitAll(w, r, g)
+	if !ok {
+		return
 	}
+	text := answerText(g, gen)
 	usage := makeUsage(g.seq.PromptTokens, gen*g.seqs, g.cached)
 	choices := make([]any, g.seqs)
 	for i := range choices {
 		if chat {
 			choices[i] = map[string]any{
 				"index":         i,
-				"message":       map[string]any{"role": "assistant", "content": text.String()},
+				"message":       map[string]any{"role": "assistant", "content": text},
 				"logprobs":      nil,
 				"finish_reason": finish,
 				"stop_reason":   nil,
 			}
 		} else {
 			choices[i] = map[string]any{
-				"index": i, "text": text.String(), "logprobs": nil,
+				"index": i, "text": text, "logprobs": nil,
 				"finish_reason": finish, "stop_reason": nil,
 			}
 		}

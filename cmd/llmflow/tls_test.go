@@ -8,7 +8,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -16,6 +15,7 @@ import (
 	"net/http/httptrace"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -94,7 +94,7 @@ func TestTLSCertificateReload(t *testing.T) {
 		t.Fatalf("first certificate: serial %d over %s, want 1 over HTTP/2.0", s, proto)
 	}
 	// the certificate's end of validity, for the alert on its expiry
-	notAfter := func() string {
+	notAfter := func() float64 {
 		t.Helper()
 		resp, err := kept.Get(base + "/metrics")
 		if err != nil {
@@ -104,14 +104,20 @@ func TestTLSCertificateReload(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		for _, l := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(l, "llmflow_tls_cert_not_after_timestamp_seconds "); ok {
-				return v
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("llmflow_tls_cert_not_after_timestamp_seconds %q: %v", v, err)
+				}
+				return f
 			}
 		}
 		t.Fatalf("/metrics lacks llmflow_tls_cert_not_after_timestamp_seconds")
-		return ""
+		return 0
 	}
-	if got, want := notAfter(), fmt.Sprintf("%.9e", float64(first.NotAfter.Unix())); got != want {
-		t.Errorf("llmflow_tls_cert_not_after_timestamp_seconds %s, want %s", got, want)
+	// compared as numbers: the exposition format's spelling of a float
+	// depends on its digits (1.7961576e+09 for a round timestamp)
+	if got, want := notAfter(), float64(first.NotAfter.Unix()); got != want {
+		t.Errorf("llmflow_tls_cert_not_after_timestamp_seconds %v, want %v", got, want)
 	}
 	// plain HTTP on the TLS port is refused
 	if resp, err := http.Get(p.base + "/healthz"); err == nil {
@@ -140,8 +146,8 @@ func TestTLSCertificateReload(t *testing.T) {
 	if s, _, reused := get(kept); s != 1 || !reused {
 		t.Errorf("the kept-alive connection: serial %d, reused %v; want the first certificate's connection, still open", s, reused)
 	}
-	if got, want := notAfter(), fmt.Sprintf("%.9e", float64(second.NotAfter.Unix())); got != want {
-		t.Errorf("after SIGHUP: llmflow_tls_cert_not_after_timestamp_seconds %s, want the new certificate's %s", got, want)
+	if got, want := notAfter(), float64(second.NotAfter.Unix()); got != want {
+		t.Errorf("after SIGHUP: llmflow_tls_cert_not_after_timestamp_seconds %v, want the new certificate's %v", got, want)
 	}
 
 	// a broken certificate: logged, the running one stays

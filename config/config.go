@@ -262,7 +262,19 @@ type Limits struct {
 	// these networks), against MaxConnectionsPerNetwork requests at once
 	// and the auth failure limit. Default none.
 	TrustedProxies []netip.Prefix
+	// HTTPStack is the HTTP/1.1 code of the client listener and of the
+	// engine connections: HTTPStackLlmflow (the default; package
+	// internal/h1, one goroutine per connection end to end) or
+	// HTTPStackNetHTTP (Go's net/http, as before). A listener with TLS is
+	// served by net/http either way (HTTP/2); so are https engines.
+	HTTPStack string
 }
+
+// The values of limits.http_stack.
+const (
+	HTTPStackLlmflow = "llmflow"
+	HTTPStackNetHTTP = "net/http"
+)
 
 // Health configures active upstream health checks.
 type Health struct {

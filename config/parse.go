@@ -825,6 +825,7 @@ var limitsSchema = &hcl.BodySchema{
 		{Name: "max_connections"},
 		{Name: "max_connections_per_network"},
 		{Name: "trusted_proxies"},
+		{Name: "http_stack"},
 	},
 }
 
@@ -845,11 +846,13 @@ func (d *decoder) decodeLimits(b *hcl.Block) {
 
 		MaxConnections:           4096,
 		MaxConnectionsPerNetwork: 256,
+		HTTPStack:                HTTPStackLlmflow,
 	}
 	if b == nil {
 		return
 	}
 	c := d.content(b.Body, limitsSchema)
+	d.enum(c.Attributes, "http_stack", &l.HTTPStack, HTTPStackLlmflow, HTTPStackNetHTTP)
 	intAttr(d, c.Attributes, "max_body_bytes", 1, math.MaxInt64, &l.MaxBodyBytes)
 	intAttr(d, c.Attributes, "max_header_bytes", 1, math.MaxInt32, &l.MaxHeaderBytes)
 	intAttr(d, c.Attributes, "max_response_bytes", 1, math.MaxInt64, &l.MaxResponseBytes)

@@ -173,3 +173,7 @@ func (c *limitedConn) Close() error {
 	}
 	return c.Conn.Close()
 }
+
+// NetConn is the accepted connection, for the client listener's server
+// to reach its socket (as tls.Conn.NetConn).
+func (c *limitedConn) NetConn() net.Conn { return c.Conn }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/go-llmflow/llmflow/internal/h1/h1test"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync"
@@ -63,7 +63,7 @@ func (f *fakeRecords) wait(t *testing.T, n int) []llmflow.Record {
 // testEnv is a gateway on a real HTTP server in front of upstream.
 type testEnv struct {
 	gw     *Gateway
-	srv    *httptest.Server
+	srv    *h1test.Server
 	keys   *gatewaytest.Keys
 	recs   *fakeRecords
 	key    string // a valid client key of team lab-nlp
@@ -88,7 +88,7 @@ func newEnv(t testing.TB, upstreams []string, extra string, mod ...func(*Options
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.srv = httptest.NewServer(e.gw)
+	e.srv = h1test.NewServer(e.gw)
 	t.Cleanup(func() {
 		// A test that failed may leave requests held upstream: cut the
 		// clients off so Close does not wait for them forever.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"github.com/go-llmflow/llmflow/internal/h1"
 	"net"
 	"net/http"
 	"net/url"
@@ -121,11 +122,13 @@ func containsUpstream(s []*upstream, u *upstream) bool {
 // newTransport builds a pool's transport: no environment proxy, no
 // compression, an idle pool large enough for the pool's concurrency, and
 // bounded dial and header waits. Redirects cannot be followed: the gateway
-// calls RoundTrip directly.
-func newTransport(capacity int, lim config.Limits) *http.Transport {
+// calls RoundTrip directly. With limits.http_stack = "llmflow" plain-HTTP
+// engines are reached by internal/h1's client (the answer read on the
+// request's own goroutine); https engines by net/http's.
+func newTransport(capacity int, lim config.Limits) http.RoundTripper {
 	idle := min(max(capacity, 16), 4096)
 	d := &net.Dialer{Timeout: lim.ConnectTimeout, KeepAlive: 30 * time.Second}
-	return &http.Transport{
+	std := &http.Transport{
 		Proxy:                  nil,
 		DialContext:            d.DialContext,
 		TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12},
@@ -137,6 +140,17 @@ func newTransport(capacity int, lim config.Limits) *http.Transport {
 		DisableCompression:     true,
 		MaxResponseHeaderBytes: 64 << 10,
 		ForceAttemptHTTP2:      false,
+	}
+	if lim.HTTPStack == config.HTTPStackNetHTTP {
+		return std
+	}
+	return &h1.Transport{
+		Dial:                   d.DialContext,
+		ResponseHeaderTimeout:  lim.ResponseHeaderTimeout,
+		MaxResponseHeaderBytes: 64 << 10,
+		MaxIdlePerHost:         idle,
+		IdleTimeout:            90 * time.Second,
+		Fallback:               std,
 	}
 }
 

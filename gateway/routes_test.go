@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"github.com/go-llmflow/llmflow/internal/h1"
 	"io"
 	"net"
 	"net/http"
@@ -325,7 +326,14 @@ func TestRetryOnUnavailableAnswer(t *testing.T) {
 }
 
 func TestTransportIgnoresEnvironmentProxies(t *testing.T) {
-	tr := newTransport(16, config.Limits{ConnectTimeout: time.Second})
+	fast := newTransport(16, config.Limits{ConnectTimeout: time.Second}).(*h1.Transport)
+	if fast.MaxIdlePerHost < 16 {
+		t.Errorf("idle pool %d smaller than the pool's capacity", fast.MaxIdlePerHost)
+	}
+	tr := fast.Fallback.(*http.Transport) // https engines
+	if std := newTransport(16, config.Limits{ConnectTimeout: time.Second, HTTPStack: config.HTTPStackNetHTTP}).(*http.Transport); std.Proxy != nil {
+		t.Fatal("the net/http stack's transport consults a proxy")
+	}
 	if tr.Proxy != nil {
 		t.Fatal("the upstream transport consults a proxy")
 	}

@@ -20,11 +20,33 @@ type ErrorBody struct {
 	} `json:"error"`
 }
 
+// Server is a test server: net/http/httptest's or internal/h1/h1test's.
+type Server interface {
+	Client() *http.Client
+	BaseURL() string
+}
+
+// HTTPTest adapts an httptest.Server to Server.
+type HTTPTest struct{ *httptest.Server }
+
+func (s HTTPTest) BaseURL() string { return s.URL }
+
+func server(srv any) Server {
+	switch s := srv.(type) {
+	case *httptest.Server:
+		return HTTPTest{s}
+	case Server:
+		return s
+	}
+	panic("gatewaytest: not a test server")
+}
+
 // Post sends body as JSON to srv's path with client key key and extra
 // headers hdr (name, value, name, value …).
-func Post(t testing.TB, srv *httptest.Server, key, path, body string, hdr ...string) *http.Response {
+func Post(t testing.TB, srv any, key, path, body string, hdr ...string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
+	s := server(srv)
+	req, err := http.NewRequest(http.MethodPost, s.BaseURL()+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +55,7 @@ func Post(t testing.TB, srv *httptest.Server, key, path, body string, hdr ...str
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	resp, err := srv.Client().Do(req)
+	resp, err := s.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,16 +64,17 @@ func Post(t testing.TB, srv *httptest.Server, key, path, body string, hdr ...str
 
 // Do sends method path to srv with an Authorization: Bearer tok header
 // (none when tok is "") and returns the status and body.
-func Do(t testing.TB, srv *httptest.Server, method, path, tok, body string) (int, string) {
+func Do(t testing.TB, srv any, method, path, tok, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+	s := server(srv)
+	req, err := http.NewRequest(method, s.BaseURL()+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
-	resp, err := srv.Client().Do(req)
+	resp, err := s.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
+	if benchChild() { // a helper server of the process benchmarks
+		return
+	}
 	os.Exit(m.Run())
 }
 

@@ -42,15 +42,16 @@ import (
 // upstream is the baseline: a target's added latency is its time minus
 // the direct request's of the same round.
 //
-//   - c=1: b.N interleaved rounds (LLMFLOW_FASTPATH_SAMPLES when b.N is
-//     1, default 3000), each one request to the upstream and one to each
-//     target in a rotating order, over the same persistent connections:
-//     added p50 and p99.
+//   - c=1: interleaved rounds (one per b.Loop iteration: -benchtime
+//     5000x is 5000 rounds), each one request to the upstream and one to
+//     each target in a rotating order, over the same persistent
+//     connections: added p50 and p99.
+//   - streaming: as many rounds, in the same iterations, of a streamed
+//     request: time to the first body byte of the SSE answer, added over
+//     the direct one.
 //   - c=16: LLMFLOW_FASTPATH_ROUNDS (3) rounds of LLMFLOW_FASTPATH_SECONDS
 //     (3) s per target, alternating, 16 connections each: the median
 //     requests/s.
-//   - streaming: interleaved rounds as at c=1, time to the first body
-//     byte of the SSE answer, added over the direct one.
 //
 // LLMFLOW_FASTPATH_REDIS=off leaves the Redis targets out,
 // LLMFLOW_FASTPATH_REPLICAS=off only the two replicas. The load generator
@@ -63,10 +64,6 @@ func BenchmarkFastPath(b *testing.B) {
 	nginx, err := exec.LookPath("nginx")
 	if err != nil {
 		b.Skip("nginx is not installed (apt-get install nginx-light, or scripts/bench-fastpath.sh)")
-	}
-	samples := b.N
-	if samples <= 1 {
-		samples = envInt("LLMFLOW_FASTPATH_SAMPLES", 3000)
 	}
 	rounds := envInt("LLMFLOW_FASTPATH_ROUNDS", 3)
 	seconds := time.Duration(envFloat("LLMFLOW_FASTPATH_SECONDS", 3) * float64(time.Second))
@@ -177,11 +174,15 @@ func BenchmarkFastPath(b *testing.B) {
 		}
 	}
 
-	b.ResetTimer()
-	// c=1: interleaved rounds, the order rotating.
-	interleave(targets, samples, false)
-	// streaming: time to the first body byte.
-	interleave(targets, samples, true)
+	// c=1 and streaming: b.Loop's iterations are interleaved rounds, the
+	// order rotating.
+	samples := 0
+	got := make([]rawAnswer, len(targets))
+	for b.Loop() {
+		interleave(targets, samples, false, got)
+		interleave(targets, samples, true, got)
+		samples++
+	}
 	// c=16: alternating rounds per target.
 	for r := range rounds {
 		for i := range targets {
@@ -189,7 +190,6 @@ func BenchmarkFastPath(b *testing.B) {
 			t.rps = append(t.rps, t.throughput(seconds))
 		}
 	}
-	b.StopTimer()
 
 	// The gateways' own view: refusals, errors, then every answer recorded.
 	var odd []string
@@ -320,37 +320,34 @@ func (t *fastTarget) load(c *rawClient, req []byte) (rawAnswer, bool) {
 	return a, false
 }
 
-// interleave runs n rounds, each one request (stream or not) to every
-// target, the direct one included, in an order rotating with the round,
-// and keeps each target's time and its difference to the direct one of
-// the same round (a round where any request failed is left out).
-func interleave(targets []*fastTarget, n int, stream bool) {
-	got := make([]rawAnswer, len(targets))
-	for i := range n {
-		failed := false
-		for j := range targets {
-			k := (i + j) % len(targets)
-			t := targets[k]
-			req := t.plain
-			if stream {
-				req = t.stream
-			}
-			a, ok := t.one(req)
-			got[k], failed = a, failed || !ok
+// interleave runs round i: one request (stream or not) to every target,
+// the direct one included, in an order rotating with i, and keeps each
+// target's time and its difference to the direct one's (nothing when any
+// request failed).
+func interleave(targets []*fastTarget, i int, stream bool, got []rawAnswer) {
+	failed := false
+	for j := range targets {
+		k := (i + j) % len(targets)
+		t := targets[k]
+		req := t.plain
+		if stream {
+			req = t.stream
 		}
-		if failed {
-			continue
-		}
-		d := got[0]
-		for k, t := range targets {
-			a := got[k]
-			if stream {
-				t.ttfb = append(t.ttfb, a.ttfb)
-				t.ttfbAdded = append(t.ttfbAdded, a.ttfb-d.ttfb)
-			} else {
-				t.lat = append(t.lat, a.total)
-				t.added = append(t.added, a.total-d.total)
-			}
+		a, ok := t.one(req)
+		got[k], failed = a, failed || !ok
+	}
+	if failed {
+		return
+	}
+	d := got[0]
+	for k, t := range targets {
+		a := got[k]
+		if stream {
+			t.ttfb = append(t.ttfb, a.ttfb)
+			t.ttfbAdded = append(t.ttfbAdded, a.ttfb-d.ttfb)
+		} else {
+			t.lat = append(t.lat, a.total)
+			t.added = append(t.added, a.total-d.total)
 		}
 	}
 }

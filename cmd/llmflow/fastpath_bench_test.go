@@ -23,6 +23,7 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/store"
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // BenchmarkFastPath measures issue 25's goals over real loopback sockets
@@ -104,6 +105,7 @@ func BenchmarkFastPath(b *testing.B) {
 			fmt.Printf("BenchmarkFastPath: no Redis targets: %s\n", why)
 		} else {
 			prefix := fmt.Sprintf("llmflow-fastpath:%d", time.Now().UnixNano())
+			b.Cleanup(func() { dropRedisKeys(raddr, prefix+":*") }) // after the gateways stopped
 			redis = startFastGateway(b, filepath.Join(dir, "llmflow-redis"), up, rec.URL,
 				fmt.Sprintf("redis {\n  address    = %q\n  key_prefix = %q\n}\n", raddr, prefix+":1:"), 1)
 			gws = append(gws, redis)
@@ -687,6 +689,18 @@ func benchRedis(b *testing.B) (addr, why string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return "", "redis-server on " + addr + " did not answer"
+}
+
+// dropRedisKeys deletes the keys matching pattern (the benchmark's own,
+// under its key prefix) from the Redis at addr.
+func dropRedisKeys(addr, pattern string) {
+	ctx := context.Background()
+	rdb := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer rdb.Close()
+	it := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+	for it.Next(ctx) {
+		rdb.Del(ctx, it.Val())
+	}
 }
 
 func envInt(name string, def int) int {

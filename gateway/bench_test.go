@@ -1,10 +1,13 @@
 package gateway_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"github.com/go-llmflow/llmflow/internal/h1/h1test"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -13,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -272,3 +276,44 @@ limits { auth_failures_per_minute = 0 }
 
 // gatewayBudgets returns how many budgets the gateway has in force.
 func gatewayBudgets(_ *testing.B, e *benchEnv) int { return len(e.gw.BudgetTable().Status()) }
+
+// BenchmarkThroughput sends requests from parallel kept-alive client
+// connections through the gateway on internal/h1's server (what `serve`
+// runs) to an instant engine: the CPU cost of a request, for profiles
+// (-cpuprofile). BenchmarkFastPath in cmd/llmflow measures real processes.
+func BenchmarkThroughput(b *testing.B) {
+	env := newBenchEnv(b)
+	srv := h1test.NewServer(env.gw)
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	req := []byte("POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + env.key +
+		"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(benchBody)) + "\r\n\r\n" + benchBody)
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for pb.Next() {
+			if _, err := c.Write(req); err != nil {
+				b.Error(err)
+				return
+			}
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b.Errorf("status %d", resp.StatusCode)
+				return
+			}
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/go-llmflow/llmflow/internal/h1"
 	"log/slog"
 	"net"
 	"net/http"
@@ -96,7 +97,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		defer func() { stop(); <-done }() // before the counters close Redis
 	}
 	lim := cfg.Limits
-	srv := &http.Server{
+	std := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: lim.ReadHeaderTimeout,
 		ReadTimeout:       lim.ReadTimeout,
@@ -105,6 +106,19 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 		ConnState:         s.connState,
+	}
+	var srv httpServer = std
+	if cfg.TLS == nil && lim.HTTPStack == config.HTTPStackLlmflow && h1.Supported() {
+		srv = &h1.Server{
+			Handler:           s,
+			ReadHeaderTimeout: lim.ReadHeaderTimeout,
+			ReadTimeout:       lim.ReadTimeout,
+			IdleTimeout:       lim.IdleTimeout,
+			MaxHeaderBytes:    lim.MaxHeaderBytes,
+			ErrorLog:          std.ErrorLog,
+			BaseContext:       std.BaseContext,
+			ConnState:         s.connState,
+		}
 	}
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
@@ -121,7 +135,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 			closeAccounting(rec, log)
 			return err
 		}
-		srv.TLSConfig = tlsCerts.config()
+		std.TLSConfig = tlsCerts.config()
 		s.certs.Store(tlsCerts)
 	}
 	adminSrv, adminLn, err := s.listenAdmin(ctx, cfg)
@@ -133,7 +147,11 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	}
 	purge := startPurge(ctx, db, cfg.Store.Retention, log)
 	defer func() { <-purge.Stop().Done() }()
-	log.Info("llmflow gateway listening", "addr", ln.Addr().String(), "tls", tlsCerts != nil, "version", o.Version,
+	stack := config.HTTPStackNetHTTP
+	if _, ok := srv.(*h1.Server); ok {
+		stack = config.HTTPStackLlmflow
+	}
+	log.Info("llmflow gateway listening", "addr", ln.Addr().String(), "tls", tlsCerts != nil, "http_stack", stack, "version", o.Version,
 		"models", len(cfg.Models), "store", cfg.Store.Kind, "spool", cfg.Store.SpoolDir, "pid", os.Getpid())
 	if o.Ready != nil {
 		st := Started{Addr: ln.Addr().String(), Gateway: cur.gw, Admin: cur.adm}
@@ -149,7 +167,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	}
 	go func() {
 		if tlsCerts != nil {
-			errc <- srv.ServeTLS(ln, "", "") // the certificate from TLSConfig
+			errc <- std.ServeTLS(ln, "", "") // the certificate from TLSConfig
 			return
 		}
 		errc <- srv.Serve(ln)
@@ -203,6 +221,14 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		err = nil
 	}
 	return err
+}
+
+// httpServer is the client listener's server: net/http's, or
+// internal/h1's (limits.http_stack).
+type httpServer interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
+	Close() error
 }
 
 // listenAdmin opens the admin listener of cfg's admin block, when it

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/go-llmflow/llmflow/internal/h1"
 )
 
 // The pieces the process benchmarks (BenchmarkFastPath,
@@ -39,6 +41,8 @@ func benchChild() bool {
 		return false
 	case "reverseproxy":
 		err = runReverseProxy(os.Getenv("LLMFLOW_BENCH_LISTEN"), os.Getenv("LLMFLOW_BENCH_UPSTREAM"))
+	case "h1proxy":
+		err = runH1Proxy(os.Getenv("LLMFLOW_BENCH_LISTEN"), os.Getenv("LLMFLOW_BENCH_UPSTREAM"))
 	case "slowsse":
 		err = runSlowSSE(strings.Split(os.Getenv("LLMFLOW_BENCH_LISTEN"), ","), os.Getenv("LLMFLOW_BENCH_INTERVAL"))
 	default:
@@ -70,6 +74,52 @@ func runReverseProxy(listen, upstream string) error {
 		return err
 	}
 	return (&http.Server{Handler: rp, ReadHeaderTimeout: time.Minute}).Serve(ln)
+}
+
+// runH1Proxy is a featureless proxy on llmflow's own HTTP/1.1 stack
+// (internal/h1's server and client): the floor under llmflow's own
+// numbers, what its features cost on top.
+func runH1Proxy(listen, upstream string) error {
+	u, err := url.Parse(upstream)
+	if err != nil {
+		return err
+	}
+	tr := &h1.Transport{MaxIdlePerHost: 64, IdleTimeout: 10 * time.Minute}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		out := &http.Request{Method: r.Method, URL: &url.URL{Scheme: "http", Host: u.Host, Path: r.URL.Path}, Host: u.Host,
+			Header: r.Header, ContentLength: int64(len(body)), Body: io.NopCloser(bytes.NewReader(body))}
+		out = out.WithContext(r.Context())
+		resp, err := tr.RoundTrip(out)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		buf := make([]byte, 4096)
+		for {
+			n, err := resp.Body.Read(buf)
+			if n > 0 {
+				w.Write(buf[:n])
+				w.(http.Flusher).Flush()
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	return (&h1.Server{Handler: h, ReadHeaderTimeout: time.Minute}).Serve(ln)
 }
 
 // runSlowSSE is the slow streaming engine of BenchmarkOpenStreams, on one

@@ -95,6 +95,8 @@ func BenchmarkFastPath(b *testing.B) {
 	startNginx(b, nginx, dir, "proxy", ngx, nginxProxy(ngx, up))
 	rp := freeAddr(b)
 	startBenchHelper(b, dir, "reverseproxy", rp, "LLMFLOW_BENCH_UPSTREAM=http://"+up)
+	hp := freeAddr(b)
+	startBenchHelper(b, dir, "h1proxy", hp, "LLMFLOW_BENCH_UPSTREAM=http://"+up)
 
 	rec := newUpstreamRecorder(b)
 	single := startFastGateway(b, filepath.Join(dir, "llmflow"), up, rec.URL, "", 1)
@@ -124,6 +126,7 @@ func BenchmarkFastPath(b *testing.B) {
 		direct,
 		newFastTarget("nginx", ngx, "/v1/chat/completions", "/sse/v1/chat/completions", "sim-secret", nil),
 		newFastTarget("proxy", rp, "/v1/chat/completions", "/sse/v1/chat/completions", "sim-secret", nil),
+		newFastTarget("h1proxy", hp, "/v1/chat/completions", "/sse/v1/chat/completions", "sim-secret", nil),
 		newFastTarget("llmflow", single.addrs[0], "/v1/chat/completions", "/v1/chat/completions", single.key, single),
 	}
 	if redis != nil {

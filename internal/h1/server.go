@@ -360,9 +360,10 @@ func (c *conn) serveOne() bool {
 	}
 	c.lr.n = int64(maxHdr) + 4096 // net/http's slop for the request line and bufio
 	req, err := http.ReadRequest(c.br)
+	tooLarge := c.lr.n <= 0
 	c.lr.n = 1<<63 - 1
 	if err != nil {
-		c.refuse(err)
+		c.refuse(err, tooLarge)
 		return false
 	}
 	if msg, code := check(req); code != 0 {
@@ -447,8 +448,8 @@ func expectsContinue(req *http.Request) bool {
 }
 
 // refuse answers a request that could not be parsed, as net/http does.
-func (c *conn) refuse(err error) {
-	if c.lr.n <= 0 || errors.Is(err, bufio.ErrBufferFull) {
+func (c *conn) refuse(err error, tooLarge bool) {
+	if tooLarge || errors.Is(err, errHeaderTooLarge) || errors.Is(err, bufio.ErrBufferFull) {
 		c.writeError(http.StatusRequestHeaderFieldsTooLarge, "")
 		return
 	}
@@ -456,8 +457,8 @@ func (c *conn) refuse(err error) {
 	if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne) || c.aborted.Load() {
 		return // the client left or was too slow: nothing to answer
 	}
-	if strings.Contains(err.Error(), "unsupported transfer encoding") {
-		c.writeError(http.StatusNotImplemented, "Unsupported transfer encoding")
+	if msg := err.Error(); strings.Contains(msg, "unsupported transfer encoding") || strings.Contains(msg, "too many transfer encodings") {
+		c.writeRaw("HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\nUnsupported transfer encoding")
 		return
 	}
 	c.writeError(http.StatusBadRequest, err.Error())
@@ -473,6 +474,12 @@ func (c *conn) writeError(code int, msg string) {
 	c.rwc.SetWriteDeadline(time.Now().Add(time.Second))
 	fmt.Fprintf(c.bw, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%d %s",
 		code, http.StatusText(code), len(text)+4, code, text)
+	c.bw.Flush()
+}
+
+func (c *conn) writeRaw(s string) {
+	c.rwc.SetWriteDeadline(time.Now().Add(time.Second))
+	c.bw.WriteString(s)
 	c.bw.Flush()
 }
 

@@ -20,11 +20,13 @@ type bytesConn struct {
 	out bytes.Buffer
 }
 
-func (c *bytesConn) Read(p []byte) (int, error)         { return c.in.Read(p) }
-func (c *bytesConn) Write(p []byte) (int, error)        { return c.out.Write(p) }
-func (c *bytesConn) Close() error                       { return nil }
-func (c *bytesConn) LocalAddr() net.Addr                { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80} }
-func (c *bytesConn) RemoteAddr() net.Addr               { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5555} }
+func (c *bytesConn) Read(p []byte) (int, error)  { return c.in.Read(p) }
+func (c *bytesConn) Write(p []byte) (int, error) { return c.out.Write(p) }
+func (c *bytesConn) Close() error                { return nil }
+func (c *bytesConn) LocalAddr() net.Addr         { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80} }
+func (c *bytesConn) RemoteAddr() net.Addr {
+	return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5555}
+}
 func (c *bytesConn) SetDeadline(t time.Time) error      { return nil }
 func (c *bytesConn) SetReadDeadline(t time.Time) error  { return nil }
 func (c *bytesConn) SetWriteDeadline(t time.Time) error { return nil }

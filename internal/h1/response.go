@@ -84,7 +84,7 @@ func (w *response) writeInformational(code int) {
 	if w.committed {
 		return
 	}
-	bw := w.c.bw
+	bw := w.c.writer()
 	writeStatus(bw, code)
 	w.writeHeaders(bw)
 	bw.WriteString("\r\n")
@@ -138,7 +138,7 @@ func (w *response) writeBody(p []byte) error {
 	if w.head || len(p) == 0 {
 		return nil
 	}
-	bw := w.c.bw
+	bw := w.c.writer()
 	if w.chunked {
 		bw.WriteString(strconv.FormatInt(int64(len(p)), 16))
 		bw.WriteString("\r\n")
@@ -199,7 +199,7 @@ func (w *response) commit(final bool) {
 	if w.chunked {
 		h["Transfer-Encoding"] = []string{"chunked"}
 	}
-	bw := w.c.bw
+	bw := w.c.writer()
 	writeStatus(bw, w.status)
 	w.writeHeaders(bw)
 	bw.WriteString("\r\n")
@@ -263,7 +263,11 @@ func (w *response) FlushError() error {
 	if w.failed != nil {
 		return w.failed
 	}
-	return w.fail(w.c.bw.Flush())
+	if w.c.bw != nil {
+		w.fail(w.c.bw.Flush())
+	}
+	w.c.releaseWriter() // a stream between events holds no buffer
+	return w.failed
 }
 
 // SetWriteDeadline and SetReadDeadline are http.ResponseController's.
@@ -280,15 +284,16 @@ func (w *response) finish() bool {
 		w.commit(true)
 	}
 	if w.chunked && w.failed == nil {
-		_, err := w.c.bw.WriteString("0\r\n\r\n")
+		_, err := w.c.writer().WriteString("0\r\n\r\n")
 		w.fail(err)
 	}
 	if w.length >= 0 && w.written != w.length && !w.head && bodyAllowed(w.status) {
 		w.close = true // fewer bytes than announced: the client would wait for the rest
 	}
-	if w.failed == nil {
+	if w.failed == nil && w.c.bw != nil {
 		w.fail(w.c.bw.Flush())
 	}
+	w.c.releaseWriter()
 	if w.failed != nil || w.close {
 		return false
 	}

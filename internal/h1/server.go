@@ -285,10 +285,6 @@ func (c *conn) setReadDeadline(t time.Time) bool {
 
 func (c *conn) serve() {
 	c.lr = limitReader{r: c.rwc, n: 1<<63 - 1}
-	c.br = readerPool.Get().(*bufio.Reader)
-	c.br.Reset(&c.lr)
-	c.bw = writerPool.Get().(*bufio.Writer)
-	c.bw.Reset(c.rwc)
 	c.watch = watchConn(c)
 	defer c.close()
 	defer func() {
@@ -301,7 +297,7 @@ func (c *conn) serve() {
 	s := c.srv
 	first := true
 	for {
-		if c.br.Buffered() == 0 {
+		if c.reader().Buffered() == 0 {
 			wait := s.IdleTimeout
 			if wait == 0 {
 				wait = s.ReadTimeout
@@ -395,6 +391,8 @@ func (c *conn) serveOne() bool {
 		w.body = reqBody{rc: req.Body, w: w, remaining: req.ContentLength}
 		w.body.expect = expectsContinue(req)
 		req.Body = &w.body
+	} else if c.br.Buffered() == 0 {
+		c.releaseReader()
 	}
 	s.Handler.ServeHTTP(w, req)
 	keep := w.finish()
@@ -472,14 +470,14 @@ func (c *conn) writeError(code int, msg string) {
 		text += ": " + msg
 	}
 	c.rwc.SetWriteDeadline(time.Now().Add(time.Second))
-	fmt.Fprintf(c.bw, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%d %s",
+	fmt.Fprintf(c.writer(), "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%d %s",
 		code, http.StatusText(code), len(text)+4, code, text)
 	c.bw.Flush()
 }
 
 func (c *conn) writeRaw(s string) {
 	c.rwc.SetWriteDeadline(time.Now().Add(time.Second))
-	c.bw.WriteString(s)
+	c.writer().WriteString(s)
 	c.bw.Flush()
 }
 
@@ -495,14 +493,50 @@ func (c *conn) close() {
 	}
 	c.rwc.Close()
 	c.setState(http.StateClosed)
-	c.br.Reset(nil)
-	readerPool.Put(c.br)
-	c.bw.Reset(nil)
-	writerPool.Put(c.bw)
+	c.releaseReader()
+	c.releaseWriter()
 	s := c.srv
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+}
+
+// reader is the connection's read buffer, from the pool when it has none:
+// a connection holds one only while it reads a request (or one waits in
+// it), so an open stream costs no read buffer.
+func (c *conn) reader() *bufio.Reader {
+	if c.br == nil {
+		c.br = readerPool.Get().(*bufio.Reader)
+		c.br.Reset(&c.lr)
+	}
+	return c.br
+}
+
+func (c *conn) releaseReader() {
+	if c.br != nil {
+		c.br.Reset(nil)
+		readerPool.Put(c.br)
+		c.br = nil
+	}
+}
+
+// writer is the connection's write buffer, from the pool when it has
+// none; it goes back after every flush, so a stream waiting for its next
+// event holds none.
+func (c *conn) writer() *bufio.Writer {
+	if c.bw == nil {
+		c.bw = writerPool.Get().(*bufio.Writer)
+		c.bw.Reset(c.rwc)
+	}
+	return c.bw
+}
+
+func (c *conn) releaseWriter() {
+	if c.bw != nil && c.bw.Buffered() == 0 {
+		c.bw.Reset(nil)
+		writerPool.Put(c.bw)
+		c.bw = nil
+	}
 }
 
 // limitReader counts what the header parser may still read.
@@ -550,12 +584,15 @@ func (b *reqBody) Read(p []byte) (int, error) {
 		b.sentCont = true
 		if !b.w.committed {
 			c := b.w.c
-			c.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+			c.writer().WriteString("HTTP/1.1 100 Continue\r\n\r\n")
 			if err := c.bw.Flush(); err != nil {
 				b.err = err
 				return 0, err
 			}
 		}
+	}
+	if b.eof {
+		return 0, io.EOF
 	}
 	n, err := b.rc.Read(p)
 	if b.remaining > 0 {
@@ -563,6 +600,9 @@ func (b *reqBody) Read(p []byte) (int, error) {
 	}
 	if err == io.EOF {
 		b.eof = true
+		if c := b.w.c; c.br != nil && c.br.Buffered() == 0 {
+			c.releaseReader() // the handler runs on without a read buffer
+		}
 	} else if err != nil {
 		b.err = err
 	}

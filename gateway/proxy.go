@@ -471,6 +471,21 @@ func (ir *idleReader) Read(p []byte) (int, error) {
 	return ir.r.Read(p)
 }
 
+// WaitReadable waits for the engine's next bytes without a buffer, when
+// the body can (internal/h1's; sse.Reader asks): the wait is idle time,
+// as a read is.
+func (ir *idleReader) WaitReadable() error {
+	w, ok := ir.r.(interface{ WaitReadable() error })
+	if !ok {
+		return nil
+	}
+	if !ir.armed {
+		ir.t.Reset(ir.d)
+		ir.armed = true
+	}
+	return w.WaitReadable()
+}
+
 // event stops the timer: a whole event arrived.
 func (ir *idleReader) event() {
 	ir.t.Stop()

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"sync"
 )
 
 // DefaultMaxEventBytes is the event size limit used when none is given.
@@ -67,6 +68,9 @@ const (
 //
 // A Reader is not safe for concurrent use.
 type Reader struct {
+	src io.Reader
+	// br is nil between events when src can wait without a buffer
+	// (readyWaiter): an open stream waiting for its engine holds none.
 	br  *bufio.Reader
 	max int
 	err error // sticky error from br (io.EOF included) or ErrEventTooLarge
@@ -80,9 +84,48 @@ type Reader struct {
 // NewReader returns a Reader over r. maxEventBytes limits the size of one
 // event (Raw); 0 or less means DefaultMaxEventBytes.
 func NewReader(r io.Reader, maxEventBytes int) *Reader {
-	rd := &Reader{br: bufio.NewReaderSize(r, readBufferSize)}
+	rd := &Reader{}
 	rd.Reset(r, maxEventBytes)
 	return rd
+}
+
+// readyWaiter is a source that can wait for bytes without a buffer
+// (internal/h1's engine answers): the Reader takes its buffer from a pool
+// once bytes are there and gives it back when an event leaves it empty.
+type readyWaiter interface {
+	WaitReadable() error
+}
+
+var bufPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufferSize) }}
+
+// buffer returns rd's read buffer, waiting for the source first when it
+// can wait without one.
+func (rd *Reader) buffer() (*bufio.Reader, error) {
+	if rd.br != nil {
+		return rd.br, nil
+	}
+	if w, ok := rd.src.(readyWaiter); ok {
+		if err := w.WaitReadable(); err != nil {
+			return nil, err
+		}
+		rd.br = bufPool.Get().(*bufio.Reader)
+	} else {
+		rd.br = bufio.NewReaderSize(nil, readBufferSize)
+	}
+	rd.br.Reset(rd.src)
+	return rd.br, nil
+}
+
+// idle gives the buffer back when nothing is left in it and the source
+// can wait without one.
+func (rd *Reader) idle() {
+	if rd.br != nil && rd.br.Buffered() == 0 {
+		if _, ok := rd.src.(readyWaiter); ok {
+			rd.br.Reset(nil)
+			bufPool.Put(rd.br)
+			rd.br = nil
+		}
+	}
 }
 
 // Reset makes rd read from r as if it had been returned by NewReader,
@@ -91,7 +134,10 @@ func (rd *Reader) Reset(r io.Reader, maxEventBytes int) {
 	if maxEventBytes <= 0 {
 		maxEventBytes = DefaultMaxEventBytes
 	}
-	rd.br.Reset(r)
+	rd.src = r
+	if rd.br != nil {
+		rd.br.Reset(r)
+	}
 	rd.max = maxEventBytes
 	rd.err = nil
 	rd.raw = rd.raw[:0]
@@ -150,6 +196,7 @@ func (rd *Reader) Next() (Event, error) {
 		}
 		rd.crFirst = ending == endCR
 		if blank {
+			rd.idle()
 			ev := Event{Raw: rd.raw}
 			switch {
 			case nData == 1:
@@ -192,13 +239,18 @@ func (rd *Reader) Next() (Event, error) {
 
 // more makes sure at least one byte is buffered, reading if need be.
 func (rd *Reader) more() error {
-	if rd.br.Buffered() > 0 {
+	if rd.br != nil && rd.br.Buffered() > 0 {
 		return nil
 	}
 	if rd.err != nil {
 		return rd.err
 	}
-	if _, err := rd.br.Peek(1); err != nil {
+	br, err := rd.buffer()
+	if err != nil {
+		rd.err = err
+		return err
+	}
+	if _, err := br.Peek(1); err != nil {
 		// Peek(1) fails only when nothing at all is buffered.
 		rd.err = err
 		return err

@@ -176,6 +176,7 @@ limits {
 	if heap1 > 0 {
 		fmt.Printf("Go heap in use: idle %.1f MiB, open %.1f MiB; goroutines: idle %d, open %d (%.2f per stream)\n",
 			heap0/(1<<20), heap1/(1<<20), int(gr0), int(gr1), (gr1-gr0)/float64(n))
+		fmt.Printf("goroutine stacks with the streams open: %.1f MiB (%.1f KB per stream)\n", lastStack/(1<<20), lastStack/float64(n)/1e3)
 	}
 	fmt.Printf("issue 25, item 3: 10,000 open streams in ≤ 300 MB: %.0f MB (%s)   %s\n", at10k/1e6, how, verdict)
 	fmt.Printf("numbers from shared CPUs are noisy\n")
@@ -256,7 +257,10 @@ func raiseNofile(b *testing.B, want uint64) uint64 {
 	return nr.Cur
 }
 
-var goMetricRe = regexp.MustCompile(`(?m)^(go_memstats_heap_inuse_bytes|go_goroutines) (\S+)$`)
+var goMetricRe = regexp.MustCompile(`(?m)^(go_memstats_heap_inuse_bytes|go_memstats_stack_inuse_bytes|go_goroutines) (\S+)$`)
+
+// lastStack is the stack in use goMetrics read last.
+var lastStack float64
 
 // goMetrics reads the gateway's Go heap in use and goroutines from its
 // /metrics (0 when it does not export them).
@@ -271,9 +275,12 @@ func goMetrics(addr string) (heap, goroutines float64) {
 	body, _ := io.ReadAll(resp.Body)
 	for _, m := range goMetricRe.FindAllSubmatch(body, -1) {
 		f, _ := strconv.ParseFloat(string(m[2]), 64)
-		if string(m[1]) == "go_goroutines" {
+		switch string(m[1]) {
+		case "go_goroutines":
 			goroutines = f
-		} else {
+		case "go_memstats_stack_inuse_bytes":
+			lastStack = f
+		default:
 			heap = f
 		}
 	}

@@ -31,6 +31,16 @@ func alive(c net.Conn) bool {
 	return ok && err == nil
 }
 
+// waitReadable blocks until rc's socket has bytes (or an error, or its
+// end) without reading any.
+func waitReadable(rc syscall.RawConn) error {
+	var b [1]byte
+	return rc.Read(func(fd uintptr) bool {
+		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return err != syscall.EAGAIN && err != syscall.EWOULDBLOCK
+	})
+}
+
 // rawConn is c's socket, through wrappers that expose the connection they
 // wrap (NetConn, as crypto/tls does).
 func rawConn(c net.Conn) syscall.RawConn {

@@ -53,6 +53,25 @@ type pconn struct {
 	wbuf   []byte
 	idleAt time.Time
 	reused bool
+	rc     syscall.RawConn // nil when the connection has no socket to wait on
+}
+
+// reader is the connection's read buffer for an answer's head, from the
+// pool; it goes back once the head is read.
+func (pc *pconn) reader() *bufio.Reader {
+	if pc.br == nil {
+		pc.br = readerPool.Get().(*bufio.Reader)
+		pc.br.Reset(&pc.lr)
+	}
+	return pc.br
+}
+
+func (pc *pconn) releaseReader() {
+	if pc.br != nil {
+		pc.br.Reset(nil)
+		readerPool.Put(pc.br)
+		pc.br = nil
+	}
 }
 
 type respLimit struct {
@@ -144,9 +163,8 @@ func (t *Transport) getConn(ctx context.Context, addr string) (*pconn, error) {
 	if err != nil {
 		return nil, err
 	}
-	pc := &pconn{t: t, addr: addr, conn: c}
+	pc := &pconn{t: t, addr: addr, conn: c, rc: rawConn(c)}
 	pc.lr = respLimit{r: c, n: 1<<63 - 1}
-	pc.br = bufio.NewReaderSize(&pc.lr, bufSize)
 	return pc, nil
 }
 
@@ -259,8 +277,9 @@ func (pc *pconn) roundTrip(ctx context.Context, req *http.Request, body io.ReadC
 	if pc.lr.n <= 0 {
 		pc.lr.n = 64 << 10
 	}
+	br := pc.reader()
 	for {
-		resp, err = http.ReadResponse(pc.br, req)
+		resp, err = http.ReadResponse(br, req)
 		if err != nil || resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
 			break
 		}
@@ -271,7 +290,7 @@ func (pc *pconn) roundTrip(ctx context.Context, req *http.Request, body io.ReadC
 	}
 	pc.lr.n = 1<<63 - 1
 	if err != nil {
-		nothing := pc.reused && pc.br.Buffered() == 0 && (err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) || isReset(err))
+		nothing := pc.reused && br.Buffered() == 0 && (err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) || isReset(err))
 		r, _, e := fail(err)
 		if errors.Is(err, errResponseHeaderTooLarge) {
 			e = fmt.Errorf("h1: upstream response head larger than %d bytes", t.MaxResponseHeaderBytes)
@@ -285,12 +304,32 @@ func (pc *pconn) roundTrip(ctx context.Context, req *http.Request, body io.ReadC
 			return fail(ctx.Err())
 		}
 	}
-	rb := &respBody{pc: pc, rc: resp.Body, stop: stop, cut: &cut, ctx: ctx,
+	// The body is read without the head's buffer: what came with the head
+	// is kept (usually the first event or all of a short answer), the
+	// buffer goes back to the pool, and the rest comes from the socket
+	// straight into the reader's buffer. http.ReadResponse's body reader
+	// is not used (nor closed: it would read from the buffer).
+	var left []byte
+	if n := br.Buffered(); n > 0 {
+		b, _ := br.Peek(n)
+		left = append([]byte(nil), b...)
+	}
+	pc.releaseReader()
+	rb := &respBody{pc: pc, stop: stop, cut: &cut, ctx: ctx, lr: leftReader{left: left, r: pc.conn},
 		keep: !resp.Close && !req.Close && resp.StatusCode != http.StatusSwitchingProtocols}
-	if resp.Body == http.NoBody || resp.ContentLength == 0 {
+	switch {
+	case resp.Body == http.NoBody || resp.ContentLength == 0:
+		rb.keep = rb.keep && len(left) == 0
 		rb.release(true)
 		resp.Body = http.NoBody
 		return resp, false, nil
+	case len(resp.TransferEncoding) > 0 && resp.TransferEncoding[0] == "chunked":
+		rb.chunked = &chunkedReader{r: &rb.lr}
+		rb.r = rb.chunked
+	case resp.ContentLength > 0:
+		rb.r = &lengthReader{r: &rb.lr, n: resp.ContentLength}
+	default: // until the engine closes the connection
+		rb.r, rb.keep = &rb.lr, false
 	}
 	resp.Body = rb
 	return resp, false, nil
@@ -373,23 +412,25 @@ func (pc *pconn) keepBuf(b []byte) {
 // respBody is an answer's body: read to its end it gives the connection
 // back to the pool; closed before, it closes the connection.
 type respBody struct {
-	pc   *pconn
-	rc   io.ReadCloser
-	stop func() bool
-	cut  *atomic.Bool
-	ctx  context.Context
-	keep bool
-	done bool
+	pc      *pconn
+	r       io.Reader
+	lr      leftReader
+	chunked *chunkedReader
+	stop    func() bool
+	cut     *atomic.Bool
+	ctx     context.Context
+	keep    bool
+	done    bool
 }
 
 func (b *respBody) Read(p []byte) (int, error) {
 	if b.done {
 		return 0, http.ErrBodyReadAfterClose
 	}
-	n, err := b.rc.Read(p)
+	n, err := b.r.Read(p)
 	switch {
 	case err == io.EOF:
-		b.release(true)
+		b.release(len(b.lr.left) == 0 && (b.chunked == nil || !b.chunked.extra))
 	case err != nil:
 		if b.ctx.Err() != nil {
 			err = b.ctx.Err()
@@ -397,6 +438,21 @@ func (b *respBody) Read(p []byte) (int, error) {
 		b.release(false)
 	}
 	return n, err
+}
+
+// WaitReadable blocks until a Read would not block, holding no buffer:
+// a reader (package sse) takes its buffer only once bytes are there.
+func (b *respBody) WaitReadable() error {
+	if b.done || len(b.lr.left) > 0 || b.pc.rc == nil {
+		return nil
+	}
+	if err := waitReadable(b.pc.rc); err != nil {
+		if b.ctx.Err() != nil {
+			return b.ctx.Err()
+		}
+		return err
+	}
+	return nil
 }
 
 func (b *respBody) Close() error {

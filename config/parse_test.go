@@ -86,6 +86,7 @@ func defaults(filename string) config.Config {
 
 			MaxConnections:           4096,
 			MaxConnectionsPerNetwork: 256,
+			HTTPStack:                config.HTTPStackLlmflow,
 		},
 		Health: config.Health{
 			Interval: 10 * time.Second,
@@ -303,6 +304,7 @@ func TestParse_Full(t *testing.T) {
 
 			MaxConnections:           100,
 			MaxConnectionsPerNetwork: 0,
+			HTTPStack:                config.HTTPStackLlmflow,
 		},
 		Health: config.Health{
 			Interval: 5 * time.Second,

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
@@ -75,7 +77,8 @@ func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code
 // arguments and streams, end-to-end tests call it directly. It returns the
 // exit status.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := newRoot(stdout, stderr)
+	root, e := newRootEnv(stdout, stderr)
+	defer e.flushLogs()
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -98,6 +101,18 @@ type env struct {
 	v      *viper.Viper
 	stdout io.Writer
 	stderr io.Writer
+
+	mu   sync.Mutex
+	logs []*logWriter // flushed when the command ends
+}
+
+// flushLogs writes out the log lines still buffered.
+func (e *env) flushLogs() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, lw := range e.logs {
+		lw.Flush()
+	}
 }
 
 func newEnv(stdout, stderr io.Writer) *env {
@@ -168,14 +183,20 @@ func (e *env) logger(cmd *cobra.Command) (*slog.Logger, error) {
 		return nil, fmt.Errorf("--log-level: %w", err)
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
+	lw := newLogWriter(e.stderr, 100*time.Millisecond)
+	var h slog.Handler
 	switch f := e.str(cmd, "log-format"); f {
 	case "", "text":
-		return slog.New(slog.NewTextHandler(e.stderr, opts)), nil
+		h = slog.NewTextHandler(lw, opts)
 	case "json":
-		return slog.New(slog.NewJSONHandler(e.stderr, opts)), nil
+		h = slog.NewJSONHandler(lw, opts)
 	default:
 		return nil, fmt.Errorf("--log-format: %q is neither text nor json", f)
 	}
+	e.mu.Lock()
+	e.logs = append(e.logs, lw)
+	e.mu.Unlock()
+	return slog.New(flushOnWarn{h, lw}), nil
 }
 
 // loadConfig reads the configuration named by -c or LLMFLOW_CONFIG (why
@@ -203,6 +224,12 @@ func (e *env) diagnostics(err error) error {
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root, _ := newRootEnv(stdout, stderr)
+	return root
+}
+
+// newRootEnv is newRoot with its env (Run flushes its logs at the end).
+func newRootEnv(stdout, stderr io.Writer) (*cobra.Command, *env) {
 	e := newEnv(stdout, stderr)
 	root := &cobra.Command{
 		Use:           "llmflow",
@@ -216,7 +243,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentFlags().StringP("config", "c", "", "configuration file (LLMFLOW_CONFIG)")
 	e.bindPersistent(root, "config")
 	root.AddCommand(serveCmd(e), checkConfigCmd(e), versionCmd(e), vllmsimCmd(e), quickstartCmd(e), demoCmd(e), shareCmd(e), syncCmd(e), exportCmd(e), reportCmd(e), adminCmd(e), auditCmd(e), budgetsCmd(e), doctorCmd(e))
-	return root
+	return root, e
 }
 
 func versionCmd(e *env) *cobra.Command {

@@ -149,7 +149,11 @@ func (t *Transport) getConn(ctx context.Context, addr string) (*pconn, error) {
 		s[len(s)-1] = nil
 		t.idle[addr] = s[:len(s)-1]
 		t.mu.Unlock()
-		if now.Sub(pc.idleAt) < t.idleTimeout() && alive(pc.conn) {
+		// A connection idle for a while may have been closed by the engine
+		// (uvicorn's keep-alive timeout is 5 s): one peek says. A fresher
+		// one is taken as is; a request it fails before any answer is sent
+		// again (RoundTrip).
+		if idle := now.Sub(pc.idleAt); idle < t.idleTimeout() && (idle < time.Second || alive(pc.conn)) {
 			pc.reused = true
 			return pc, nil
 		}

@@ -25,6 +25,7 @@ func TestLogFormat(t *testing.T) {
 			return "", err
 		}
 		log.Info("request", "request_id", "r1")
+		e.flushLogs() // info lines are buffered until the command ends (or 100 ms)
 		return stderr.String(), nil
 	}
 	if out, err := run(); err != nil || !strings.Contains(out, "level=INFO msg=request request_id=r1") {

@@ -545,3 +545,13 @@ func TestParse_TrustedProxies(t *testing.T) {
 		t.Errorf("a host name: %v, want an error naming trusted_proxies", err)
 	}
 }
+
+func TestParse_HTTPStack(t *testing.T) {
+	if l := mustParse(t, "gw.hcl", "limits {\n  http_stack = \"net/http\"\n}\n").Limits; l.HTTPStack != config.HTTPStackNetHTTP {
+		t.Errorf("http_stack = %q", l.HTTPStack)
+	}
+	_, err := config.Parse("gw.hcl", []byte("limits {\n  http_stack = \"fasthttp\"\n}\n"))
+	if err == nil || !strings.Contains(err.Error(), "gw.hcl:2:") || !strings.Contains(err.Error(), "http_stack") {
+		t.Errorf("an unknown stack: %v, want gw.hcl:2:col naming http_stack", err)
+	}
+}

@@ -3,7 +3,9 @@ package gateway
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -438,5 +440,38 @@ func TestStreamErrorEventRecorded(t *testing.T) {
 	rec := e.recs.wait(t, 1)[0]
 	if rec.Outcome != llmflow.OutcomeUpstreamError {
 		t.Errorf("outcome %q, want upstream_error", rec.Outcome)
+	}
+}
+
+// TestClientLeavingBeforeAnswerReachesEngine: a client that leaves while
+// the engine has sent nothing yet (a long prefill, an answer not
+// streamed) cancels the engine request: the gateway is blocked reading
+// the engine, and only the listener's watch of the client connection can
+// tell (internal/h1's epoll watcher).
+func TestClientLeavingBeforeAnswerReachesEngine(t *testing.T) {
+	inEngine, gone := make(chan struct{}), make(chan time.Time, 1)
+	up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		close(inEngine)
+		<-r.Context().Done()
+		gone <- time.Now()
+	})
+	e := newEnv(t, []string{up.srv.URL}, "")
+	c, err := net.Dial("tcp", strings.TrimPrefix(e.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", e.key, len(body), body)
+	<-inEngine
+	left := time.Now()
+	c.Close()
+	select {
+	case at := <-gone:
+		t.Logf("the engine saw the client leave %v after it closed", at.Sub(left))
+	case <-time.After(30 * time.Second):
+		t.Fatal("the engine request was not cancelled when the client left")
+	}
+	if rec := e.recs.wait(t, 1)[0]; rec.Outcome != llmflow.OutcomeClientGone {
+		t.Errorf("outcome %s, want client_gone", rec.Outcome)
 	}
 }

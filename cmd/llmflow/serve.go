@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -56,6 +58,17 @@ config/config.go; examples/gateway.hcl is a full example.`,
 			}
 			if dir := e.str(cmd, "spool-dir"); dir != "" {
 				cfg.Store.SpoolDir = dir
+			}
+			if path := os.Getenv("LLMFLOW_CPU_PROFILE"); path != "" {
+				// a CPU profile of the whole run, for `go tool pprof` (Development)
+				f, err := os.Create(path)
+				if err != nil {
+					return fmt.Errorf("LLMFLOW_CPU_PROFILE: %w", err)
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("LLMFLOW_CPU_PROFILE: %w", err)
+				}
+				defer func() { pprof.StopCPUProfile(); f.Close() }()
 			}
 			return runServe(cmd.Context(), cfg, server.Options{Listen: e.str(cmd, "listen"), Log: log})
 		},

@@ -105,9 +105,7 @@ func (s *Admissions) Admit(_ context.Context, a *admission.Admission) error {
 	lk, la, sec := l.reserveCall(req.Start, req)
 	ck, ca := c.admitCall(a.Chain, true)
 	keys, args := joined(lk, la, ck, ca)
-	ctx, cancel := c.ctx()
-	defer cancel()
-	v, err := admitWithLedgerScript.Run(ctx, c.rdb, keys, args...).Slice()
+	v, err := c.run(admitWithLedgerScript, keys, args)
 	if err == nil {
 		if p, capped, err, ok := c.admittedWithLedger(v, a.Chain, l, req, sec); ok {
 			if err == errEpochLost { // nothing taken: the ledger's fallback
@@ -196,6 +194,10 @@ func (s *Admissions) Release(_ context.Context, a *admission.Admission, e admiss
 	defer c.gate.RUnlock()
 	gpuHours := finiteCost(e.GPUHours)
 	if a.Budget == nil {
+		if c.p != nil {
+			c.releaseLater(a.Chain, a.Placement, gpuHours, e.At)
+			return
+		}
 		c.release(a.Chain, a.Placement, gpuHours, e.At)
 		return
 	}
@@ -212,11 +214,20 @@ func (s *Admissions) Release(_ context.Context, a *admission.Admission, e admiss
 	c.count(a.Chain, a.Placement, -1)
 	ck, ca := c.releaseCall(a.Chain, a.Placement, gpuHours, e.At)
 	keys, args := joined(lk, la, ck, ca)
+	ch, at := a.Chain, e.At
+	done := func(cmd *redis.Cmd) {
+		reg, err := cmd.Int64()
+		c.released(reg, err, ch, gpuHours, at)
+		if err != nil {
+			l.settleFailed(fmt.Errorf("redis release: %w", err), lk, la)
+		}
+	}
+	if c.p != nil {
+		// not waited for: the pipe keeps it before any later admission
+		c.p.send(releaseWithLedgerScript, keys, args, c.timeout, done)
+		return
+	}
 	ctx, cancel := c.ctx()
 	defer cancel()
-	reg, err := releaseWithLedgerScript.Run(ctx, c.rdb, keys, args...).Int64()
-	c.released(reg, err, a.Chain, gpuHours, e.At)
-	if err != nil {
-		l.settleFailed(fmt.Errorf("redis release: %w", err), lk, la)
-	}
+	done(releaseWithLedgerScript.Run(ctx, c.rdb, keys, args...))
 }

@@ -131,6 +131,11 @@ type Counters struct {
 	wake    chan struct{}
 
 	capAgreed atomic.Bool // Agree has answered once (capacity.go)
+
+	// p, when not nil, carries the scripts of the pool's Admissions in
+	// order (pipe.go): admissions share round trips and releases are not
+	// waited for. A rebuild or a leave first waits for what it carries.
+	p *pipe
 }
 
 type usageAt struct {
@@ -541,9 +546,7 @@ func (c *Counters) admit(ch *fairshare.Chain, caps bool) (p fairshare.Placement,
 		return c.admitLocal(ch, caps)
 	}
 	keys, args := c.admitCall(ch, caps)
-	ctx, cancel := c.ctx()
-	defer cancel()
-	v, err := admitScript.Run(ctx, c.rdb, keys, args...).Slice()
+	v, err := c.run(admitScript, keys, args)
 	if err == nil {
 		var ok bool
 		if p, capped, ok = c.admitted(v, ch); ok {
@@ -554,6 +557,17 @@ func (c *Counters) admit(ch *fairshare.Chain, caps bool) (p fairshare.Placement,
 	// The script may have run: the rebuild takes it off again.
 	c.fail(fmt.Errorf("redis admit: %w", err))
 	return c.admitLocal(ch, caps)
+}
+
+// run runs s and returns its answer: through the pipe when the counters
+// have one, else in a call of its own.
+func (c *Counters) run(s *redis.Script, keys []string, args []any) ([]any, error) {
+	if c.p != nil {
+		return c.p.do(s, keys, args, c.timeout).Slice()
+	}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	return s.Run(ctx, c.rdb, keys, args...).Slice()
 }
 
 // admitCall returns ctr_admit's keys and arguments for ch (with its caps
@@ -702,6 +716,19 @@ func finiteCost(gpuHours float64) float64 {
 	return gpuHours
 }
 
+// releaseLater is release through the pipe, not waited for. c.gate is
+// held (shared).
+func (c *Counters) releaseLater(ch *fairshare.Chain, p fairshare.Placement, gpuHours float64, now time.Time) {
+	if c.releaseLocal(ch, p, gpuHours, now) {
+		return
+	}
+	keys, args := c.releaseCall(ch, p, gpuHours, now)
+	c.p.send(releaseScript, keys, args, c.timeout, func(cmd *redis.Cmd) {
+		reg, err := cmd.Int64()
+		c.released(reg, err, ch, gpuHours, now)
+	})
+}
+
 // releaseLocal uncounts a request from this replica's tally, and reports
 // whether that is all there is to do now: it was admitted in this process,
 // or Redis is away (the rebuild uncounts it there; the charge waits).
@@ -832,6 +859,11 @@ func (c *Counters) Beat() {
 		c.gate.Lock()
 		defer c.gate.Unlock()
 		c.dirty.Store(false)
+		if c.p != nil {
+			// the releases handed over before (counted off the tally
+			// already) reach Redis before the part is replaced
+			c.p.barrier()
+		}
 	}
 	args := []any{c.replica, (3 * c.beat).Milliseconds(), b01(rebuild), c.halfLife.Seconds(), c.joined.Load()}
 	var charged map[fairshare.Slot]usageAt
@@ -913,6 +945,9 @@ func (c *Counters) leave() {
 	// From now on admissions and releases stay in this process: the part
 	// given up is no longer this replica's to change.
 	c.down.Store(true)
+	if c.p != nil {
+		c.p.barrier()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*c.timeout)
 	defer cancel()
 	if err := leaveScript.Run(ctx, c.rdb, []string{c.key, c.mine, c.live}, c.replica).Err(); err != nil {

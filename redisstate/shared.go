@@ -43,6 +43,10 @@ type Shared struct {
 	stop    context.CancelFunc
 	beating sync.WaitGroup
 
+	// p carries the pools' admissions and releases in order (nil:
+	// each is a call of its own, waited for)
+	p *pipe
+
 	mu    sync.Mutex
 	pools map[string]*Counters
 }
@@ -68,6 +72,12 @@ type SharedOptions struct {
 	Replica string
 	// Log receives the fallbacks' starts and ends (nil: none).
 	Log *slog.Logger
+	// Pipeline sends the admissions and releases of every pool in order
+	// through one pipe (pipe.go): concurrent admissions share round
+	// trips, and a release is not waited for (it reaches Redis before any
+	// admission that begins after it). Open sets it; false: each is a
+	// call of its own, waited for.
+	Pipeline bool
 }
 
 // DefaultPrefix starts every key when the redis block names no prefix.
@@ -86,6 +96,9 @@ func NewShared(rdb redis.UniversalClient, o SharedOptions) *Shared {
 	s := &Shared{rdb: rdb, prefix: o.Prefix + "counters:", base: o.Prefix, timeout: o.Timeout,
 		replica: o.Replica, replicas: max(o.Replicas, 1), log: o.Log, pools: map[string]*Counters{}}
 	s.run, s.stop = context.WithCancel(context.Background())
+	if o.Pipeline {
+		s.p = newPipe(rdb)
+	}
 	s.ledger = NewLedger(rdb, LedgerOptions{Prefix: o.Prefix + "ledger:", Timeout: o.Timeout,
 		InFlightTTL: o.InFlightTTL, Log: o.Log, Replicas: s.liveReplicas, Replica: o.Replica})
 	s.beating.Go(func() { s.ledger.Run(s.run, time.Second) })
@@ -106,7 +119,7 @@ func Open(ctx context.Context, rc config.Redis, maxRequest time.Duration, log *s
 	}
 	redis.SetLogger(redisLogger{log})
 	s := NewShared(rdb, SharedOptions{Prefix: rc.KeyPrefix, Timeout: rc.Timeout, Replicas: rc.Replicas,
-		InFlightTTL: maxRequest + time.Minute, Log: log})
+		InFlightTTL: maxRequest + time.Minute, Log: log, Pipeline: true})
 	s.own = true
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -194,6 +207,7 @@ func (s *Shared) counters(name string, halfLife time.Duration) *Counters {
 	}
 	c := New(s.rdb, name, halfLife, Options{Prefix: s.prefix, Timeout: s.timeout, Replica: s.replica, Log: s.log,
 		Replicas: s.replicas})
+	c.p = s.p
 	s.beating.Go(func() { c.Run(s.run) })
 	s.pools[name] = c
 	return c
@@ -295,6 +309,9 @@ func (s *Shared) failures() int64 {
 func (s *Shared) Close() {
 	s.stop()
 	s.beating.Wait()
+	if s.p != nil {
+		s.p.close() // the releases handed over reach Redis
+	}
 	if s.own {
 		s.rdb.Close()
 	}

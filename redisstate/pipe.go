@@ -1,0 +1,193 @@
+package redisstate
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// pipe sends the scripts of a replica's admissions and releases to Redis
+// in the order they were handed to it, as pipelines: whatever was handed
+// over while the previous pipeline was on its way goes in the next one,
+// so that concurrent requests share round trips (auto-pipelining, as
+// rueidis does). A release is handed over and not waited for (send): the
+// client's answer does not wait for Redis. An admission waits for its
+// answer (do), and, being later in the order, runs after every release
+// handed over before it: a key's request that ended before the next one
+// began is given back before that one is admitted, as when each release
+// waited.
+//
+// One goroutine sends, so one pipeline is in flight at a time: each op
+// waits at most for the pipeline before it and its own. What Redis
+// answers is handed back on that goroutine (then) or to the waiting
+// caller.
+type pipe struct {
+	rdb redis.UniversalClient
+
+	mu     sync.Mutex
+	queue  []*pipeOp
+	spare  []*pipeOp
+	closed bool
+	kick   chan struct{}
+	done   chan struct{}
+}
+
+// pipeOp is one script call: then (nil: none) receives the answer on the
+// pipe's goroutine; wait, when not nil, receives it instead.
+type pipeOp struct {
+	script  *redis.Script
+	keys    []string
+	args    []any
+	timeout time.Duration
+	then    func(*redis.Cmd)
+	wait    chan *redis.Cmd
+}
+
+// newPipe starts the pipe of rdb; close stops it.
+func newPipe(rdb redis.UniversalClient) *pipe {
+	p := &pipe{rdb: rdb, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	go p.run()
+	return p
+}
+
+// send hands a script call over, its answer for then (nil: none), and
+// returns at once. After close it runs the call here.
+func (p *pipe) send(s *redis.Script, keys []string, args []any, timeout time.Duration, then func(*redis.Cmd)) {
+	op := &pipeOp{script: s, keys: keys, args: args, timeout: timeout, then: then}
+	if !p.enqueue(op) {
+		p.exec([]*pipeOp{op})
+	}
+}
+
+// waits recycles the channels of do.
+var waits = sync.Pool{New: func() any { return make(chan *redis.Cmd, 1) }}
+
+// do runs a script call after every call handed over before it, and
+// returns its answer.
+func (p *pipe) do(s *redis.Script, keys []string, args []any, timeout time.Duration) *redis.Cmd {
+	w := waits.Get().(chan *redis.Cmd)
+	op := &pipeOp{script: s, keys: keys, args: args, timeout: timeout, wait: w}
+	if !p.enqueue(op) {
+		p.exec([]*pipeOp{op})
+	}
+	cmd := <-w
+	waits.Put(w)
+	return cmd
+}
+
+// barrier returns when every call handed over before it has been answered.
+func (p *pipe) barrier() {
+	w := make(chan struct{})
+	op := &pipeOp{then: func(*redis.Cmd) { close(w) }}
+	if p.enqueue(op) {
+		<-w
+	}
+}
+
+func (p *pipe) enqueue(op *pipeOp) bool {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return false
+	}
+	p.queue = append(p.queue, op)
+	p.mu.Unlock()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// close sends what was handed over and stops the pipe; later calls run
+// where they are made.
+func (p *pipe) close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		<-p.done
+		return
+	}
+	p.closed = true
+	p.mu.Unlock()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+	<-p.done
+}
+
+func (p *pipe) run() {
+	defer close(p.done)
+	for {
+		<-p.kick
+		for {
+			p.mu.Lock()
+			batch := p.queue
+			p.queue, p.spare = p.spare[:0], nil
+			closed := p.closed
+			p.mu.Unlock()
+			if len(batch) == 0 {
+				if closed {
+					return
+				}
+				break
+			}
+			p.exec(batch)
+			clear(batch)
+			p.mu.Lock()
+			if p.spare == nil {
+				p.spare = batch[:0]
+			}
+			p.mu.Unlock()
+		}
+	}
+}
+
+// exec sends batch as one pipeline (EVALSHA; the calls whose script Redis
+// does not have yet go again as EVAL, which loads it) and hands the
+// answers back in order.
+func (p *pipe) exec(batch []*pipeOp) {
+	timeout := time.Duration(0)
+	n := 0
+	for _, op := range batch {
+		if op.script != nil {
+			timeout = max(timeout, op.timeout)
+			n++
+		}
+	}
+	cmds := make([]*redis.Cmd, len(batch))
+	if n > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		pl := p.rdb.Pipeline()
+		for i, op := range batch {
+			if op.script != nil {
+				cmds[i] = op.script.EvalSha(ctx, pl, op.keys, op.args...)
+			}
+		}
+		_, _ = pl.Exec(ctx)
+		var again redis.Pipeliner
+		for i, op := range batch {
+			if c := cmds[i]; c != nil && redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+				if again == nil {
+					again = p.rdb.Pipeline()
+				}
+				cmds[i] = op.script.Eval(ctx, again, op.keys, op.args...)
+			}
+		}
+		if again != nil {
+			_, _ = again.Exec(ctx)
+		}
+		cancel()
+	}
+	for i, op := range batch {
+		switch {
+		case op.wait != nil:
+			op.wait <- cmds[i]
+		case op.then != nil:
+			op.then(cmds[i])
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package redisstate
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-llmflow/llmflow/admission"
+	"github.com/go-llmflow/llmflow/budgets"
+	"github.com/go-llmflow/llmflow/fairshare"
+)
+
+// slowPipelines delays every pipeline by d and counts them, and the
+// scripts they carried.
+type slowPipelines struct {
+	d             time.Duration
+	pipes, macros atomic.Int64
+}
+
+func (h *slowPipelines) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *slowPipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return next
+}
+func (h *slowPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.pipes.Add(1)
+		h.macros.Add(int64(len(cmds)))
+		time.Sleep(h.d)
+		return next(ctx, cmds)
+	}
+}
+
+// pipedReplica is a gateway's pool over a Shared with its pipe.
+func pipedReplica(t *testing.T, rdb redis.UniversalClient, prefix string, now time.Time, limit float64) (*Shared, *replica, admission.Pool, *fairshare.Chain) {
+	t.Helper()
+	s := NewShared(rdb, SharedOptions{Prefix: prefix, Pipeline: true})
+	t.Cleanup(s.Close)
+	rep := newReplica(t, rdb, prefix+"ledger:", now, limit, 0)
+	p := s.Pool("p", time.Hour, rep.mem)
+	s.pools["p"].Beat()
+	pool := fairshare.NewPoolWith(24, &fairshare.Node{Children: []*fairshare.Node{{Name: "o", Shares: 1}}}, p.Counters, now)
+	return s, rep, p, pool.Locate(fairshare.Path{Org: "o"}).Chain
+}
+
+// TestPipedReleaseNotWaitedFor: with the pipe, a release returns before
+// Redis has it (every round trip here takes 40 ms), yet the next
+// admission of the same key, limited to one request in flight, is never
+// refused: it reaches Redis after the release. In the end Redis holds
+// nothing and has charged every request.
+func TestPipedReleaseNotWaitedFor(t *testing.T) {
+	base, prefix := testRedis(t)
+	slow := &slowPipelines{d: 40 * time.Millisecond}
+	rdb := redis.NewClient(&redis.Options{Addr: base.Options().Addr})
+	t.Cleanup(func() { rdb.Close() })
+	rdb.AddHook(slow)
+	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	s, rep, p, ch := pipedReplica(t, rdb, prefix, now, 1)
+	ctx := context.Background()
+	const n = 10
+	for i := range n {
+		r := rep.request(now, "k", budgets.KeyLimits{MaxInFlight: 1, RPM: 1000}, 0.01)
+		a := &admission.Admission{Chain: ch, Budget: r}
+		if err := p.Shared.Admit(ctx, a); err != nil || a.BudgetLocal {
+			t.Fatalf("admission %d: %v (local %v)", i, err, a.BudgetLocal)
+		}
+		t0 := time.Now()
+		p.Shared.Release(ctx, a, admission.End{At: now, GPUHours: 0.01, Tokens: 3})
+		if d := time.Since(t0); d > 20*time.Millisecond {
+			t.Fatalf("release %d waited %v for Redis", i, d)
+		}
+	}
+	s.p.barrier()
+	if h, c := slotHash(t, rdb, prefix+"ledger:", now); h != 0 || c != n*budgets.Units(0.01) {
+		t.Fatalf("budget in redis: held %d, charged %d; want 0 and %d", h, c, n*budgets.Units(0.01))
+	}
+	if in, _ := p.Counters.PoolCounts(); in != 0 {
+		t.Fatalf("%d left in flight", in)
+	}
+	if s.Health().Status != "ok" {
+		t.Fatalf("health %+v", s.Health())
+	}
+}
+
+// TestPipeSharesRoundTrips: 32 concurrent requests through one replica's
+// pipe share pipelines (each round trip 5 ms here): far fewer round trips
+// than the 64 scripts, and every count given back.
+func TestPipeSharesRoundTrips(t *testing.T) {
+	base, prefix := testRedis(t)
+	slow := &slowPipelines{d: 5 * time.Millisecond}
+	rdb := redis.NewClient(&redis.Options{Addr: base.Options().Addr})
+	t.Cleanup(func() { rdb.Close() })
+	rdb.AddHook(slow)
+	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	s, rep, p, ch := pipedReplica(t, rdb, prefix, now, 100)
+	pipes0, macros0 := slow.pipes.Load(), slow.macros.Load()
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			a := &admission.Admission{Chain: ch, Budget: rep.request(now, "k", budgets.KeyLimits{MaxInFlight: 100}, 0.01)}
+			if err := p.Shared.Admit(context.Background(), a); err != nil {
+				t.Error(err)
+				return
+			}
+			p.Shared.Release(context.Background(), a, admission.End{At: now, GPUHours: 0.01})
+		})
+	}
+	wg.Wait()
+	s.p.barrier()
+	pipes, macros := slow.pipes.Load()-pipes0, slow.macros.Load()-macros0
+	t.Logf("%d scripts in %d round trips", macros, pipes)
+	if macros < 64 || pipes > macros/2 {
+		t.Fatalf("%d scripts in %d round trips: not shared", macros, pipes)
+	}
+	if in, _ := p.Counters.PoolCounts(); in != 0 {
+		t.Fatalf("%d left in flight", in)
+	}
+	if h, c := slotHash(t, rdb, prefix+"ledger:", now); h != 0 || c != 32*budgets.Units(0.01) {
+		t.Fatalf("budget in redis: held %d, charged %d", h, c)
+	}
+}

@@ -47,6 +47,12 @@ type Admission struct {
 	// fallback while the shared store is away): Release settles it there.
 	// Mem leaves it false.
 	BudgetLocal bool
+	// Leased is set (not 0) by an implementation shared between replicas
+	// when it admitted the request from what it holds in this process of
+	// the shared reservations and limits (leases taken from the shared
+	// store beforehand): the generation of those leases, so that Release
+	// gives back there what is still theirs. Mem leaves it 0.
+	Leased uint64
 }
 
 // End is how an admitted request ended, for Release.

@@ -91,11 +91,17 @@ func joined(lk []string, la []any, ck []string, ca []any) ([]string, []any) {
 // Admit implements admission.Shared.
 func (s *Admissions) Admit(_ context.Context, a *admission.Admission) error {
 	c, l := s.c, s.l
-	a.Capped, a.BudgetLocal = -1, false
+	a.Capped, a.BudgetLocal, a.Leased = -1, false, 0
 	c.gate.RLock()
 	defer c.gate.RUnlock()
+	if done, err := s.admitLeased(a); done {
+		return err
+	}
 	if a.Budget == nil {
 		p, capped := c.admit(a.Chain, true)
+		if capped < 0 {
+			s.ask(a, p)
+		}
 		return placed(a, p, capped)
 	}
 	if l.rdb != c.rdb || l.down.Load() || c.down.Load() {
@@ -116,6 +122,7 @@ func (s *Admissions) Admit(_ context.Context, a *admission.Admission) error {
 			}
 			if capped < 0 {
 				l.admitted(req)
+				s.ask(a, p)
 			}
 			return placed(a, p, capped)
 		}
@@ -127,6 +134,83 @@ func (s *Admissions) Admit(_ context.Context, a *admission.Admission) error {
 	c.fail(err)
 	l.fail(err)
 	return s.admitApart(a)
+}
+
+// leasable reports whether the quotas may admit now: the pipe on, Redis
+// answering both sides (the ledger's only when budget), one Redis for
+// both.
+func (s *Admissions) leasable(budget bool) bool {
+	c, l := s.c, s.l
+	if c.wq == nil || c.down.Load() || c.dirty.Load() {
+		return false
+	}
+	return !budget || l.q != nil && l.rdb == c.rdb && !l.down.Load() && l.epoch.Load() != ""
+}
+
+// admitLeased admits a from the quotas held here where it can, with no
+// round trip: its place within its leaf's reservation (within.go) and,
+// when it has one, its budget request whole (quota.go). The side the
+// quotas cannot serve is done in Redis alone, through the pipe; when
+// neither can, done is false, nothing taken, and the caller admits a in
+// one script. c.gate is held (shared).
+func (s *Admissions) admitLeased(a *admission.Admission) (done bool, err error) {
+	c, l, r := s.c, s.l, a.Budget
+	if !s.leasable(false) {
+		return false, nil
+	}
+	p, cg := c.wq.take(a.Chain)
+	var lg uint64
+	if r != nil && s.leasable(true) {
+		lg = l.q.take(r.Start, r)
+	}
+	switch {
+	case cg == 0 && (r == nil || lg == 0):
+		return false, nil
+	case cg == 0: // the budget from the quotas, the place in Redis
+		l.admitted(r)
+		var capped int
+		p, capped = c.admit(a.Chain, true)
+		if capped >= 0 {
+			l.q.settle(r.Start, r, lg, 0, 0) // as Cancel: the request stays in the key's window
+			return true, placed(a, p, capped)
+		}
+		s.askWithin(a, p)
+	case r != nil && lg == 0: // the place from the quotas, the budget in Redis
+		local, err := l.Reserve(r.Start, r)
+		if err != nil {
+			c.wq.untake(a.Chain, cg)
+			return true, err
+		}
+		a.BudgetLocal = local
+		if !local {
+			l.q.ask(r.Start, r)
+		}
+	default:
+		if r != nil {
+			l.admitted(r)
+		}
+	}
+	if cg != 0 {
+		p, _ = c.admitLeased(a.Chain, p, cg)
+	}
+	a.Placement, a.Leased = p, cg<<32|lg&(1<<32-1)
+	return true, nil
+}
+
+// askWithin asks for the places within a, admitted in Redis at p, would
+// have needed: when its leaf had room (else there is none to lease).
+func (s *Admissions) askWithin(a *admission.Admission, p fairshare.Placement) {
+	if leaf := leafOf(a.Chain); leaf >= 0 && p.Within&(1<<leaf) != 0 && s.leasable(false) {
+		s.c.wq.ask(a.Chain)
+	}
+}
+
+// ask asks for the quotas a, admitted in Redis at p, would have needed.
+func (s *Admissions) ask(a *admission.Admission, p fairshare.Placement) {
+	s.askWithin(a, p)
+	if a.Budget != nil && s.leasable(true) {
+		s.l.q.ask(a.Budget.Start, a.Budget)
+	}
 }
 
 // placed records the counters' answer on a: the placement, or the capped
@@ -193,6 +277,23 @@ func (s *Admissions) Release(_ context.Context, a *admission.Admission, e admiss
 	c.gate.RLock()
 	defer c.gate.RUnlock()
 	gpuHours := finiteCost(e.GPUHours)
+	if a.Leased != 0 {
+		cg, lg := a.Leased>>32, a.Leased&(1<<32-1)
+		a.Leased = 0
+		switch {
+		case a.Budget == nil:
+		case lg != 0:
+			l.q.settle(e.At, a.Budget, lg, e.GPUHours, e.Tokens)
+		default:
+			l.Settle(e.At, a.Budget, a.BudgetLocal, e.GPUHours, e.Tokens)
+		}
+		if cg != 0 {
+			c.releaseLeased(a.Chain, a.Placement, cg, gpuHours, e.At)
+		} else {
+			c.releaseLater(a.Chain, a.Placement, gpuHours, e.At)
+		}
+		return
+	}
 	if a.Budget == nil {
 		if c.p != nil {
 			c.releaseLater(a.Chain, a.Placement, gpuHours, e.At)

@@ -135,7 +135,16 @@ type Counters struct {
 	// p, when not nil, carries the scripts of the pool's Admissions in
 	// order (pipe.go): admissions share round trips and releases are not
 	// waited for. A rebuild or a leave first waits for what it carries.
-	p *pipe
+	// wq are then the places within reservations held here (within.go).
+	p  *pipe
+	wq *withinQuotas
+}
+
+// usePipe makes the counters send their admissions and releases through
+// p, and hold places within reservations.
+func (c *Counters) usePipe(p *pipe) {
+	c.p = p
+	c.wq = newWithinQuotas(c)
 }
 
 type usageAt struct {
@@ -861,8 +870,10 @@ func (c *Counters) Beat() {
 		c.dirty.Store(false)
 		if c.p != nil {
 			// the releases handed over before (counted off the tally
-			// already) reach Redis before the part is replaced
+			// already) reach Redis before the part is replaced, which
+			// does not count the places the quotas hold
 			c.p.barrier()
+			c.wq.drop()
 		}
 	}
 	args := []any{c.replica, (3 * c.beat).Milliseconds(), b01(rebuild), c.halfLife.Seconds(), c.joined.Load()}
@@ -890,6 +901,9 @@ func (c *Counters) Beat() {
 	}
 	c.replicas.Store(max(v[0], 1))
 	c.joined.Store(v[4])
+	if c.wq != nil && !rebuild {
+		c.wq.idle()
+	}
 	c.setShare(shareState{n: max(int(v[0]), 1), rank: int(v[2]), settled: v[3] == 1})
 	if v[1] == 0 {
 		c.dirty.Store(true)

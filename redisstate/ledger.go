@@ -84,11 +84,24 @@ type Ledger struct {
 
 	mu      sync.Mutex
 	pending []pendingSettle // settles Redis did not take
+
+	// p and q, when set (usePipe), are the pipe the ledger's quotas and
+	// their settlements go through, and the quotas (quota.go).
+	p *pipe
+	q *quotas
+}
+
+// usePipe makes the ledger take quotas and settle the requests admitted
+// from them through p.
+func (l *Ledger) usePipe(p *pipe) {
+	l.p = p
+	l.q = newQuotas(l)
 }
 
 type pendingSettle struct {
-	keys []string
-	args []any
+	script *redis.Script // nil: settleScript
+	keys   []string
+	args   []any
 }
 
 // LedgerOptions configure a Ledger.
@@ -389,9 +402,14 @@ func (l *Ledger) Reserve(now time.Time, r *budgets.Request) (local bool, err err
 		return true, l.reserveLocal(now, r)
 	}
 	keys, args, sec := l.reserveCall(now, r)
-	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
-	defer cancel()
-	v, err := reserveScript.Run(ctx, l.rdb, keys, args...).Slice()
+	var v []any
+	if l.p != nil {
+		v, err = l.p.do(reserveScript, keys, args, l.timeout).Slice()
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+		v, err = reserveScript.Run(ctx, l.rdb, keys, args...).Slice()
+		cancel()
+	}
 	if err != nil {
 		l.fail(err)
 		return true, l.reserveLocal(now, r)
@@ -511,7 +529,8 @@ func (l *Ledger) reserveLocal(now time.Time, r *budgets.Request) error {
 }
 
 // Settle gives back what Reserve took, where it took it (local as
-// Reserve said), and charges the real cost (GPU-hours) and tokens. It
+// Reserve said), and charges the real cost (GPU-hours) and tokens (with a
+// pipe, in Redis not waited for). It
 // must be called once after a successful Reserve; a second Settle of a
 // request settled in Redis does nothing.
 func (l *Ledger) Settle(now time.Time, r *budgets.Request, local bool, cost float64, tokens int64) {
@@ -521,6 +540,14 @@ func (l *Ledger) Settle(now time.Time, r *budgets.Request, local bool, cost floa
 	}
 	keys, args, ok := l.settleCall(now, r, cost, tokens)
 	if !ok {
+		return
+	}
+	if l.p != nil { // not waited for: before any later reservation
+		l.p.send(settleScript, keys, args, l.timeout, func(cmd *redis.Cmd) {
+			if err := cmd.Err(); err != nil {
+				l.settleFailed(err, keys, args)
+			}
+		})
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
@@ -593,6 +620,9 @@ func (l *Ledger) fail(err error) {
 	l.local.Load().SetSlice(n)
 	first := !l.down.Swap(true)
 	l.sliceMu.Unlock()
+	if first && l.q != nil {
+		l.q.drop()
+	}
 	if first {
 		l.downSince.Store(time.Now().UnixNano())
 		if l.log != nil {
@@ -632,7 +662,11 @@ func (l *Ledger) Probe() {
 	l.pending = nil
 	l.mu.Unlock()
 	for i, p := range todo {
-		if err := settleScript.Run(ctx, l.rdb, p.keys, p.args...).Err(); err != nil {
+		sc := p.script
+		if sc == nil {
+			sc = settleScript
+		}
+		if err := sc.Run(ctx, l.rdb, p.keys, p.args...).Err(); err != nil {
 			l.mu.Lock()
 			l.pending = append(todo[i:], l.pending...)
 			l.mu.Unlock()
@@ -710,6 +744,9 @@ func (l *Ledger) Beat() {
 	if err != nil {
 		l.fail(fmt.Errorf("redis lease: %w", err))
 		return
+	}
+	if l.q != nil {
+		l.q.idle(time.Now())
 	}
 	switch known := l.epoch.Load().(string); {
 	case known == "":

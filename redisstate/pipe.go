@@ -26,6 +26,11 @@ import (
 type pipe struct {
 	rdb redis.UniversalClient
 
+	// loaded are the scripts Redis was sent (SCRIPT LOAD in the pipeline
+	// before their first EVALSHA, so that no call runs out of order);
+	// only the sending goroutine reads it
+	loaded map[*redis.Script]bool
+
 	mu     sync.Mutex
 	queue  []*pipeOp
 	spare  []*pipeOp
@@ -47,17 +52,17 @@ type pipeOp struct {
 
 // newPipe starts the pipe of rdb; close stops it.
 func newPipe(rdb redis.UniversalClient) *pipe {
-	p := &pipe{rdb: rdb, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	p := &pipe{rdb: rdb, kick: make(chan struct{}, 1), done: make(chan struct{}), loaded: map[*redis.Script]bool{}}
 	go p.run()
 	return p
 }
 
 // send hands a script call over, its answer for then (nil: none), and
-// returns at once. After close it runs the call here.
+// returns at once. After close it runs the call on a goroutine of its own.
 func (p *pipe) send(s *redis.Script, keys []string, args []any, timeout time.Duration, then func(*redis.Cmd)) {
 	op := &pipeOp{script: s, keys: keys, args: args, timeout: timeout, then: then}
 	if !p.enqueue(op) {
-		p.exec([]*pipeOp{op})
+		go p.execAlone(op) // its caller may hold what then takes
 	}
 }
 
@@ -70,7 +75,7 @@ func (p *pipe) do(s *redis.Script, keys []string, args []any, timeout time.Durat
 	w := waits.Get().(chan *redis.Cmd)
 	op := &pipeOp{script: s, keys: keys, args: args, timeout: timeout, wait: w}
 	if !p.enqueue(op) {
-		p.exec([]*pipeOp{op})
+		p.execAlone(op)
 	}
 	cmd := <-w
 	waits.Put(w)
@@ -146,6 +151,13 @@ func (p *pipe) run() {
 	}
 }
 
+// execAlone runs op after close, not on the sending goroutine: with
+// EVALSHA then EVAL.
+func (p *pipe) execAlone(op *pipeOp) {
+	q := &pipe{rdb: p.rdb}
+	q.exec([]*pipeOp{op})
+}
+
 // exec sends batch as one pipeline (EVALSHA; the calls whose script Redis
 // does not have yet go again as EVAL, which loads it) and hands the
 // answers back in order.
@@ -164,15 +176,24 @@ func (p *pipe) exec(batch []*pipeOp) {
 		pl := p.rdb.Pipeline()
 		for i, op := range batch {
 			if op.script != nil {
+				if p.loaded != nil && !p.loaded[op.script] {
+					op.script.Load(ctx, pl)
+					p.loaded[op.script] = true
+				}
 				cmds[i] = op.script.EvalSha(ctx, pl, op.keys, op.args...)
 			}
 		}
 		_, _ = pl.Exec(ctx)
+		// Redis lost its scripts (a restart): these run again, after the
+		// others of the batch
 		var again redis.Pipeliner
 		for i, op := range batch {
 			if c := cmds[i]; c != nil && redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
 				if again == nil {
 					again = p.rdb.Pipeline()
+					if p.loaded != nil {
+						clear(p.loaded)
+					}
 				}
 				cmds[i] = op.script.Eval(ctx, again, op.keys, op.args...)
 			}

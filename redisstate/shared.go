@@ -96,11 +96,12 @@ func NewShared(rdb redis.UniversalClient, o SharedOptions) *Shared {
 	s := &Shared{rdb: rdb, prefix: o.Prefix + "counters:", base: o.Prefix, timeout: o.Timeout,
 		replica: o.Replica, replicas: max(o.Replicas, 1), log: o.Log, pools: map[string]*Counters{}}
 	s.run, s.stop = context.WithCancel(context.Background())
-	if o.Pipeline {
-		s.p = newPipe(rdb)
-	}
 	s.ledger = NewLedger(rdb, LedgerOptions{Prefix: o.Prefix + "ledger:", Timeout: o.Timeout,
 		InFlightTTL: o.InFlightTTL, Log: o.Log, Replicas: s.liveReplicas, Replica: o.Replica})
+	if o.Pipeline {
+		s.p = newPipe(rdb)
+		s.ledger.usePipe(s.p)
+	}
 	s.beating.Go(func() { s.ledger.Run(s.run, time.Second) })
 	return s
 }
@@ -207,7 +208,9 @@ func (s *Shared) counters(name string, halfLife time.Duration) *Counters {
 	}
 	c := New(s.rdb, name, halfLife, Options{Prefix: s.prefix, Timeout: s.timeout, Replica: s.replica, Log: s.log,
 		Replicas: s.replicas})
-	c.p = s.p
+	if s.p != nil {
+		c.usePipe(s.p)
+	}
 	s.beating.Go(func() { c.Run(s.run) })
 	s.pools[name] = c
 	return c

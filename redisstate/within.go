@@ -1,0 +1,335 @@
+package redisstate
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-llmflow/llmflow/fairshare"
+)
+
+// Within quotas: places within an account's reservation held by a
+// replica (the fair share's side of quota.go).
+//
+// A replica that pipes its scripts takes, for the deepest account with a
+// level of its own of a chain (its leaf), places within the leaf's
+// reservation: counted in Redis as within at the leaf and at every
+// account with a level above it, exactly as fairshare.Place counts a
+// request placed where the leaf has room, in the totals and in the
+// replica's part (so a replica's death or a rebuild takes them off). A
+// request whose leaf has such a place here is placed within there, as
+// Place would, with no round trip; its count in flight and its end go
+// through the pipe. A grant is at most 1/(2n) of the leaf's room left;
+// a place comes back to the quota at the request's end only while the
+// last grant was not none (the reservation is not near full), else it
+// goes back to Redis at once, and a quota unused for a beat goes back.
+// So within-share requests never exceed a reservation (the quotas count
+// as within), and a request may borrow while another replica holds an
+// unused place of its leaf: at most one grant per replica, for at most a
+// beat. Chains with a GrpTRES cap are always placed in Redis.
+type withinQuotas struct {
+	c   *Counters
+	mu  sync.Mutex
+	gen uint64
+	by  map[fairshare.Slot]*withinQuota
+}
+
+type withinQuota struct {
+	ch            *fairshare.Chain // the chain it was taken for
+	leaf          int
+	spare         int64
+	granted, used bool
+	asking        bool
+	quiet         time.Time // asks for nothing before: the last grant was none
+}
+
+// quotaWithin is the places a replica asks for at once.
+const quotaWithin = 16
+
+func newWithinQuotas(c *Counters) *withinQuotas {
+	return &withinQuotas{c: c, gen: 1, by: map[fairshare.Slot]*withinQuota{}}
+}
+
+// leafOf is the index of ch's deepest account with a level, −1 if none.
+func leafOf(ch *fairshare.Chain) int {
+	for i := ch.N - 1; i >= 0; i-- {
+		if ch.Level[i] {
+			return i
+		}
+	}
+	return -1
+}
+
+// sameLevels reports whether a and b have the same accounts with the same
+// levels down to leaf.
+func sameLevels(a, b *fairshare.Chain, leaf int) bool {
+	if a == b {
+		return true
+	}
+	if a.N <= leaf || b.N <= leaf {
+		return false
+	}
+	for i := 0; i <= leaf; i++ {
+		if a.Slots[i] != b.Slots[i] || a.Level[i] != b.Level[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// leasedPlacement is Place's answer for ch when its leaf has room.
+func leasedPlacement(ch *fairshare.Chain, leaf int) fairshare.Placement {
+	p := fairshare.Placement{Top: true, Borrow: -1, Room: 1 << leaf}
+	for i := 0; i <= leaf; i++ {
+		if ch.Level[i] {
+			p.Within |= 1 << i
+		}
+	}
+	return p
+}
+
+// take places a request of ch within, from a place held here, and
+// returns the quotas' generation; 0: none held.
+func (w *withinQuotas) take(ch *fairshare.Chain) (fairshare.Placement, uint64) {
+	leaf := leafOf(ch)
+	if ch.Capped || leaf < 0 {
+		return fairshare.Placement{}, 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.by[ch.Slots[leaf]]
+	if q == nil || q.spare < 1 || q.leaf != leaf || !sameLevels(q.ch, ch, leaf) {
+		return fairshare.Placement{}, 0
+	}
+	q.spare--
+	q.used = true
+	return leasedPlacement(ch, leaf), w.gen
+}
+
+// untake gives back a place take took for a request admitted no further.
+func (w *withinQuotas) untake(ch *fairshare.Chain, gen uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if q := w.by[ch.Slots[leafOf(ch)]]; q != nil && gen == w.gen {
+		q.spare++
+		return
+	}
+	w.giveBack(ch, leafOf(ch), 1)
+}
+
+// ask asks Redis for places of ch's leaf (not waited for).
+func (w *withinQuotas) ask(ch *fairshare.Chain) {
+	leaf := leafOf(ch)
+	if ch.Capped || leaf < 0 || ch.Res[leaf] <= 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.by[ch.Slots[leaf]]
+	if q != nil && (q.asking || q.spare > 0 && sameLevels(q.ch, ch, leaf) || time.Now().Before(q.quiet)) {
+		return
+	}
+	if q == nil {
+		q = &withinQuota{}
+		w.by[ch.Slots[leaf]] = q
+	}
+	if q.spare > 0 { // for other levels: back
+		w.giveBack(q.ch, q.leaf, q.spare)
+		q.spare = 0
+	}
+	q.ch, q.leaf, q.asking = ch, leaf, true
+	c := w.c
+	keys, args := c.leaseCall(ch, leaf, quotaWithin)
+	gen := w.gen
+	c.p.send(withinTakeScript, keys, args, c.timeout, func(cmd *redis.Cmd) {
+		v, err := cmd.Int64Slice()
+		if err == nil && len(v) != 2 {
+			err = fmt.Errorf("within quota script answered %v", v)
+		}
+		if err != nil {
+			w.mu.Lock()
+			q.asking = false
+			w.mu.Unlock()
+			c.fail(fmt.Errorf("redis within quota: %w", err))
+			return
+		}
+		if v[0] == 0 {
+			c.dirty.Store(true)
+			c.poke()
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		q.asking = false
+		q.granted = v[1] > 0
+		if !q.granted {
+			q.quiet = time.Now().Add(quotaQuiet)
+		}
+		if gen != w.gen || q.ch != ch {
+			w.giveBack(ch, leaf, v[1])
+			return
+		}
+		q.spare += v[1]
+	})
+}
+
+// giveBack hands n places of ch's leaf back to Redis. w.mu is held.
+func (w *withinQuotas) giveBack(ch *fairshare.Chain, leaf int, n int64) {
+	if n <= 0 {
+		return
+	}
+	c := w.c
+	keys, args := c.leaseCall(ch, leaf, -n)
+	c.p.send(withinGiveScript, keys, args, c.timeout, func(cmd *redis.Cmd) {
+		if err := cmd.Err(); err != nil {
+			c.fail(fmt.Errorf("redis within quota: %w", err)) // the rebuild takes them off
+		}
+	})
+}
+
+// back takes the place of a request of ch placed at p from the quotas of
+// generation gen back into them, and reports whether it did (false: the
+// request's place goes back to Redis with its release).
+func (w *withinQuotas) back(ch *fairshare.Chain, gen uint64) bool {
+	leaf := leafOf(ch)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.by[ch.Slots[leaf]]
+	if gen != w.gen || q == nil || !q.granted || q.leaf != leaf || !sameLevels(q.ch, ch, leaf) {
+		return false
+	}
+	q.spare++
+	return true
+}
+
+// drop forgets every quota: the caller replaces this replica's part in
+// Redis by its tally (a rebuild), which does not count them.
+func (w *withinQuotas) drop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.gen++
+	clear(w.by)
+}
+
+// idle gives back the quotas no request used since the last call.
+func (w *withinQuotas) idle() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for s, q := range w.by {
+		if !q.used && !q.asking {
+			w.giveBack(q.ch, q.leaf, q.spare)
+			delete(w.by, s)
+		}
+		q.used = false
+	}
+}
+
+// leaseCall returns the within quota scripts' keys and arguments for n
+// places of ch's leaf (negative: given back).
+func (c *Counters) leaseCall(ch *fairshare.Chain, leaf int, n int64) ([]string, []any) {
+	args := make([]any, 0, 4+2*(leaf+1))
+	args = append(args, n, max(c.replicas.Load(), 1), ch.Res[leaf], c.pathKey(ch.Slots[leaf]))
+	for i := 0; i < leaf; i++ {
+		if ch.Level[i] {
+			args = append(args, c.pathKey(ch.Slots[i]))
+		}
+	}
+	return []string{c.key, c.mine}, args
+}
+
+// withinTakeScript takes places within a leaf's reservation. KEYS:
+// totals, this replica's part. ARGV: places wanted, live replicas n, the
+// leaf's reservation, the leaf's path key, then the path keys of the
+// accounts with a level above it. It grants at most 1/(2n) of the leaf's
+// room, counted within at the leaf and above as Place counts a request
+// where the leaf has room. It returns {registered, granted} (nothing
+// granted when this replica's part is missing).
+var withinTakeScript = redis.NewScript(`
+local h, r = KEYS[1], KEYS[2]
+if redis.call('HEXISTS', r, 'live') == 0 then return {0, 0} end
+local want, n, res = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local room = res - tonumber(redis.call('HGET', h, 'w:' .. ARGV[4]) or '0')
+if room <= 0 then return {1, 0} end
+local g = math.min(want, math.floor(room / (2 * n)))
+if g <= 0 then return {1, 0} end
+for i = 4, #ARGV do
+  redis.call('HINCRBY', h, 'w:' .. ARGV[i], g)
+  redis.call('HINCRBY', r, 'w:' .. ARGV[i], g)
+end
+return {1, g}
+`)
+
+// withinGiveScript gives places back: ARGV as withinTakeScript's, the
+// first negative. Nothing when this replica's part is missing (then it
+// does not count them); nothing goes below 0.
+var withinGiveScript = redis.NewScript(`
+local h, r = KEYS[1], KEYS[2]
+if redis.call('HEXISTS', r, 'live') == 0 then return 0 end
+local d = tonumber(ARGV[1])
+for i = 4, #ARGV do
+  local f = 'w:' .. ARGV[i]
+  if redis.call('HINCRBY', h, f, d) < 0 then redis.call('HSET', h, f, 0) end
+  if redis.call('HINCRBY', r, f, d) < 0 then redis.call('HSET', r, f, 0) end
+end
+return 1
+`)
+
+// countScript counts a request placed from a quota in flight (its within
+// counts are the quota's). KEYS: totals, this replica's part. ARGV: the
+// chain's path keys. It returns 0, counting nothing, when this replica's
+// part is missing (the rebuild that asks for counts it).
+var countScript = redis.NewScript(`
+local h, r = KEYS[1], KEYS[2]
+if redis.call('HEXISTS', r, 'live') == 0 then return 0 end
+redis.call('HINCRBY', h, 'inflight', 1)
+redis.call('HINCRBY', r, 'inflight', 1)
+for i = 1, #ARGV do
+  redis.call('HINCRBY', h, 'i:' .. ARGV[i], 1)
+  redis.call('HINCRBY', r, 'i:' .. ARGV[i], 1)
+end
+return 1
+`)
+
+// admitLeased counts a request of ch placed at p from a quota (take):
+// here and, in flight, in Redis through the pipe. c.gate is held
+// (shared).
+func (c *Counters) admitLeased(ch *fairshare.Chain, p fairshare.Placement, gen uint64) (fairshare.Placement, uint64) {
+	c.count(ch, p, 1)
+	args := make([]any, ch.N)
+	for i := 0; i < ch.N; i++ {
+		args[i] = c.pathKey(ch.Slots[i])
+	}
+	c.p.send(countScript, []string{c.key, c.mine}, args, c.timeout, func(cmd *redis.Cmd) {
+		reg, err := cmd.Int64()
+		if err != nil {
+			c.fail(fmt.Errorf("redis count: %w", err))
+			return
+		}
+		if reg == 0 {
+			c.dirty.Store(true)
+			c.poke()
+		}
+	})
+	return p, gen
+}
+
+// releaseLeased ends a request placed from the quotas of generation gen:
+// its place goes back to the quota when it can, else to Redis with the
+// rest of its release. c.gate is held (shared).
+func (c *Counters) releaseLeased(ch *fairshare.Chain, p fairshare.Placement, gen uint64, gpuHours float64, now time.Time) {
+	c.count(ch, p, -1)
+	if c.down.Load() {
+		c.chargeLater(ch, gpuHours, now) // uncounted at the rebuild
+		return
+	}
+	if c.wq.back(ch, gen) {
+		// in flight no more; within still, as the quota's
+		p = fairshare.Placement{Top: true, Borrow: -1}
+	}
+	keys, args := c.releaseCall(ch, p, gpuHours, now)
+	c.p.send(releaseScript, keys, args, c.timeout, func(cmd *redis.Cmd) {
+		reg, err := cmd.Int64()
+		c.released(reg, err, ch, gpuHours, now)
+	})
+}

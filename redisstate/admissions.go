@@ -95,8 +95,14 @@ func (s *Admissions) Admit(_ context.Context, a *admission.Admission) error {
 	c.gate.RLock()
 	defer c.gate.RUnlock()
 	if done, err := s.admitLeased(a); done {
+		if err == nil && a.Leased>>32 != 0 && (a.Budget == nil || a.Leased&(1<<32-1) != 0) {
+			c.admitsLocal.Add(1)
+		} else {
+			c.admitsRedis.Add(1)
+		}
 		return err
 	}
+	c.admitsRedis.Add(1)
 	if a.Budget == nil {
 		p, capped := c.admit(a.Chain, true)
 		if capped < 0 {
@@ -278,20 +284,7 @@ func (s *Admissions) Release(_ context.Context, a *admission.Admission, e admiss
 	defer c.gate.RUnlock()
 	gpuHours := finiteCost(e.GPUHours)
 	if a.Leased != 0 {
-		cg, lg := a.Leased>>32, a.Leased&(1<<32-1)
-		a.Leased = 0
-		switch {
-		case a.Budget == nil:
-		case lg != 0:
-			l.q.settle(e.At, a.Budget, lg, e.GPUHours, e.Tokens)
-		default:
-			l.Settle(e.At, a.Budget, a.BudgetLocal, e.GPUHours, e.Tokens)
-		}
-		if cg != 0 {
-			c.releaseLeased(a.Chain, a.Placement, cg, gpuHours, e.At)
-		} else {
-			c.releaseLater(a.Chain, a.Placement, gpuHours, e.At)
-		}
+		s.releaseLeased(a, e, gpuHours)
 		return
 	}
 	if a.Budget == nil {
@@ -331,4 +324,79 @@ func (s *Admissions) Release(_ context.Context, a *admission.Admission, e admiss
 	ctx, cancel := c.ctx()
 	defer cancel()
 	done(releaseWithLedgerScript.Run(ctx, c.rdb, keys, args...))
+}
+
+// releaseWithQuotaScript: keys and arguments as admitWithLedgerScript's,
+// for quota_give and ctr_release. It returns ctr_release's answer.
+var releaseWithQuotaScript = redis.NewScript(chargeLua + quotaGiveLua + ctrReleaseLua + splitLua + `
+local LK, LA, CK, CA = split()
+local reg = ctr_release(CK, CA)
+quota_give(LK, LA)
+return reg
+`)
+
+// releaseLeased releases a request admitted (in part) from the quotas,
+// in one script through the pipe, not waited for: the counters' side
+// and the ledger's, each from its quotas or in Redis as admitted. c.gate
+// is held (shared).
+func (s *Admissions) releaseLeased(a *admission.Admission, e admission.End, gpuHours float64) {
+	c, l := s.c, s.l
+	cg, lg := a.Leased>>32, a.Leased&(1<<32-1)
+	a.Leased = 0
+	var ck []string
+	var ca []any
+	counted := true
+	if cg != 0 {
+		ck, ca, counted = c.releaseLeasedCall(a.Chain, a.Placement, cg, gpuHours, e.At)
+	} else if c.releaseLocal(a.Chain, a.Placement, gpuHours, e.At) {
+		counted = false
+	} else {
+		ck, ca = c.releaseCall(a.Chain, a.Placement, gpuHours, e.At)
+	}
+	var lk []string
+	var la []any
+	script, alone := releaseScript, (*redis.Script)(nil)
+	switch r := a.Budget; {
+	case r == nil:
+	case lg != 0:
+		var ok bool
+		if lk, la, ok = l.q.settleCall(e.At, r, lg, e.GPUHours, e.Tokens); ok {
+			script, alone = releaseWithQuotaScript, quotaGiveScript
+		}
+	case a.BudgetLocal:
+		l.Settle(e.At, r, true, e.GPUHours, e.Tokens)
+	default:
+		var ok bool
+		if lk, la, ok = l.settleCall(e.At, r, e.GPUHours, e.Tokens); ok {
+			script, alone = releaseWithLedgerScript, settleScript
+		}
+	}
+	ledgerFailed := func(err error) {
+		l.mu.Lock()
+		l.pending = append(l.pending, pendingSettle{script: alone, keys: lk, args: la})
+		l.mu.Unlock()
+		l.fail(fmt.Errorf("redis release: %w", err))
+	}
+	switch {
+	case !counted && alone == nil:
+	case !counted: // the ledger's side alone
+		l.p.send(alone, lk, la, l.timeout, func(cmd *redis.Cmd) {
+			if err := cmd.Err(); err != nil {
+				ledgerFailed(err)
+			}
+		})
+	default:
+		keys, args := ck, ca
+		if alone != nil {
+			keys, args = joined(lk, la, ck, ca)
+		}
+		ch, at := a.Chain, e.At
+		c.p.send(script, keys, args, c.timeout, func(cmd *redis.Cmd) {
+			reg, err := cmd.Int64()
+			c.released(reg, err, ch, gpuHours, at)
+			if err != nil && alone != nil {
+				ledgerFailed(err)
+			}
+		})
+	}
 }

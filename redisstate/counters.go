@@ -138,6 +138,8 @@ type Counters struct {
 	// wq are then the places within reservations held here (within.go).
 	p  *pipe
 	wq *withinQuotas
+	// requests Admissions admitted with no round trip, and with one
+	admitsLocal, admitsRedis atomic.Int64
 }
 
 // usePipe makes the counters send their admissions and releases through

@@ -54,6 +54,7 @@ type keyQuota struct {
 	granted         bool // the last quota taken granted something
 	used, asking    bool
 	quiet           time.Time // asks for nothing before: the last grant was none
+	taken           int64     // requests served since the last ask
 }
 
 type slotQuota struct {
@@ -66,6 +67,7 @@ type slotQuota struct {
 	used    bool
 	asking  bool
 	quiet   time.Time
+	taken   int64 // requests served since the last ask
 }
 
 // quotaQuiet is how long a replica does not ask again for a quota after
@@ -76,11 +78,16 @@ func newQuotas(l *Ledger) *quotas {
 	return &quotas{l: l, gen: 1, keys: map[string]*keyQuota{}, slots: map[string]*slotQuota{}}
 }
 
-// Targets of a quota, in requests: what a replica asks for at once.
+// What a replica asks for at once, in requests: twice what it served
+// since it last asked, within these bounds.
 const (
 	quotaPlaces   = 16
 	quotaRequests = 64
+	quotaMost     = 4096
 )
+
+// want is what to ask for after taken requests served.
+func want(taken, least int64) int64 { return min(max(2*taken, least), quotaMost) }
 
 func (q *quotas) bucket(sec int64) int64 { return sec / int64(q.l.ifTTL/time.Second) }
 
@@ -139,6 +146,7 @@ func (q *quotas) take(now time.Time, r *budgets.Request) uint64 {
 	}
 	if kq != nil {
 		kq.used = true
+		kq.taken++
 		if r.Limits.MaxInFlight > 0 {
 			kq.places--
 		}
@@ -152,6 +160,7 @@ func (q *quotas) take(now time.Time, r *budgets.Request) uint64 {
 	for _, sq := range sqs[:len(r.Slots)] {
 		sq.units -= h
 		sq.used = true
+		sq.taken++
 	}
 	r.Output, r.Lowered, r.Sec = r.WantOutput, false, sec
 	r.SetHeld(h)
@@ -196,18 +205,20 @@ func (q *quotas) ask(now time.Time, r *budgets.Request) {
 	if r.Key != nil && r.Limits.Any() {
 		kq = q.key(r)
 		if !kq.asking && now.After(kq.quiet) {
+			n := want(kq.taken, quotaRequests)
 			if r.Limits.MaxInFlight > 0 && kq.places < 1 {
-				wantIf = quotaPlaces
+				wantIf = want(kq.taken, quotaPlaces)
 			}
 			if kq.sec != sec || r.Limits.RPM > 0 && kq.reqs < 1 || r.Limits.TPM > 0 && kq.toks < r.Tokens {
 				if r.Limits.RPM > 0 {
 					// a second's worth at most of what a minute allows
-					wantR = min(quotaRequests, int64(r.Limits.RPM)/60+1)
+					wantR = min(n, int64(r.Limits.RPM)/60+1)
 				}
 				if r.Limits.TPM > 0 {
-					wantT = min(quotaRequests*max(r.Tokens, 1), int64(r.Limits.TPM)/60+1)
+					wantT = min(n*max(r.Tokens, 1), int64(r.Limits.TPM)/60+1)
 				}
 			}
+			kq.taken = 0
 		}
 	}
 	sqs := make([]*slotQuota, len(r.Slots))
@@ -218,7 +229,8 @@ func (q *quotas) ask(now time.Time, r *budgets.Request) {
 		sq := q.slot(s)
 		sqs[i], limits[i] = sq, s.Limit()
 		if !sq.asking && sq.units < h && now.After(sq.quiet) {
-			wants[i] = quotaRequests * h
+			wants[i] = want(sq.taken, quotaRequests) * h
+			sq.taken = 0
 			asking = true
 		}
 	}
@@ -385,10 +397,18 @@ func (q *quotas) giveCall(ik, wk string, sqs []*slotQuota, b, places, sec, dreqs
 // none), and its cost is charged and its tokens counted in Redis, through
 // the pipe.
 func (q *quotas) settle(now time.Time, r *budgets.Request, gen uint64, cost float64, tokens int64) {
+	if keys, args, ok := q.settleCall(now, r, gen, cost, tokens); ok {
+		q.l.sendGive(keys, args)
+	}
+}
+
+// settleCall is settle's work here, and the quotaGiveScript call that
+// does it in Redis; ok false when r was settled already.
+func (q *quotas) settleCall(now time.Time, r *budgets.Request, gen uint64, cost float64, tokens int64) (keys []string, args []any, ok bool) {
 	l := q.l
 	sec := r.Sec
 	if sec == 0 {
-		return
+		return nil, nil, false
 	}
 	r.Sec = 0
 	l.settled(r, sec, tokens)
@@ -437,8 +457,8 @@ func (q *quotas) settle(now time.Time, r *budgets.Request, gen uint64, cost floa
 		dtoks = tokens - r.Tokens
 	}
 	ik, wk := l.keyKeys(r)
-	keys, args := q.giveCall(ik, wk, sqs, b, places, sec, 0, dtoks, units, charged, floors)
-	l.sendGive(keys, args)
+	keys, args = q.giveCall(ik, wk, sqs, b, places, sec, 0, dtoks, units, charged, floors)
+	return keys, args, true
 }
 
 // drop forgets every quota: what they hold is given back through the pipe
@@ -611,7 +631,11 @@ return {'ok', cur, gif, gr, gt, now, gs}
 // bucket width, then per slot: units back, units charged, floor, expiry;
 // last the replica. Nothing goes below 0, and nothing is given back to a
 // field that is gone (dropped with a dead replica, or Redis lost it).
-var quotaGiveScript = redis.NewScript(`
+var quotaGiveScript = redis.NewScript(quotaGiveLua + "return quota_give(KEYS, ARGV)\n")
+
+// quotaGiveLua defines quota_give(KEYS, ARGV), quotaGiveScript's body,
+// also run by the release script of Admissions (releaseWithQuotaScript).
+const quotaGiveLua = `local function quota_give(KEYS, ARGV)
 local b, places, sec = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local dr, dt, now = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local rep = ':' .. ARGV[#ARGV]
@@ -643,4 +667,5 @@ for i = 3, #KEYS do
   if c > 0 or u > 0 then redis.call('EXPIREAT', KEYS[i], ARGV[j + 3]) end
 end
 return 1
-`)
+end
+`

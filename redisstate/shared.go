@@ -263,6 +263,32 @@ func (s *Shared) Register(reg prometheus.Registerer) {
 			Name: "llmflow_redis_replicas",
 			Help: "Live gateway replicas last seen in Redis (leases).",
 		}, func() float64 { return float64(s.Health().Replicas) }))
+	if s.p != nil {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "llmflow_redis_quota_admissions_total",
+			Help: "Requests this replica admitted from the quotas it holds (places within reservations, key limits, budget units), with no Redis round trip.",
+		}, func() float64 { return float64(s.admits(true)) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "llmflow_redis_round_trip_admissions_total",
+				Help: "Requests this replica admitted with a Redis round trip (its quotas could not serve them, or the limit is near).",
+			}, func() float64 { return float64(s.admits(false)) }))
+	}
+}
+
+// admits is the number of requests every pool admitted from its quotas
+// (local) or in Redis.
+func (s *Shared) admits(local bool) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, c := range s.pools {
+		if local {
+			n += c.admitsLocal.Load()
+		} else {
+			n += c.admitsRedis.Load()
+		}
+	}
+	return n
 }
 
 // liveReplicas is the number of live replicas the pools' counters last

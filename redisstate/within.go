@@ -43,6 +43,7 @@ type withinQuota struct {
 	granted, used bool
 	asking        bool
 	quiet         time.Time // asks for nothing before: the last grant was none
+	taken         int64     // requests placed since the last ask
 }
 
 // quotaWithin is the places a replica asks for at once.
@@ -105,6 +106,7 @@ func (w *withinQuotas) take(ch *fairshare.Chain) (fairshare.Placement, uint64) {
 	}
 	q.spare--
 	q.used = true
+	q.taken++
 	return leasedPlacement(ch, leaf), w.gen
 }
 
@@ -141,7 +143,8 @@ func (w *withinQuotas) ask(ch *fairshare.Chain) {
 	}
 	q.ch, q.leaf, q.asking = ch, leaf, true
 	c := w.c
-	keys, args := c.leaseCall(ch, leaf, quotaWithin)
+	keys, args := c.leaseCall(ch, leaf, min(max(2*q.taken, quotaWithin), quotaMost))
+	q.taken = 0
 	gen := w.gen
 	c.p.send(withinTakeScript, keys, args, c.timeout, func(cmd *redis.Cmd) {
 		v, err := cmd.Int64Slice()
@@ -314,22 +317,21 @@ func (c *Counters) admitLeased(ch *fairshare.Chain, p fairshare.Placement, gen u
 	return p, gen
 }
 
-// releaseLeased ends a request placed from the quotas of generation gen:
-// its place goes back to the quota when it can, else to Redis with the
-// rest of its release. c.gate is held (shared).
-func (c *Counters) releaseLeased(ch *fairshare.Chain, p fairshare.Placement, gen uint64, gpuHours float64, now time.Time) {
+// releaseLeasedCall is the release of a request placed at p from the
+// quotas of generation gen: its place goes back to the quota when it
+// can, else to Redis with the rest of its release (ctr_release's keys and
+// arguments); ok false when Redis is away (the rebuild uncounts it).
+// c.gate is held (shared).
+func (c *Counters) releaseLeasedCall(ch *fairshare.Chain, p fairshare.Placement, gen uint64, gpuHours float64, now time.Time) (keys []string, args []any, ok bool) {
 	c.count(ch, p, -1)
 	if c.down.Load() {
-		c.chargeLater(ch, gpuHours, now) // uncounted at the rebuild
-		return
+		c.chargeLater(ch, gpuHours, now)
+		return nil, nil, false
 	}
 	if c.wq.back(ch, gen) {
 		// in flight no more; within still, as the quota's
 		p = fairshare.Placement{Top: true, Borrow: -1}
 	}
-	keys, args := c.releaseCall(ch, p, gpuHours, now)
-	c.p.send(releaseScript, keys, args, c.timeout, func(cmd *redis.Cmd) {
-		reg, err := cmd.Int64()
-		c.released(reg, err, ch, gpuHours, now)
-	})
+	keys, args = c.releaseCall(ch, p, gpuHours, now)
+	return keys, args, true
 }

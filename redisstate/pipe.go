@@ -26,9 +26,9 @@ import (
 type pipe struct {
 	rdb redis.UniversalClient
 
-	// loaded are the scripts Redis was sent (SCRIPT LOAD in the pipeline
-	// before their first EVALSHA, so that no call runs out of order);
-	// only the sending goroutine reads it
+	// loaded are the scripts Redis was sent (EVAL the first time, EVALSHA
+	// then, so that no call runs out of order); only the sending
+	// goroutine reads it
 	loaded map[*redis.Script]bool
 
 	mu     sync.Mutex
@@ -175,11 +175,14 @@ func (p *pipe) exec(batch []*pipeOp) {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		pl := p.rdb.Pipeline()
 		for i, op := range batch {
-			if op.script != nil {
-				if p.loaded != nil && !p.loaded[op.script] {
-					op.script.Load(ctx, pl)
-					p.loaded[op.script] = true
-				}
+			switch {
+			case op.script == nil:
+			case p.loaded != nil && !p.loaded[op.script]:
+				// EVAL caches the script in Redis (not Script.Load: on a
+				// pipeline it would forget the script's hash)
+				cmds[i] = op.script.Eval(ctx, pl, op.keys, op.args...)
+				p.loaded[op.script] = true
+			default:
 				cmds[i] = op.script.EvalSha(ctx, pl, op.keys, op.args...)
 			}
 		}

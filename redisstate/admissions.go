@@ -198,6 +198,10 @@ func (s *Admissions) admitLeased(a *admission.Admission) (done bool, err error) 
 	}
 	if cg != 0 {
 		p, _ = c.admitLeased(a.Chain, p, cg)
+		c.wq.ask(a.Chain) // when running low
+	}
+	if lg != 0 {
+		l.q.ask(r.Start, r) // when running low
 	}
 	a.Placement, a.Leased = p, cg<<32|lg&(1<<32-1)
 	return true, nil
@@ -317,8 +321,11 @@ func (s *Admissions) Release(_ context.Context, a *admission.Admission, e admiss
 		}
 	}
 	if c.p != nil {
-		// not waited for: the pipe keeps it before any later admission
-		c.p.send(releaseWithLedgerScript, keys, args, c.timeout, done)
+		// waited for, as without the pipe: admitted in Redis, the request
+		// may be near a limit, and its end must free what it held for a
+		// request another replica admits next (only the end of one
+		// admitted from quotas is not waited for: releaseLeased)
+		done(c.p.do(releaseWithLedgerScript, keys, args, c.timeout))
 		return
 	}
 	ctx, cancel := c.ctx()
@@ -335,19 +342,38 @@ quota_give(LK, LA)
 return reg
 `)
 
+// releaseKeepWithQuotaScript and releaseKeepWithLedgerScript are
+// releaseWithQuotaScript and releaseWithLedgerScript with
+// ctr_release_keep for ctr_release (within.go).
+var (
+	releaseKeepWithQuotaScript = redis.NewScript(chargeLua + quotaGiveLua + ctrReleaseLua + ctrReleaseKeepLua + splitLua + `
+local LK, LA, CK, CA = split()
+local reg = ctr_release_keep(CK, CA)
+quota_give(LK, LA)
+return reg
+`)
+	releaseKeepWithLedgerScript = redis.NewScript(chargeLua + ledgerSettleLua + ctrReleaseLua + ctrReleaseKeepLua + splitLua + `
+local LK, LA, CK, CA = split()
+local reg = ctr_release_keep(CK, CA)
+ledger_settle(LK, LA)
+return reg
+`)
+)
+
 // releaseLeased releases a request admitted (in part) from the quotas,
-// in one script through the pipe, not waited for: the counters' side
-// and the ledger's, each from its quotas or in Redis as admitted. c.gate
-// is held (shared).
+// in one script through the pipe: the counters' side and the ledger's,
+// each from its quotas or in Redis as admitted; not waited for when both
+// came from quotas. c.gate is held (shared).
 func (s *Admissions) releaseLeased(a *admission.Admission, e admission.End, gpuHours float64) {
 	c, l := s.c, s.l
 	cg, lg := a.Leased>>32, a.Leased&(1<<32-1)
 	a.Leased = 0
 	var ck []string
 	var ca []any
-	counted := true
+	counted, keep := true, false
 	if cg != 0 {
 		ck, ca, counted = c.releaseLeasedCall(a.Chain, a.Placement, cg, gpuHours, e.At)
+		keep = true
 	} else if c.releaseLocal(a.Chain, a.Placement, gpuHours, e.At) {
 		counted = false
 	} else {
@@ -356,12 +382,18 @@ func (s *Admissions) releaseLeased(a *admission.Admission, e admission.End, gpuH
 	var lk []string
 	var la []any
 	script, alone := releaseScript, (*redis.Script)(nil)
+	if keep {
+		script = releaseKeepScript
+	}
 	switch r := a.Budget; {
 	case r == nil:
 	case lg != 0:
 		var ok bool
 		if lk, la, ok = l.q.settleCall(e.At, r, lg, e.GPUHours, e.Tokens); ok {
 			script, alone = releaseWithQuotaScript, quotaGiveScript
+			if keep {
+				script = releaseKeepWithQuotaScript
+			}
 		}
 	case a.BudgetLocal:
 		l.Settle(e.At, r, true, e.GPUHours, e.Tokens)
@@ -369,8 +401,15 @@ func (s *Admissions) releaseLeased(a *admission.Admission, e admission.End, gpuH
 		var ok bool
 		if lk, la, ok = l.settleCall(e.At, r, e.GPUHours, e.Tokens); ok {
 			script, alone = releaseWithLedgerScript, settleScript
+			if keep {
+				script = releaseKeepWithLedgerScript
+			}
 		}
 	}
+	// Waited for unless both sides came from quotas: far from every
+	// limit, a request another replica admits meanwhile finds room
+	// without what this one frees.
+	wait := cg == 0 || alone != nil && lg == 0
 	ledgerFailed := func(err error) {
 		l.mu.Lock()
 		l.pending = append(l.pending, pendingSettle{script: alone, keys: lk, args: la})
@@ -380,7 +419,7 @@ func (s *Admissions) releaseLeased(a *admission.Admission, e admission.End, gpuH
 	switch {
 	case !counted && alone == nil:
 	case !counted: // the ledger's side alone
-		l.p.send(alone, lk, la, l.timeout, func(cmd *redis.Cmd) {
+		l.p.call(alone, lk, la, l.timeout, wait, func(cmd *redis.Cmd) {
 			if err := cmd.Err(); err != nil {
 				ledgerFailed(err)
 			}
@@ -391,8 +430,12 @@ func (s *Admissions) releaseLeased(a *admission.Admission, e admission.End, gpuH
 			keys, args = joined(lk, la, ck, ca)
 		}
 		ch, at := a.Chain, e.At
-		c.p.send(script, keys, args, c.timeout, func(cmd *redis.Cmd) {
+		c.p.call(script, keys, args, c.timeout, wait, func(cmd *redis.Cmd) {
 			reg, err := cmd.Int64()
+			if err == nil && reg >= 2 {
+				c.wq.kept(ch, cg)
+				reg -= 2
+			}
 			c.released(reg, err, ch, gpuHours, at)
 			if err != nil && alone != nil {
 				ledgerFailed(err)

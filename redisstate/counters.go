@@ -727,17 +727,15 @@ func finiteCost(gpuHours float64) float64 {
 	return gpuHours
 }
 
-// releaseLater is release through the pipe, not waited for. c.gate is
-// held (shared).
+// releaseLater is release through the pipe (waited for: in a pipeline
+// with the other replicas' calls). c.gate is held (shared).
 func (c *Counters) releaseLater(ch *fairshare.Chain, p fairshare.Placement, gpuHours float64, now time.Time) {
 	if c.releaseLocal(ch, p, gpuHours, now) {
 		return
 	}
 	keys, args := c.releaseCall(ch, p, gpuHours, now)
-	c.p.send(releaseScript, keys, args, c.timeout, func(cmd *redis.Cmd) {
-		reg, err := cmd.Int64()
-		c.released(reg, err, ch, gpuHours, now)
-	})
+	reg, err := c.p.do(releaseScript, keys, args, c.timeout).Int64()
+	c.released(reg, err, ch, gpuHours, now)
 }
 
 // releaseLocal uncounts a request from this replica's tally, and reports

@@ -529,8 +529,7 @@ func (l *Ledger) reserveLocal(now time.Time, r *budgets.Request) error {
 }
 
 // Settle gives back what Reserve took, where it took it (local as
-// Reserve said), and charges the real cost (GPU-hours) and tokens (with a
-// pipe, in Redis not waited for). It
+// Reserve said), and charges the real cost (GPU-hours) and tokens. It
 // must be called once after a successful Reserve; a second Settle of a
 // request settled in Redis does nothing.
 func (l *Ledger) Settle(now time.Time, r *budgets.Request, local bool, cost float64, tokens int64) {
@@ -542,12 +541,10 @@ func (l *Ledger) Settle(now time.Time, r *budgets.Request, local bool, cost floa
 	if !ok {
 		return
 	}
-	if l.p != nil { // not waited for: before any later reservation
-		l.p.send(settleScript, keys, args, l.timeout, func(cmd *redis.Cmd) {
-			if err := cmd.Err(); err != nil {
-				l.settleFailed(err, keys, args)
-			}
-		})
+	if l.p != nil { // in a pipeline with the replica's other calls
+		if err := l.p.do(settleScript, keys, args, l.timeout).Err(); err != nil {
+			l.settleFailed(err, keys, args)
+		}
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)

@@ -66,6 +66,16 @@ func (p *pipe) send(s *redis.Script, keys []string, args []any, timeout time.Dur
 	}
 }
 
+// call is do, its answer handed to then here, when wait is true; else
+// send.
+func (p *pipe) call(s *redis.Script, keys []string, args []any, timeout time.Duration, wait bool, then func(*redis.Cmd)) {
+	if wait {
+		then(p.do(s, keys, args, timeout))
+		return
+	}
+	p.send(s, keys, args, timeout, then)
+}
+
 // waits recycles the channels of do.
 var waits = sync.Pool{New: func() any { return make(chan *redis.Cmd, 1) }}
 

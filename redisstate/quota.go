@@ -43,6 +43,8 @@ type quotas struct {
 	gen   uint64 // of the quotas held; bumped when every quota is dropped
 	keys  map[string]*keyQuota
 	slots map[string]*slotQuota
+	// bySlot finds a slot's quota without making its key
+	bySlot map[*budgets.Slot]*slotQuota
 }
 
 type keyQuota struct {
@@ -60,6 +62,7 @@ type keyQuota struct {
 type slotQuota struct {
 	key     string
 	exp     int64
+	start   int64 // of the budget's period (unix s)
 	limit   int64 // the limit it was taken under
 	b       int64 // bucket of its hold
 	units   int64
@@ -75,7 +78,7 @@ type slotQuota struct {
 const quotaQuiet = 100 * time.Millisecond
 
 func newQuotas(l *Ledger) *quotas {
-	return &quotas{l: l, gen: 1, keys: map[string]*keyQuota{}, slots: map[string]*slotQuota{}}
+	return &quotas{l: l, gen: 1, keys: map[string]*keyQuota{}, slots: map[string]*slotQuota{}, bySlot: map[*budgets.Slot]*slotQuota{}}
 }
 
 // What a replica asks for at once, in requests: twice what it served
@@ -180,12 +183,20 @@ func (q *quotas) key(r *budgets.Request) *keyQuota {
 
 // slot returns s's quota. q.mu is held.
 func (q *quotas) slot(s *budgets.Slot) *slotQuota {
+	start, _ := s.Period()
+	if sq := q.bySlot[s]; sq != nil && sq.start == start.Unix() && q.slots[sq.key] == sq {
+		return sq
+	}
 	k, exp := q.l.slotKey(s)
 	sq := q.slots[k]
 	if sq == nil {
-		sq = &slotQuota{key: k, exp: exp}
+		sq = &slotQuota{key: k, exp: exp, start: start.Unix()}
 		q.slots[k] = sq
 	}
+	if len(q.bySlot) > 4096 {
+		clear(q.bySlot)
+	}
+	q.bySlot[s] = sq
 	return sq
 }
 
@@ -206,10 +217,11 @@ func (q *quotas) ask(now time.Time, r *budgets.Request) {
 		kq = q.key(r)
 		if !kq.asking && now.After(kq.quiet) {
 			n := want(kq.taken, quotaRequests)
-			if r.Limits.MaxInFlight > 0 && kq.places < 1 {
+			// low water: asked for before the quota runs out
+			if r.Limits.MaxInFlight > 0 && kq.places < 2 {
 				wantIf = want(kq.taken, quotaPlaces)
 			}
-			if kq.sec != sec || r.Limits.RPM > 0 && kq.reqs < 1 || r.Limits.TPM > 0 && kq.toks < r.Tokens {
+			if kq.sec != sec || r.Limits.RPM > 0 && kq.reqs < 4 || r.Limits.TPM > 0 && kq.toks < 4*r.Tokens {
 				if r.Limits.RPM > 0 {
 					// a second's worth at most of what a minute allows
 					wantR = min(n, int64(r.Limits.RPM)/60+1)
@@ -218,7 +230,19 @@ func (q *quotas) ask(now time.Time, r *budgets.Request) {
 					wantT = min(n*max(r.Tokens, 1), int64(r.Limits.TPM)/60+1)
 				}
 			}
-			kq.taken = 0
+			if wantIf+wantR+wantT > 0 {
+				kq.taken = 0
+			}
+		}
+	}
+	if wantIf+wantR+wantT == 0 {
+		low := false
+		for _, s := range r.Slots {
+			sq := q.slot(s)
+			low = low || !sq.asking && sq.units < 4*h && now.After(sq.quiet)
+		}
+		if !low {
+			return
 		}
 	}
 	sqs := make([]*slotQuota, len(r.Slots))
@@ -228,7 +252,7 @@ func (q *quotas) ask(now time.Time, r *budgets.Request) {
 	for i, s := range r.Slots {
 		sq := q.slot(s)
 		sqs[i], limits[i] = sq, s.Limit()
-		if !sq.asking && sq.units < h && now.After(sq.quiet) {
+		if !sq.asking && sq.units < 4*h && now.After(sq.quiet) {
 			wants[i] = want(sq.taken, quotaRequests) * h
 			sq.taken = 0
 			asking = true

@@ -40,6 +40,7 @@ type withinQuota struct {
 	ch            *fairshare.Chain // the chain it was taken for
 	leaf          int
 	spare         int64
+	grant         int64 // the last grant: a place ending is kept while spare < grant
 	granted, used bool
 	asking        bool
 	quiet         time.Time // asks for nothing before: the last grant was none
@@ -121,7 +122,8 @@ func (w *withinQuotas) untake(ch *fairshare.Chain, gen uint64) {
 	w.giveBack(ch, leafOf(ch), 1)
 }
 
-// ask asks Redis for places of ch's leaf (not waited for).
+// ask asks Redis for places of ch's leaf (not waited for), unless it
+// holds more than half of its last grant.
 func (w *withinQuotas) ask(ch *fairshare.Chain) {
 	leaf := leafOf(ch)
 	if ch.Capped || leaf < 0 || ch.Res[leaf] <= 0 {
@@ -130,14 +132,14 @@ func (w *withinQuotas) ask(ch *fairshare.Chain) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.by[ch.Slots[leaf]]
-	if q != nil && (q.asking || q.spare > 0 && sameLevels(q.ch, ch, leaf) || time.Now().Before(q.quiet)) {
+	if q != nil && (q.asking || q.spare > q.grant/2 && sameLevels(q.ch, ch, leaf) || time.Now().Before(q.quiet)) {
 		return
 	}
 	if q == nil {
 		q = &withinQuota{}
 		w.by[ch.Slots[leaf]] = q
 	}
-	if q.spare > 0 { // for other levels: back
+	if q.spare > 0 && !sameLevels(q.ch, ch, leaf) { // for other levels: back
 		w.giveBack(q.ch, q.leaf, q.spare)
 		q.spare = 0
 	}
@@ -165,7 +167,7 @@ func (w *withinQuotas) ask(ch *fairshare.Chain) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		q.asking = false
-		q.granted = v[1] > 0
+		q.granted, q.grant = v[1] > 0, v[1]
 		if !q.granted {
 			q.quiet = time.Now().Add(quotaQuiet)
 		}
@@ -191,19 +193,29 @@ func (w *withinQuotas) giveBack(ch *fairshare.Chain, leaf int, n int64) {
 	})
 }
 
-// back takes the place of a request of ch placed at p from the quotas of
-// generation gen back into them, and reports whether it did (false: the
-// request's place goes back to Redis with its release).
-func (w *withinQuotas) back(ch *fairshare.Chain, gen uint64) bool {
+// keepable reports whether the place of a request of ch admitted from
+// the quotas of generation gen may stay here as the quota's when it ends
+// (Redis decides, by the room left: releaseKeepLua): the quota is still
+// the one it came from, and holds less than its last grant.
+func (w *withinQuotas) keepable(ch *fairshare.Chain, gen uint64) bool {
 	leaf := leafOf(ch)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.by[ch.Slots[leaf]]
-	if gen != w.gen || q == nil || !q.granted || q.leaf != leaf || !sameLevels(q.ch, ch, leaf) {
-		return false
+	return gen == w.gen && q != nil && q.granted && q.spare < q.grant && q.leaf == leaf && sameLevels(q.ch, ch, leaf)
+}
+
+// kept adds a place Redis kept as the quota's (or gives it back when the
+// quota is gone meanwhile).
+func (w *withinQuotas) kept(ch *fairshare.Chain, gen uint64) {
+	leaf := leafOf(ch)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if q := w.by[ch.Slots[leaf]]; gen == w.gen && q != nil && q.leaf == leaf && sameLevels(q.ch, ch, leaf) {
+		q.spare++
+		return
 	}
-	q.spare++
-	return true
+	w.giveBack(ch, leaf, 1)
 }
 
 // drop forgets every quota: the caller replaces this replica's part in
@@ -244,17 +256,18 @@ func (c *Counters) leaseCall(ch *fairshare.Chain, leaf int, n int64) ([]string, 
 // withinTakeScript takes places within a leaf's reservation. KEYS:
 // totals, this replica's part. ARGV: places wanted, live replicas n, the
 // leaf's reservation, the leaf's path key, then the path keys of the
-// accounts with a level above it. It grants at most 1/(2n) of the leaf's
+// accounts with a level above it. It grants at most 1/(4n) of the leaf's
 // room, counted within at the leaf and above as Place counts a request
-// where the leaf has room. It returns {registered, granted} (nothing
+// where the leaf has room, and nothing while that room is below 8n (the
+// reservation is near full: its requests are placed in Redis). It returns {registered, granted} (nothing
 // granted when this replica's part is missing).
 var withinTakeScript = redis.NewScript(`
 local h, r = KEYS[1], KEYS[2]
 if redis.call('HEXISTS', r, 'live') == 0 then return {0, 0} end
 local want, n, res = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local room = res - tonumber(redis.call('HGET', h, 'w:' .. ARGV[4]) or '0')
-if room <= 0 then return {1, 0} end
-local g = math.min(want, math.floor(room / (2 * n)))
+if room < 8 * n then return {1, 0} end
+local g = math.min(want, math.floor(room / (4 * n)))
 if g <= 0 then return {1, 0} end
 for i = 4, #ARGV do
   redis.call('HINCRBY', h, 'w:' .. ARGV[i], g)
@@ -318,20 +331,45 @@ func (c *Counters) admitLeased(ch *fairshare.Chain, p fairshare.Placement, gen u
 }
 
 // releaseLeasedCall is the release of a request placed at p from the
-// quotas of generation gen: its place goes back to the quota when it
-// can, else to Redis with the rest of its release (ctr_release's keys and
-// arguments); ok false when Redis is away (the rebuild uncounts it).
-// c.gate is held (shared).
+// quotas of generation gen (ctrReleaseKeepLua's keys and arguments): its
+// place stays here as the quota's when the quota may keep it and Redis
+// finds room enough; ok false when Redis is away (the rebuild uncounts
+// it). c.gate is held (shared).
 func (c *Counters) releaseLeasedCall(ch *fairshare.Chain, p fairshare.Placement, gen uint64, gpuHours float64, now time.Time) (keys []string, args []any, ok bool) {
 	c.count(ch, p, -1)
 	if c.down.Load() {
 		c.chargeLater(ch, gpuHours, now)
 		return nil, nil, false
 	}
-	if c.wq.back(ch, gen) {
-		// in flight no more; within still, as the quota's
-		p = fairshare.Placement{Top: true, Borrow: -1}
-	}
 	keys, args = c.releaseCall(ch, p, gpuHours, now)
-	return keys, args, true
+	leafKey, res, thr := "", int64(0), int64(0)
+	if c.wq.keepable(ch, gen) {
+		leaf := leafOf(ch)
+		leafKey, res, thr = c.pathKey(ch.Slots[leaf]), ch.Res[leaf], 8*max(c.replicas.Load(), 1)
+	}
+	return keys, append([]any{leafKey, res, thr}, args...), true
 }
+
+// ctrReleaseKeepLua defines ctr_release_keep(KEYS, ARGV): ctr_release
+// (ctrReleaseLua, before it) with three arguments first: the leaf's path
+// key (”: do not keep), its reservation, and the room below which its
+// place goes back. While the leaf has that room, the request's within
+// counts stay (the place is the replica's quota's again). It returns
+// ctr_release's answer + 2 when kept.
+const ctrReleaseKeepLua = `
+local function ctr_release_keep(KEYS, ARGV)
+local leaf, res, thr = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local rest = {}
+for i = 4, #ARGV do rest[#rest + 1] = ARGV[i] end
+local kept = 0
+if leaf ~= '' and redis.call('HEXISTS', KEYS[2], 'live') == 1 and
+   res - tonumber(redis.call('HGET', KEYS[1], 'w:' .. leaf) or '0') >= thr then
+  rest[2] = string.rep('0', #rest[2])
+  kept = 2
+end
+return ctr_release(KEYS, rest) + kept
+end
+`
+
+// releaseKeepScript is ctr_release_keep alone.
+var releaseKeepScript = redis.NewScript(chargeLua + ctrReleaseLua + ctrReleaseKeepLua + "return ctr_release_keep(KEYS, ARGV)\n")

@@ -21,6 +21,13 @@
 // in "<prefix>{<pool>}", and what each replica counted in
 // "<prefix>{<pool>}:r:<replica>", written by the same scripts.
 //
+// With a pipe (Shared with Pipeline, as Open makes it), a replica sends
+// its scripts in order as pipelines (pipe.go) and admits the common
+// request with no round trip at all, from quotas it holds of places
+// within reservations (within.go) and of budgets and key limits
+// (quota.go): see there for what each may cost in precision, never in
+// excess.
+//
 // Leases: every replica renews its lease in "<prefix>{<pool>}:live" (a
 // sorted set of replica → expiry, Redis's clock) every beat (1 s; the
 // lease lasts 3 s). Each beat also reaps the replicas whose lease expired:

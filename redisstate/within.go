@@ -21,14 +21,19 @@ import (
 // replica's part (so a replica's death or a rebuild takes them off). A
 // request whose leaf has such a place here is placed within there, as
 // Place would, with no round trip; its count in flight and its end go
-// through the pipe. A grant is at most 1/(2n) of the leaf's room left;
-// a place comes back to the quota at the request's end only while the
-// last grant was not none (the reservation is not near full), else it
-// goes back to Redis at once, and a quota unused for a beat goes back.
-// So within-share requests never exceed a reservation (the quotas count
-// as within), and a request may borrow while another replica holds an
-// unused place of its leaf: at most one grant per replica, for at most a
-// beat. Chains with a GrpTRES cap are always placed in Redis.
+// through the pipe, its end not waited for.
+//
+// Bounds. Within-share requests never exceed a reservation: the places
+// held count as within. The error is the other way, a request placed as
+// borrowing while another replica holds an unused place of its leaf, and
+// it is kept small: a grant is at most 1/(4n) of the leaf's room left (n
+// live replicas) and there is none while that room is below 8n (a
+// reservation near full is placed in Redis, exactly, one request at a
+// time); a place ending is kept as the quota's only while Redis still
+// finds that room and the quota holds less than its last grant; a quota
+// unused for a beat goes back. So at most a quarter of a room of at
+// least 8n is held unused at a time, and none near a full reservation.
+// Chains with a GrpTRES cap are always placed in Redis.
 type withinQuotas struct {
 	c   *Counters
 	mu  sync.Mutex
@@ -352,7 +357,7 @@ func (c *Counters) releaseLeasedCall(ch *fairshare.Chain, p fairshare.Placement,
 
 // ctrReleaseKeepLua defines ctr_release_keep(KEYS, ARGV): ctr_release
 // (ctrReleaseLua, before it) with three arguments first: the leaf's path
-// key (”: do not keep), its reservation, and the room below which its
+// key (empty: do not keep), its reservation, and the room below which its
 // place goes back. While the leaf has that room, the request's within
 // counts stay (the place is the replica's quota's again). It returns
 // ctr_release's answer + 2 when kept.

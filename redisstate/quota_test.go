@@ -132,11 +132,12 @@ func TestQuotasAdmitWithoutRoundTrip(t *testing.T) {
 	}
 }
 
-// TestQuotasNeverOverspent: three replicas race bursts of requests against
-// one budget (exactly 60 requests' worth), one key limited to 5 in flight
-// and one team's reservation of 8 within: never more than 60 admitted,
-// never more than 5 of the key in flight at once, never more than 8
-// placed within at once, whatever the quotas held.
+// TestQuotasNeverOverspent: three replicas race bursts of requests (60
+// clients) against one budget (exactly 200 requests' worth), one key
+// limited to 5 in flight (a quarter of the clients) and one team's
+// reservation of 32 within (more clients than that): never more than 200
+// admitted, never more than 5 of the key in flight at once, never more
+// than 32 placed within at once, whatever the quotas held.
 func TestQuotasNeverOverspent(t *testing.T) {
 	base, prefix := testRedis(t)
 	now := time.Now()
@@ -144,21 +145,25 @@ func TestQuotasNeverOverspent(t *testing.T) {
 	for range 3 {
 		rdb := redis.NewClient(&redis.Options{Addr: base.Options().Addr})
 		t.Cleanup(func() { rdb.Close() })
-		// capacity 16: o reserves 8, its team t all of them
-		reps = append(reps, newQuotaReplica(t, rdb, prefix, now, 16, 0.6))
+		// capacity 64: o reserves 32, its team t all of them
+		reps = append(reps, newQuotaReplica(t, rdb, prefix, now, 64, 2))
 	}
 	for _, q := range reps {
 		q.s.pools["p"].Beat() // every replica sees three live
 		defer q.s.Close()
 	}
 	ctx := context.Background()
-	var admitted, inflight, within, maxIn, maxWithin atomic.Int64
+	var admitted, keyIn, within, maxKey, maxWithin, leased atomic.Int64
 	var wg sync.WaitGroup
-	for w := range 30 {
+	for w := range 60 {
 		wg.Go(func() {
-			for i := range 12 {
+			for i := range 10 {
 				q := reps[(w+i)%3]
-				r := q.rep.request(now, "k", budgets.KeyLimits{MaxInFlight: 5}, 0.01)
+				key, lim := "k2", budgets.KeyLimits{}
+				if w%4 == 0 {
+					key, lim = "k", budgets.KeyLimits{MaxInFlight: 5}
+				}
+				r := q.rep.request(now, key, lim, 0.01)
 				a := &admission.Admission{Chain: q.chain(), Budget: r}
 				err := q.p.Shared.Admit(ctx, a)
 				var rf *budgets.Refusal
@@ -170,17 +175,23 @@ func TestQuotasNeverOverspent(t *testing.T) {
 					return
 				}
 				admitted.Add(1)
-				n := inflight.Add(1)
-				updateMax(&maxIn, n)
-				in := a.Placement.Top && a.Placement.Within != 0
+				if a.Leased != 0 {
+					leased.Add(1)
+				}
+				if key == "k" {
+					updateMax(&maxKey, keyIn.Add(1))
+				}
+				in := a.Placement.Top && a.Placement.Within&2 != 0
 				if in {
 					updateMax(&maxWithin, within.Add(1))
 				}
-				time.Sleep(time.Millisecond)
+				time.Sleep(2 * time.Millisecond)
 				if in {
 					within.Add(-1)
 				}
-				inflight.Add(-1)
+				if key == "k" {
+					keyIn.Add(-1)
+				}
 				q.p.Shared.Release(ctx, a, admission.End{At: now, GPUHours: 0.01})
 			}
 		})
@@ -189,18 +200,18 @@ func TestQuotasNeverOverspent(t *testing.T) {
 	for _, q := range reps {
 		q.s.p.barrier()
 	}
-	t.Logf("%d admitted, at most %d in flight, %d within", admitted.Load(), maxIn.Load(), maxWithin.Load())
-	if admitted.Load() > 60 {
-		t.Errorf("%d requests of 0.01 admitted on a budget of 0.6", admitted.Load())
+	t.Logf("%d admitted (%d from quotas), at most %d of the key in flight, %d within", admitted.Load(), leased.Load(), maxKey.Load(), maxWithin.Load())
+	if admitted.Load() > 200 {
+		t.Errorf("%d requests of 0.01 admitted on a budget of 2", admitted.Load())
 	}
-	if maxIn.Load() > 5 {
-		t.Errorf("%d of the key in flight at once, its limit 5", maxIn.Load())
+	if maxKey.Load() > 5 {
+		t.Errorf("%d of the key in flight at once, its limit 5", maxKey.Load())
 	}
-	if maxWithin.Load() > 8 {
-		t.Errorf("%d within at once, the reservation 8", maxWithin.Load())
+	if maxWithin.Load() > 32 {
+		t.Errorf("%d within at once, the reservation 32", maxWithin.Load())
 	}
-	if _, charged := slotHash(t, base, prefix+"ledger:", now); charged > budgets.Units(0.6) {
-		t.Errorf("charged %d units, the budget %d", charged, budgets.Units(0.6))
+	if _, charged := slotHash(t, base, prefix+"ledger:", now); charged > budgets.Units(2) {
+		t.Errorf("charged %d units, the budget %d", charged, budgets.Units(2))
 	}
 }
 

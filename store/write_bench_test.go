@@ -36,32 +36,42 @@ import (
 // overlaps). For PostgreSQL the server's own CPU is not in the process's,
 // so compare wall times there; bare-copy is COPY straight into records.
 //
-//	go test ./store -run '^$' -bench AccountingWrite -benchtime 20x
+// The records come in two mixes. keys=1: one key, no tags (as
+// BenchmarkSQLite_WriteRecords), so a batch adds two rollup rows. keys=50:
+// fifty keys, a third of the records tagged (as
+// BenchmarkPostgres_WriteRecords), so a batch of 500 adds 150 rollup rows,
+// which the bare insert does not write.
+//
+//	go test ./store -run '^$' -bench AccountingWrite/SQLite -benchtime 20x
 //	LLMFLOW_TEST_PG_DSN=postgres://postgres@127.0.0.1:5432/test?sslmode=disable \
 //	  go test ./store -run '^$' -bench AccountingWrite/Postgres -benchtime 20x
 func BenchmarkAccountingWrite(b *testing.B) {
-	b.Run("SQLite", func(b *testing.B) {
-		path := filepath.Join(b.TempDir(), "llmflow.db")
-		s := MustOpenSQLite(b, path)
-		// The store's own connection settings (WAL is the file's).
-		raw, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=10000&_synchronous=NORMAL&_txlock=immediate")
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { raw.Close() })
-		benchAccountingWrite(b, s, map[string]bareInsert{"bare": sqliteBare(b, raw)})
-	})
-	b.Run("Postgres", func(b *testing.B) {
-		dsn := pgSchema(b)
-		s := MustOpenPostgres(b, dsn)
-		ctx := context.Background()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { conn.Close(ctx) })
-		benchAccountingWrite(b, s, map[string]bareInsert{"bare": pgBare(b, conn), "bare-copy": pgBareCopy(conn)})
-	})
+	for _, keys := range []int{1, 50} {
+		b.Run(fmt.Sprintf("SQLite/keys=%d", keys), func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "llmflow.db")
+			s := MustOpenSQLite(b, path)
+			// The store's own connection settings (WAL is the file's).
+			raw, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=10000&_synchronous=NORMAL&_txlock=immediate")
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { raw.Close() })
+			benchAccountingWrite(b, s, keys, map[string]bareInsert{"bare": sqliteBare(b, raw)})
+		})
+	}
+	for _, keys := range []int{1, 50} {
+		b.Run(fmt.Sprintf("Postgres/keys=%d", keys), func(b *testing.B) {
+			dsn := pgSchema(b)
+			s := MustOpenPostgres(b, dsn)
+			ctx := context.Background()
+			conn, err := pgx.Connect(ctx, dsn)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { conn.Close(ctx) })
+			benchAccountingWrite(b, s, keys, map[string]bareInsert{"bare": pgBare(b, conn), "bare-copy": pgBareCopy(conn)})
+		})
+	}
 }
 
 const (
@@ -92,12 +102,15 @@ func cpuNow() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// writeCostRecords are n records as the gateway writes them: 50 keys, a
-// third of them tagged.
-func writeCostRecords(prefix string, n int, start time.Time) []llmflow.Record {
+// writeCostRecords are n records as the gateway writes them, over keys
+// keys; with more than one, a third of them tagged.
+func writeCostRecords(prefix string, n, keys int, start time.Time) []llmflow.Record {
 	rs := benchRecords(prefix, n, start)
+	if keys == 1 {
+		return rs
+	}
 	for i := range rs {
-		rs[i].KeyID = fmt.Sprintf("key_%02d", i%50)
+		rs[i].KeyID = fmt.Sprintf("key_%02d", i%keys)
 		if i%3 == 0 {
 			rs[i].Tags = []string{"teaching"}
 		}
@@ -105,7 +118,7 @@ func writeCostRecords(prefix string, n int, start time.Time) []llmflow.Record {
 	return rs
 }
 
-func benchAccountingWrite(b *testing.B, w accounting.Writer, bares map[string]bareInsert) {
+func benchAccountingWrite(b *testing.B, w accounting.Writer, keys int, bares map[string]bareInsert) {
 	ctx := context.Background()
 	sp, _, err := spool.Open(b.TempDir(), spool.Options{})
 	if err != nil {
@@ -135,7 +148,7 @@ func benchAccountingWrite(b *testing.B, w accounting.Writer, bares map[string]ba
 	round := func(i int) map[string][]llmflow.Record {
 		m := map[string][]llmflow.Record{}
 		for name := range total {
-			m[name] = writeCostRecords(fmt.Sprintf("%s%d", name, i), roundRecords, start.Add(time.Duration(i)*time.Minute))
+			m[name] = writeCostRecords(fmt.Sprintf("%s%d", name, i), roundRecords, keys, start.Add(time.Duration(i)*time.Minute))
 		}
 		return m
 	}
@@ -200,20 +213,26 @@ func benchAccountingWrite(b *testing.B, w accounting.Writer, bares map[string]ba
 }
 
 // sqliteBare is the bare insert on SQLite: multi-row INSERTs of bareChunk
-// rows, prepared, the last chunk of a batch unprepared.
+// rows, the last chunk of a batch shorter, each size prepared once.
 func sqliteBare(b *testing.B, db *sql.DB) bareInsert {
 	db.SetMaxOpenConns(1)
-	insert := func(n int) string {
+	stmts := map[int]*sql.Stmt{}
+	b.Cleanup(func() {
+		for _, st := range stmts {
+			st.Close()
+		}
+	})
+	prepared := func(n int) (*sql.Stmt, error) {
+		if st := stmts[n]; st != nil {
+			return st, nil
+		}
 		row := "(" + strings.Repeat("?,", 23) + "?)"
-		return `INSERT INTO records (request_id, time, key_id, project, team, org, model, pool, upstream,
+		st, err := db.Prepare(`INSERT INTO records (request_id, time, key_id, project, team, org, model, pool, upstream,
 	prompt_tokens, completion_tokens, cached_tokens, gpu_hours, status, outcome, estimated, stream, priority,
-	latency_us, ttfb_us, tags, estimate_reason, preemptions, recomputed_tokens) VALUES ` + strings.TrimSuffix(strings.Repeat(row+",", n), ",")
+	latency_us, ttfb_us, tags, estimate_reason, preemptions, recomputed_tokens) VALUES ` + strings.TrimSuffix(strings.Repeat(row+",", n), ","))
+		stmts[n] = st
+		return st, err
 	}
-	full, err := db.Prepare(insert(bareChunk))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { full.Close() })
 	args := make([]any, 0, 24*bareChunk)
 	return func(ctx context.Context, rs []llmflow.Record) error {
 		tx, err := db.BeginTx(ctx, nil)
@@ -221,7 +240,6 @@ func sqliteBare(b *testing.B, db *sql.DB) bareInsert {
 			return err
 		}
 		defer tx.Rollback()
-		st := tx.Stmt(full)
 		for i := 0; i < len(rs); i += bareChunk {
 			chunk := rs[i:min(i+bareChunk, len(rs))]
 			args = args[:0]
@@ -233,14 +251,16 @@ func sqliteBare(b *testing.B, db *sql.DB) bareInsert {
 					tags = string(t)
 				}
 				args = append(args, r.RequestID, r.Time.UnixMicro(), r.KeyID, r.Project, r.Team, r.Org, r.Model, r.Pool, r.Upstream,
-					r.PromptTokens, r.CompletionTokens, r.CachedTokens, r.GPUHours, r.Status, string(r.Outcome), r.Estimated, r.Stream, r.Priority,
-					r.Latency.Microseconds(), r.TTFB.Microseconds(), tags, string(r.EstimateReason), r.Preemptions, r.RecomputedTokens)
+					r.PromptTokens, r.CompletionTokens, r.CachedTokens, r.GPUHours, int64(r.Status), string(r.Outcome), r.Estimated, r.Stream, int64(r.Priority),
+					r.Latency.Microseconds(), r.TTFB.Microseconds(), tags, string(r.EstimateReason), int64(r.Preemptions), r.RecomputedTokens)
 			}
-			if len(chunk) == bareChunk {
-				_, err = st.ExecContext(ctx, args...)
-			} else {
-				_, err = tx.ExecContext(ctx, insert(len(chunk)), args...)
+			st, err := prepared(len(chunk))
+			if err != nil {
+				return err
 			}
+			txst := tx.Stmt(st)
+			_, err = txst.ExecContext(ctx, args...)
+			txst.Close()
 			if err != nil {
 				return err
 			}

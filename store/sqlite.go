@@ -44,8 +44,8 @@ type SQLite struct {
 	write *sql.DB
 	read  *sql.DB
 
-	keyByHash     *sql.Stmt // on read
-	insertRecords *sql.Stmt // on write, recordsPerInsert rows
+	keyByHash *sql.Stmt         // on read
+	stmts     *sqliteWriteStmts // on write: WriteRecords
 
 	clamped atomic.Int64 // records stored with their usage clamped
 
@@ -142,10 +142,7 @@ func openSQLite(ctx context.Context, path string) (_ *SQLite, err error) {
 	if s.keyByHash, err = s.read.PrepareContext(ctx, keyByHashSQL); err != nil {
 		return nil, err
 	}
-	if _, err := s.write.ExecContext(ctx, batchTable); err != nil {
-		return nil, err
-	}
-	if s.insertRecords, err = s.write.PrepareContext(ctx, insertRecordsSQL(recordsPerInsert)); err != nil {
+	if s.stmts, err = prepareWriteStmts(ctx, s.write); err != nil {
 		return nil, err
 	}
 	s.sqlDB = newSQLiteDB(s.read, s.write, map[string]*sql.Stmt{keyByHashSQL: s.keyByHash})
@@ -227,10 +224,11 @@ func (s *SQLite) Ping(ctx context.Context) error {
 func (s *SQLite) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
-		for _, st := range []*sql.Stmt{s.keyByHash, s.insertRecords} {
-			if st != nil {
-				errs = append(errs, st.Close())
-			}
+		if s.keyByHash != nil {
+			errs = append(errs, s.keyByHash.Close())
+		}
+		if s.stmts != nil {
+			errs = append(errs, s.stmts.close())
 		}
 		for _, db := range []*sql.DB{s.read, s.write} {
 			if db != nil {

@@ -2,130 +2,153 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	sqlite3 "modernc.org/sqlite/lib"
+
 	"github.com/go-llmflow/llmflow"
 )
 
-// recordColumns is the number of columns insertRecordsSQL binds per row.
-const recordColumns = 26
+// recordColumns is the number of columns insertRecordsSQL binds per row:
+// recordCols.
+const recordColumns = 24
 
-// recordsPerInsert is how many rows one INSERT carries: a batch goes in
-// as few statements as possible, which is where the write throughput
-// comes from (the per-statement cost of the driver dominates a one-row
-// insert). 64 rows × 24 columns stays far under SQLite's bound of 32766
-// parameters.
-const recordsPerInsert = 64
+// chunkRows are the row counts of the multi-row statements WriteRecords
+// runs, largest first: n rows go in as many statements of the largest
+// size as fit, then of the smaller ones. Each size is prepared once on
+// the write connection, so no batch size makes the store parse SQL on
+// the write path, and the per-statement cost of the driver (what
+// dominates a one-row insert) is paid once per 64 rows. The largest
+// statement binds 64 × 24 parameters, far under SQLite's bound of 32766.
+var chunkRows = [...]int{64, 16, 4, 1}
 
-// batchTable is the write connection's staging table: WriteRecords puts a
-// batch there, drops what is already stored, then moves the rest into
-// records and rolls it up, all in one transaction. ord keeps the batch
-// order (the first of two records with one RequestID wins); hour is the
-// start of the record's hour.
-const batchTable = `CREATE TEMP TABLE IF NOT EXISTS batch (
-	request_id        TEXT    NOT NULL PRIMARY KEY,
-	time              INTEGER NOT NULL,
-	key_id            TEXT    NOT NULL,
-	project           TEXT    NOT NULL,
-	team              TEXT    NOT NULL,
-	org               TEXT    NOT NULL,
-	model             TEXT    NOT NULL,
-	pool              TEXT    NOT NULL,
-	upstream          TEXT    NOT NULL,
-	prompt_tokens     INTEGER NOT NULL,
-	completion_tokens INTEGER NOT NULL,
-	cached_tokens     INTEGER NOT NULL,
-	gpu_hours         REAL    NOT NULL,
-	status            INTEGER NOT NULL,
-	outcome           TEXT    NOT NULL,
-	estimated         INTEGER NOT NULL,
-	stream            INTEGER NOT NULL,
-	priority          INTEGER NOT NULL,
-	latency_us        INTEGER NOT NULL,
-	ttfb_us           INTEGER NOT NULL,
-	tags              TEXT    NOT NULL,
-	estimate_reason   TEXT    NOT NULL,
-	preemptions       INTEGER NOT NULL,
-	recomputed_tokens INTEGER NOT NULL,
-	hour              INTEGER NOT NULL,
-	ord               INTEGER NOT NULL
-)`
+// chunks calls f with the consecutive runs of rs that chunkRows sizes
+// cover, each with the index of its statement size.
+func chunks[T any](rs []T, f func(size int, run []T) error) error {
+	for size, n := range chunkRows {
+		for len(rs) >= n {
+			if err := f(size, rs[:n]); err != nil {
+				return err
+			}
+			rs = rs[n:]
+		}
+	}
+	return nil
+}
 
-// insertRecordsSQL is an INSERT of n rows into the staging table. OR
-// IGNORE keeps the first of two rows with the same RequestID.
-func insertRecordsSQL(n int) string {
+// multiRow is an INSERT head followed by n parenthesized groups of cols
+// parameters, and tail.
+func multiRow(head string, cols, n int, tail string) string {
 	var b strings.Builder
-	b.WriteString(`INSERT OR IGNORE INTO temp.batch (` + recordCols + `, hour, ord) VALUES `)
-	row := "(" + strings.Repeat("?,", recordColumns-1) + "?)"
+	b.WriteString(head)
+	row := "(" + strings.Repeat("?,", cols-1) + "?)"
 	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		b.WriteString(row)
 	}
+	b.WriteString(tail)
 	return b.String()
 }
 
-// The statements that move the staged batch into records and the rollups.
-// Only rows not already in records are left in the batch when they run, so
-// a record written again is never rolled up twice. (An upsert from a
-// SELECT needs a WHERE clause in SQLite, hence WHERE true.)
-var sqliteMoveBatch = []string{
-	`DELETE FROM temp.batch WHERE EXISTS (SELECT 1 FROM main.records r WHERE r.request_id = temp.batch.request_id)`,
-	`INSERT INTO main.records (` + recordCols + `) SELECT ` + recordCols + ` FROM temp.batch ORDER BY ord`,
-	`INSERT INTO main.rollups (hour, org, team, project, key_id, owner, model, pool,
-	requests, prompt_tokens, completion_tokens, cached_tokens, gpu_hours, estimated_requests)
-SELECT b.hour, b.org, b.team, b.project, b.key_id, COALESCE(k.owner, ''), b.model, b.pool,
-	count(*), sum(b.prompt_tokens), sum(b.completion_tokens), sum(b.cached_tokens), sum(b.gpu_hours), sum(b.estimated)
-FROM temp.batch b LEFT JOIN main.keys k ON k.id = b.key_id
-WHERE true
-GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
-ON CONFLICT DO UPDATE SET
-	requests = requests + excluded.requests,
-	prompt_tokens = prompt_tokens + excluded.prompt_tokens,
-	completion_tokens = completion_tokens + excluded.completion_tokens,
-	cached_tokens = cached_tokens + excluded.cached_tokens,
-	gpu_hours = gpu_hours + excluded.gpu_hours,
-	estimated_requests = estimated_requests + excluded.estimated_requests`,
-	`INSERT INTO main.rollups_by_tag (hour, tag, org, team, project, key_id, owner, model, pool,
-	requests, prompt_tokens, completion_tokens, cached_tokens, gpu_hours, estimated_requests)
-SELECT b.hour, t.tag, b.org, b.team, b.project, b.key_id, COALESCE(k.owner, ''), b.model, b.pool,
-	count(*), sum(b.prompt_tokens), sum(b.completion_tokens), sum(b.cached_tokens), sum(b.gpu_hours), sum(b.estimated)
-FROM (
-	SELECT DISTINCT b.request_id, j.value AS tag FROM temp.batch b, json_each(b.tags) j
-	UNION ALL
-	SELECT request_id, '' FROM temp.batch WHERE tags = '[]'
-) t
-JOIN temp.batch b ON b.request_id = t.request_id
-LEFT JOIN main.keys k ON k.id = b.key_id
-WHERE true
-GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
-ON CONFLICT DO UPDATE SET
-	requests = requests + excluded.requests,
-	prompt_tokens = prompt_tokens + excluded.prompt_tokens,
-	completion_tokens = completion_tokens + excluded.completion_tokens,
-	cached_tokens = cached_tokens + excluded.cached_tokens,
-	gpu_hours = gpu_hours + excluded.gpu_hours,
-	estimated_requests = estimated_requests + excluded.estimated_requests`,
-	`DELETE FROM temp.batch`,
+// insertRecordsSQL inserts n rows into records. It is a plain INSERT: a
+// RequestID already stored fails it (SQLITE_CONSTRAINT_PRIMARYKEY), which
+// sends the batch the careful way (WriteRecords).
+func insertRecordsSQL(n int) string {
+	return multiRow(`INSERT INTO main.records (`+recordCols+`) VALUES `, recordColumns, n, "")
 }
 
-// recordArgs appends r's column values in insertRecordsSQL's order.
-func recordArgs(args []any, r *llmflow.Record, ord int) ([]any, error) {
+// The rollup rows a batch adds: its sums per hour and dimensions (see
+// batchRollups), the owner looked up here, added to the row already there.
+// (An upsert from a SELECT needs a WHERE clause in SQLite, hence WHERE
+// true.)
+const (
+	rollupArgs          = 13
+	rollupByTagArgs     = 14
+	rollupUpsertColumns = `
+ON CONFLICT DO UPDATE SET
+	requests = requests + excluded.requests,
+	prompt_tokens = prompt_tokens + excluded.prompt_tokens,
+	completion_tokens = completion_tokens + excluded.completion_tokens,
+	cached_tokens = cached_tokens + excluded.cached_tokens,
+	gpu_hours = gpu_hours + excluded.gpu_hours,
+	estimated_requests = estimated_requests + excluded.estimated_requests`
+)
+
+func upsertRollupsSQL(n int) string {
+	return multiRow(`INSERT INTO main.rollups (hour, org, team, project, key_id, owner, model, pool,
+	requests, prompt_tokens, completion_tokens, cached_tokens, gpu_hours, estimated_requests)
+SELECT v.column1, v.column2, v.column3, v.column4, v.column5, COALESCE(k.owner, ''), v.column6, v.column7,
+	v.column8, v.column9, v.column10, v.column11, v.column12, v.column13
+FROM (VALUES `, rollupArgs, n, `) v LEFT JOIN main.keys k ON k.id = v.column5
+WHERE true`+rollupUpsertColumns)
+}
+
+func upsertRollupsByTagSQL(n int) string {
+	return multiRow(`INSERT INTO main.rollups_by_tag (hour, tag, org, team, project, key_id, owner, model, pool,
+	requests, prompt_tokens, completion_tokens, cached_tokens, gpu_hours, estimated_requests)
+SELECT v.column1, v.column2, v.column3, v.column4, v.column5, v.column6, COALESCE(k.owner, ''), v.column7, v.column8,
+	v.column9, v.column10, v.column11, v.column12, v.column13, v.column14
+FROM (VALUES `, rollupByTagArgs, n, `) v LEFT JOIN main.keys k ON k.id = v.column6
+WHERE true`+rollupUpsertColumns)
+}
+
+// sqliteWriteStmts are the write connection's prepared statements of
+// WriteRecords, one per chunkRows size.
+type sqliteWriteStmts struct {
+	records, rollups, rollupsByTag [len(chunkRows)]*sql.Stmt
+}
+
+func prepareWriteStmts(ctx context.Context, db *sql.DB) (*sqliteWriteStmts, error) {
+	st := &sqliteWriteStmts{}
+	for i, n := range chunkRows {
+		for _, p := range []struct {
+			dst **sql.Stmt
+			sql string
+		}{{&st.records[i], insertRecordsSQL(n)}, {&st.rollups[i], upsertRollupsSQL(n)}, {&st.rollupsByTag[i], upsertRollupsByTagSQL(n)}} {
+			var err error
+			if *p.dst, err = db.PrepareContext(ctx, p.sql); err != nil {
+				st.close()
+				return nil, err
+			}
+		}
+	}
+	return st, nil
+}
+
+func (st *sqliteWriteStmts) close() error {
+	var errs []error
+	for _, l := range [][len(chunkRows)]*sql.Stmt{st.records, st.rollups, st.rollupsByTag} {
+		for _, s := range l {
+			if s != nil {
+				errs = append(errs, s.Close())
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// recordArgs appends r's column values in recordCols order; t is its time
+// in unix microseconds.
+func recordArgs(args []any, r *llmflow.Record, t int64) ([]any, error) {
 	tags, err := encodeTags(r.Tags)
 	if err != nil {
 		return nil, err
 	}
-	t := toMicros(r.Time)
+	// Integers as int64: database/sql passes those on as they are, an int
+	// it converts by reflection.
 	return append(args,
 		r.RequestID, t, r.KeyID, r.Project, r.Team, r.Org, r.Model, r.Pool, r.Upstream,
 		r.PromptTokens, r.CompletionTokens, r.CachedTokens, r.GPUHours,
-		r.Status, string(r.Outcome), r.Estimated, r.Stream, r.Priority,
+		int64(r.Status), string(r.Outcome), r.Estimated, r.Stream, int64(r.Priority),
 		r.Latency.Microseconds(), r.TTFB.Microseconds(), tags, string(r.EstimateReason),
-		r.Preemptions, r.RecomputedTokens, hourOf(t), ord,
+		int64(r.Preemptions), r.RecomputedTokens,
 	), nil
 }
 
@@ -137,6 +160,14 @@ func recordArgs(args []any, r *llmflow.Record, ord int) ([]any, error) {
 // EINVALID before anything is written. A record with usage out of bounds
 // is stored clamped (llmflow.Record.ClampUsage) and counted
 // (ClampedRecords), never refused.
+//
+// The records go straight into records by multi-row INSERTs, the cost of
+// a bare insert; the rollups get the batch's sums, computed here, a few
+// rows. A batch of records none of which is stored yet (every batch but a
+// replay) is written so in one go. When an INSERT meets a RequestID that
+// is stored already, the transaction is rolled back and the batch written
+// the careful way: the records already stored (or earlier in the batch)
+// are looked up and left out first.
 func (s *SQLite) WriteRecords(ctx context.Context, rs []llmflow.Record) (err error) {
 	if len(rs) == 0 {
 		return nil
@@ -151,53 +182,152 @@ func (s *SQLite) WriteRecords(ctx context.Context, rs []llmflow.Record) (err err
 			err = fmt.Errorf("write records: %w", err)
 		}
 	}()
+	var clamped atomic.Int64 // counted once the batch is committed
+	err = s.writeRecords(ctx, rs, false, &clamped)
+	if errors.Is(err, errStoredAlready) {
+		err = s.writeRecords(ctx, rs, true, &clamped)
+	}
+	if err == nil {
+		s.clamped.Add(clamped.Load())
+	}
+	return err
+}
+
+// errStoredAlready is a first attempt at a batch that met a RequestID
+// already stored.
+var errStoredAlready = errors.New("a record is stored already")
+
+// writeRecords is one transaction of WriteRecords; careful leaves out the
+// records already stored (or earlier in rs) first. clamped is set to the
+// records stored clamped.
+func (s *SQLite) writeRecords(ctx context.Context, rs []llmflow.Record, careful bool, clamped *atomic.Int64) error {
+	clamped.Store(0)
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	// The connection may be new (the pool reopened it): the staging table
-	// is per connection.
-	if _, err := tx.ExecContext(ctx, batchTable); err != nil {
-		return err
+	if careful {
+		if rs, err = newRecords(ctx, tx, rs); err != nil {
+			return err
+		}
+		if len(rs) == 0 {
+			return nil // all stored already
+		}
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM temp.batch`); err != nil {
-		return err
-	}
-	full := tx.StmtContext(ctx, s.insertRecords)
-	defer full.Close()
-	args := make([]any, 0, recordsPerInsert*recordColumns)
 	first := rs[0].RequestID
-	var clamped atomic.Int64 // counted once the batch is committed
-	for ord := 0; ord < len(rs); {
-		n := min(len(rs)-ord, recordsPerInsert)
-		args = args[:0]
-		for i := range n {
-			if args, err = recordArgs(args, clampedRecord(&rs[ord+i], &clamped), ord+i); err != nil {
-				return fmt.Errorf("record %s: %w", rs[ord+i].RequestID, err)
+	roll := newBatchRollups(len(rs))
+	args := make([]any, 0, chunkRows[0]*recordColumns)
+	// The prepared statements bound to tx, made as they are first used.
+	var txStmts [3][len(chunkRows)]*sql.Stmt
+	defer func() {
+		for _, l := range txStmts {
+			for _, st := range l {
+				if st != nil {
+					st.Close()
+				}
 			}
 		}
-		var err error
-		if n == recordsPerInsert {
-			_, err = full.ExecContext(ctx, args...)
-		} else {
-			_, err = tx.ExecContext(ctx, insertRecordsSQL(n), args...)
+	}()
+	const records, rollups, rollupsByTag = 0, 1, 2
+	stmt := func(kind, size int) *sql.Stmt {
+		if txStmts[kind][size] == nil {
+			prepared := [...]*[len(chunkRows)]*sql.Stmt{&s.stmts.records, &s.stmts.rollups, &s.stmts.rollupsByTag}[kind]
+			txStmts[kind][size] = tx.StmtContext(ctx, prepared[size])
+		}
+		return txStmts[kind][size]
+	}
+	err = chunks(rs, func(size int, run []llmflow.Record) error {
+		args = args[:0]
+		for i := range run {
+			r := clampedRecord(&run[i], clamped)
+			t := toMicros(r.Time)
+			var err error
+			if args, err = recordArgs(args, r, t); err != nil {
+				return fmt.Errorf("record %s: %w", r.RequestID, err)
+			}
+			roll.add(r, hourOf(t))
+		}
+		_, err := stmt(records, size).ExecContext(ctx, args...)
+		if err != nil && !careful && sqliteCode(err) == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY {
+			return errStoredAlready
 		}
 		if err != nil {
-			return fmt.Errorf("records %s…: %w", rs[ord].RequestID, err)
+			return fmt.Errorf("records %s…: %w", run[0].RequestID, err)
 		}
-		ord += n
-	}
-	for _, q := range sqliteMoveBatch {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("records %s…: %w", first, err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	s.clamped.Add(clamped.Load())
-	return nil
+	plain, tagged := roll.rows()
+	err = chunks(plain, func(size int, run []plainRow) error {
+		args = args[:0]
+		for _, r := range run {
+			args = append(args, r.hour, r.org, r.team, r.project, r.key, r.model, r.pool,
+				r.requests, r.prompt, r.completion, r.cached, r.gpuHours(), r.estimated)
+		}
+		_, err := stmt(rollups, size).ExecContext(ctx, args...)
+		return err
+	})
+	if err == nil {
+		err = chunks(tagged, func(size int, run []taggedRow) error {
+			args = args[:0]
+			for _, r := range run {
+				args = append(args, r.hour, r.tag, r.org, r.team, r.project, r.key, r.model, r.pool,
+					r.requests, r.prompt, r.completion, r.cached, r.gpuHours(), r.estimated)
+			}
+			_, err := stmt(rollupsByTag, size).ExecContext(ctx, args...)
+			return err
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("records %s…: rollups: %w", first, err)
+	}
+	return tx.Commit()
+}
+
+// lookupChunk is how many request ids one query of newRecords looks up:
+// far under SQLite's bound of 32766 parameters.
+const lookupChunk = 500
+
+// newRecords returns the records of rs whose RequestID is neither stored
+// nor earlier in rs, in order.
+func newRecords(ctx context.Context, tx *sql.Tx, rs []llmflow.Record) ([]llmflow.Record, error) {
+	stored := make(map[string]bool, len(rs))
+	args := make([]any, 0, lookupChunk)
+	for i := 0; i < len(rs); i += lookupChunk {
+		args = args[:0]
+		for _, r := range rs[i:min(i+lookupChunk, len(rs))] {
+			args = append(args, r.RequestID)
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT request_id FROM main.records WHERE request_id IN (`+params(len(args))+`)`, args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			stored[id] = true
+		}
+		if err := rows.Close(); err != nil {
+			return nil, err
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]llmflow.Record, 0, len(rs))
+	for _, r := range rs {
+		if !stored[r.RequestID] {
+			stored[r.RequestID] = true
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 // ClampedRecords returns how many records WriteRecords has stored with

@@ -41,11 +41,11 @@ WHEN NEW.request_id = 'boom' BEGIN SELECT RAISE(ABORT, 'boom'); END`); err != ni
 	}
 }
 
-// recordColumns, the parameters of one staged row, are recordCols, which
-// both backends read and write, plus hour and ord.
+// recordColumns, the parameters of one inserted row, are recordCols, which
+// both backends read and write.
 func TestSQLiteRecordColumns(t *testing.T) {
-	if n := len(strings.Split(recordCols, ",")) + 2; n != recordColumns {
-		t.Errorf("recordCols + hour, ord = %d columns, recordColumns = %d", n, recordColumns)
+	if n := len(strings.Split(recordCols, ",")); n != recordColumns {
+		t.Errorf("recordCols = %d columns, recordColumns = %d", n, recordColumns)
 	}
 	if n := strings.Count(insertRecordsSQL(2), "?"); n != 2*recordColumns {
 		t.Errorf("insertRecordsSQL(2) binds %d parameters, want %d", n, 2*recordColumns)

@@ -11,9 +11,14 @@
 //
 // Durability (Options.Sync):
 //
-//   - An append is one write(2) of the whole frame. Once Append returns the
-//     record is in the kernel, so kill -9 (or any crash of the process)
-//     loses nothing, whatever the policy.
+//   - An append puts the whole frame into the segment file's page cache
+//     before it returns: on Linux by a copy into a shared mapping of the
+//     segment (its space reserved beforehand with fallocate, so the copy
+//     never needs a block the disk does not have: no system call on the
+//     request path), elsewhere, or where the file system cannot reserve
+//     space, or the disk has no room for a segment's reservation, by one
+//     write(2). Once Append returns the record is in the kernel, so kill -9
+//     (or any crash of the process) loses nothing, whatever the policy.
 //   - A power loss or kernel crash loses what was not yet fsynced: with
 //     SyncAlways nothing (each Append waits for fsync, a disk flush per
 //     request); with SyncInterval the records of the last interval (default
@@ -22,7 +27,10 @@
 //   - A write torn by a power loss leaves a frame whose length or CRC-32C
 //     does not match. Open keeps every good frame before it, moves the rest
 //     of the segment to a ".corrupt" file beside it (for inspection; never
-//     replayed) and cuts the segment there.
+//     replayed) and cuts the segment there. A tail of zeros (the unused
+//     reservation of a mapped segment after a crash, or blocks a power loss
+//     left unwritten) holds no frame: Open cuts it without a ".corrupt"
+//     file.
 //
 // One process owns a spool directory at a time (an flock on its lock
 // file): two gateways on one host need two directories.
@@ -31,10 +39,12 @@ package spool
 import (
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -92,12 +102,16 @@ type Options struct {
 	Sync      SyncPolicy
 	SyncEvery time.Duration // SyncInterval's period; 0 = DefaultSyncEvery
 	// SegmentBytes is the size after which appends go to a new segment;
-	// segments the store has fully taken are deleted. 0 = DefaultSegmentBytes.
+	// segments the store has fully taken are deleted. A mapped segment
+	// reserves min(SegmentBytes, MaxBytes, 64 MiB) on disk when it starts,
+	// and also ends when that is full. 0 = DefaultSegmentBytes.
 	SegmentBytes int64
 	// MaxBytes bounds the bytes not yet taken by the store: beyond it
 	// Append refuses with ErrFull. 0 = DefaultMaxBytes.
 	MaxBytes int64
 	Log      *slog.Logger // nil = discard
+
+	noMap bool // tests: every append a write(2)
 }
 
 // ErrFull is returned by Append when the spool holds MaxBytes not yet
@@ -120,7 +134,8 @@ type Recovery struct {
 }
 
 // segment is one segment file. size is the end of its last good frame:
-// readers never look beyond it, appends go there.
+// readers never look beyond it, appends go there (in the file, or in
+// Spool.m for the last segment when it is mapped).
 type segment struct {
 	seq  uint64
 	path string
@@ -139,6 +154,9 @@ type Spool struct {
 	mu        sync.Mutex
 	segs      []*segment // ascending seq; the last is being appended
 	w         *os.File   // append handle of the last segment
+	m         []byte     // the last segment's shared mapping (its reserved space); nil: appends write(2)
+	mapping   bool       // new segments are reserved and mapped (false once the file system cannot)
+	cp        *os.File   // the checkpoint file, rewritten in place
 	buf       []byte     // frame buffer, reused
 	committed Cursor
 	cpSeg     uint64 // the segment of the checkpoint read at Open
@@ -174,7 +192,7 @@ func Open(dir string, opts Options) (*Spool, *Recovery, error) {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultMaxBytes
 	}
-	s := &Spool{dir: dir, opts: opts, log: opts.Log}
+	s := &Spool{dir: dir, opts: opts, log: opts.Log, mapping: canMap && !opts.noMap}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -201,7 +219,7 @@ func Open(dir string, opts Options) (*Spool, *Recovery, error) {
 	s.lock = lock
 	rec, err := s.recover()
 	if err == nil {
-		err = s.newSegment()
+		err = s.newSegment(0)
 	}
 	if err != nil {
 		s.closeFiles()
@@ -312,6 +330,14 @@ func checkSegment(path string, from int64) (segCount, int64, string, error) {
 		if good == int64(len(data)) {
 			return n, good, "", nil
 		}
+		if allZero(data[good:]) {
+			// No frame: a mapped segment's unused reservation (a crash
+			// before Close cut it), or blocks never written.
+			if err := os.Truncate(path, good); err != nil {
+				return n, 0, "", fmt.Errorf("spool: cut zero tail: %w", err)
+			}
+			return n, good, "", nil
+		}
 	}
 	cut := fmt.Sprintf("%s.corrupt-%d", path, good)
 	if err := os.WriteFile(cut, data[good:], 0o600); err != nil {
@@ -328,6 +354,15 @@ func checkSegment(path string, from int64) (segCount, int64, string, error) {
 		return n, 0, "", fmt.Errorf("spool: cut bad tail: %w", err)
 	}
 	return n, good, cut, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // scan walks the frames of a segment's data from offset from and returns
@@ -347,7 +382,8 @@ func scan(data []byte, from int64) (records, end int64) {
 
 // Scan returns the records of one segment file's bytes in order, and the
 // error of the first bad frame (nil when every byte is a good frame). It
-// is what Open and Read accept, for tests and tools.
+// is what Open and Read accept, for tests and tools (Open also drops a
+// tail of zeros silently: no frame starts with a zero length).
 func Scan(data []byte) ([]llmflow.Record, error) {
 	if len(data) < len(segmentMagic) || string(data[:len(segmentMagic)]) != segmentMagic {
 		return nil, errors.New("not a spool segment (bad header)")
@@ -372,9 +408,13 @@ func writeHeader(path string) error {
 	return nil
 }
 
-// checkpoint file: "llmflow-spool-checkpoint <seg> <off>\n", replaced
-// atomically (write, rename). A lost or stale checkpoint only means
-// records are read again, which the store drops as duplicates.
+// checkpoint file: "llmflow-spool-checkpoint <seg> <off> <crc>\n", seg and
+// off in 20 digits, crc the CRC-32C of what precedes it in 8 hex digits,
+// rewritten in place (one pwrite of a fixed length, no rename: a rename
+// over the old file makes ext4 write the new one back at once). A torn
+// or otherwise unreadable checkpoint, like a lost or stale one, only
+// means records are read again, which the store drops as duplicates. The
+// line without crc (written by earlier versions) is read too.
 const checkpointPrefix = "llmflow-spool-checkpoint"
 
 func (s *Spool) readCheckpoint() (Cursor, error) {
@@ -385,9 +425,8 @@ func (s *Spool) readCheckpoint() (Cursor, error) {
 	if err != nil {
 		return Cursor{}, fmt.Errorf("spool: %w", err)
 	}
-	var c Cursor
-	var p string
-	if _, err := fmt.Sscanf(string(b), "%s %d %d\n", &p, &c.Seg, &c.Off); err != nil || p != checkpointPrefix || c.Off < 0 {
+	c, ok := parseCheckpoint(b)
+	if !ok {
 		// Unreadable: replay everything kept (duplicates are dropped).
 		s.log.Warn("accounting spool: checkpoint unreadable, replaying every segment", "dir", s.dir)
 		return Cursor{}, nil
@@ -395,18 +434,53 @@ func (s *Spool) readCheckpoint() (Cursor, error) {
 	return c, nil
 }
 
-func (s *Spool) writeCheckpoint(c Cursor) error {
-	tmp := filepath.Join(s.dir, checkpointName+".tmp")
-	data := fmt.Sprintf("%s %d %d\n", checkpointPrefix, c.Seg, c.Off)
-	if err := os.WriteFile(tmp, []byte(data), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(s.dir, checkpointName))
+// formatCheckpoint is the checkpoint file's content for c.
+func formatCheckpoint(c Cursor) []byte {
+	b := fmt.Appendf(nil, "%s %020d %020d", checkpointPrefix, c.Seg, c.Off)
+	return fmt.Appendf(b, " %08x\n", crc32.Checksum(b, castagnoli))
 }
 
-// newSegment starts the next segment for appends. Called with mu held
-// (or before the spool is shared).
-func (s *Spool) newSegment() error {
+// parseCheckpoint reads a checkpoint file's first line.
+func parseCheckpoint(b []byte) (Cursor, bool) {
+	line, _, found := strings.Cut(string(b), "\n")
+	if !found {
+		return Cursor{}, false
+	}
+	f := strings.Split(line, " ")
+	if len(f) == 4 {
+		sum, err := strconv.ParseUint(f[3], 16, 32)
+		if err != nil || len(f[3]) != 8 || uint32(sum) != crc32.Checksum([]byte(line[:len(line)-9]), castagnoli) {
+			return Cursor{}, false
+		}
+		f = f[:3]
+	}
+	if len(f) != 3 || f[0] != checkpointPrefix {
+		return Cursor{}, false
+	}
+	seg, err1 := strconv.ParseUint(f[1], 10, 64)
+	off, err2 := strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil || off < 0 {
+		return Cursor{}, false
+	}
+	return Cursor{Seg: seg, Off: off}, true
+}
+
+func (s *Spool) writeCheckpoint(c Cursor) error {
+	if s.cp == nil {
+		f, err := os.OpenFile(filepath.Join(s.dir, checkpointName), os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			return err
+		}
+		s.cp = f
+	}
+	_, err := s.cp.WriteAt(formatCheckpoint(c), 0)
+	return err
+}
+
+// newSegment starts the next segment for appends, with room for a frame
+// of need bytes when it is mapped. Called with mu held (or before the
+// spool is shared).
+func (s *Spool) newSegment(need int64) error {
 	// Always past the checkpoint's segment: Open deletes the segments
 	// before it.
 	seq := s.cpSeg + 1
@@ -414,16 +488,21 @@ func (s *Spool) newSegment() error {
 		seq = max(seq, s.segs[n-1].seq+1)
 	}
 	path := filepath.Join(s.dir, segName(seq))
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
 	if err != nil {
 		return fmt.Errorf("spool: new segment: %w", err)
 	}
-	if _, err := f.Write([]byte(segmentMagic)); err != nil {
+	if _, err := f.WriteAt([]byte(segmentMagic), 0); err != nil {
 		f.Close()
 		os.Remove(path)
 		return fmt.Errorf("spool: new segment: %w", err)
 	}
+	var m []byte
+	if s.mapping {
+		m = s.mapSegment(f, need)
+	}
 	if s.w != nil {
+		s.unmapAppend()
 		if s.opts.Sync != SyncNever {
 			s.w.Sync()
 		}
@@ -432,11 +511,74 @@ func (s *Spool) newSegment() error {
 	if s.opts.Sync != SyncNever {
 		syncDir(s.dir)
 	}
-	s.w = f
+	s.w, s.m = f, m
 	s.segs = append(s.segs, &segment{seq: seq, path: path, size: int64(len(segmentMagic))})
 	if len(s.segs) == 1 {
 		s.committed = Cursor{Seg: seq, Off: int64(len(segmentMagic))}
 	}
+	return nil
+}
+
+// maxReserve bounds a mapped segment's reservation: a segment larger than
+// that starts the next one when its reservation is full.
+const maxReserve = 64 << 20
+
+// errNoPrealloc: the file system cannot reserve a file's space.
+var errNoPrealloc = errors.New("file system cannot preallocate")
+
+// mapSegment reserves the space of a new segment's file f (holding its
+// header) and maps it for appends. It returns nil when it cannot, and the
+// segment's appends are write(2)s: the file system cannot reserve space
+// (then no later segment tries), the disk has no room for the reservation
+// (a full disk fails the write(2)s cleanly, and a store into a mapping of
+// space not reserved could not), or the mapping fails.
+func (s *Spool) mapSegment(f *os.File, need int64) []byte {
+	page := int64(os.Getpagesize())
+	size := int64(len(segmentMagic)) + max(min(s.opts.SegmentBytes, s.opts.MaxBytes, maxReserve), need)
+	size = (size + page - 1) / page * page
+	err := preallocate(f, size)
+	if err == errNoPrealloc {
+		s.mapping = false
+		s.log.Info("accounting spool: the file system cannot reserve space: appends are write(2)s", "dir", s.dir)
+		return nil
+	}
+	var m []byte
+	if err == nil {
+		if m, err = mapFile(f, int(size)); err != nil {
+			s.log.Warn("accounting spool: cannot map a segment: its appends are write(2)s", "err", err)
+		}
+	}
+	if err != nil {
+		f.Truncate(int64(len(segmentMagic))) // whatever was reserved
+		return nil
+	}
+	return m
+}
+
+// unmapAppend ends the append segment's mapping and cuts its file back to
+// its frames. Called with mu held.
+func (s *Spool) unmapAppend() {
+	if s.m == nil {
+		return
+	}
+	unmap(s.m)
+	s.m = nil
+	if n := len(s.segs); n > 0 && s.w != nil {
+		s.w.Truncate(s.segs[n-1].size)
+	}
+}
+
+// copyMapped copies src to the start of dst, a mapping: a fault (the file
+// was cut under the spool, or the disk could not back a page) is an
+// error, not a crash.
+func copyMapped(dst, src []byte) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("store into the mapped segment failed: %v", r)
+		}
+	}()
+	copy(dst, src)
 	return nil
 }
 
@@ -452,28 +594,59 @@ func syncDir(dir string) {
 // again so that no partial frame stays; the record is then not in the
 // spool and the caller keeps it.
 func (s *Spool) Append(r *llmflow.Record) error {
+	_, err := s.AppendCursor(r)
+	return err
+}
+
+// AppendCursor is Append that also returns the position after r: a reader
+// that has r from elsewhere (a copy kept in memory) commits it with
+// Commit(that position, …) without reading it back.
+func (s *Spool) AppendCursor(r *llmflow.Record) (Cursor, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	c, err := s.append(r)
+	return c, err
+}
+
+func (s *Spool) append(r *llmflow.Record) (Cursor, error) {
 	if s.closed {
-		return errors.New("spool closed")
+		return Cursor{}, errors.New("spool closed")
 	}
 	if s.broken != nil {
 		// The last failed append could not be cut off: start afresh.
-		if err := s.newSegment(); err != nil {
-			return err
+		if err := s.newSegment(0); err != nil {
+			return Cursor{}, err
 		}
 		s.broken = nil
 	}
 	if s.pendBytes >= s.opts.MaxBytes {
-		return ErrFull
+		return Cursor{}, ErrFull
 	}
 	s.buf = appendFrame(s.buf[:0], r)
+	n := int64(len(s.buf))
 	seg := s.segs[len(s.segs)-1]
-	if _, err := s.w.Write(s.buf); err != nil {
+	if s.m != nil && seg.size+n > int64(len(s.m)) {
+		// The reservation is full: the frame starts the next segment.
+		if err := s.newSegment(n); err != nil {
+			s.log.Warn("accounting spool: cannot start a new segment, appending to the current one", "err", err)
+		} else {
+			seg = s.segs[len(s.segs)-1]
+		}
+	}
+	if s.m != nil && seg.size+n <= int64(len(s.m)) {
+		if err := copyMapped(s.m[seg.size:], s.buf); err != nil {
+			// Bytes of the frame may be in the file past size: nothing
+			// reads there, and the next append starts a new segment.
+			s.broken = err
+			return Cursor{}, fmt.Errorf("spool append: %w", err)
+		}
+	} else if _, err := s.w.WriteAt(s.buf, seg.size); err != nil {
 		if terr := s.w.Truncate(seg.size); terr != nil {
 			s.broken = terr
+		} else if s.m != nil {
+			s.broken = err // the cut took the reservation: a new segment next
 		}
-		return fmt.Errorf("spool append: %w", err)
+		return Cursor{}, fmt.Errorf("spool append: %w", err)
 	}
 	if s.opts.Sync == SyncAlways {
 		if err := s.w.Sync(); err != nil {
@@ -487,12 +660,13 @@ func (s *Spool) Append(r *llmflow.Record) error {
 	seg.size += int64(len(s.buf))
 	s.pending++
 	s.pendBytes += int64(len(s.buf))
+	end := Cursor{Seg: seg.seq, Off: seg.size}
 	if seg.size >= s.opts.SegmentBytes {
-		if err := s.newSegment(); err != nil {
+		if err := s.newSegment(0); err != nil {
 			s.log.Warn("accounting spool: cannot start a new segment, appending to the current one", "err", err)
 		}
 	}
-	return nil
+	return end, nil
 }
 
 func (s *Spool) syncLoop() {
@@ -556,6 +730,26 @@ func (s *Spool) Read(c Cursor, max int, dst []llmflow.Record) ([]llmflow.Record,
 		}
 		c = next
 	}
+}
+
+// AtEnd reports whether Read from c finds no record: c is past every
+// record appended so far.
+func (s *Spool) AtEnd(c Cursor) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.find(c.Seg)
+	if i < 0 {
+		return false // Read reports the error
+	}
+	if c.Off < s.segs[i].size {
+		return false
+	}
+	for _, sg := range s.segs[i+1:] {
+		if sg.size > int64(len(segmentMagic)) {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Spool) find(seq uint64) int {
@@ -644,7 +838,7 @@ func (s *Spool) Skip(c Cursor) (Cursor, error) {
 		return c, fmt.Errorf("spool: segment %d is gone", c.Seg)
 	}
 	if i == len(s.segs)-1 {
-		if err := s.newSegment(); err != nil {
+		if err := s.newSegment(0); err != nil {
 			return c, err
 		}
 	}
@@ -739,6 +933,7 @@ func (s *Spool) Close() error {
 		err = s.w.Sync()
 	}
 	if s.pending == 0 && s.pendBytes == 0 && err == nil {
+		s.unmapAppend()
 		for _, sg := range s.segs {
 			if sg.r != nil {
 				sg.r.Close()
@@ -754,9 +949,14 @@ func (s *Spool) Close() error {
 }
 
 func (s *Spool) closeFiles() {
+	s.unmapAppend()
 	if s.w != nil {
 		s.w.Close()
 		s.w = nil
+	}
+	if s.cp != nil {
+		s.cp.Close()
+		s.cp = nil
 	}
 	for _, sg := range s.segs {
 		if sg.r != nil {

@@ -160,6 +160,12 @@ func New(w Writer, opts Options) *Queue {
 	q.ctx, q.cancel = context.WithCancel(context.Background())
 	if opts.Spool != nil {
 		q.sp = opts.Spool
+		// What a previous run left is read from the spool; the mirror
+		// starts once the writer has caught up (or now, with nothing left).
+		q.mirroring = q.sp.AtEnd(q.sp.Start())
+		if !q.mirroring {
+			q.wake() // what a previous run left is written at once
+		}
 		go q.runSpooled()
 		return q
 	}

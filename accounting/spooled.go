@@ -12,11 +12,17 @@ import (
 
 // Spool mode (Options.Spool): the queue is write-ahead.
 //
-// Enqueue appends the record to the spool (one write(2), under the
-// queue's mutex) and returns: from then on a crash of the process cannot
-// lose it. The writer goroutine reads the spool from its checkpoint, in
-// order, writes batches to the store and commits the checkpoint after
-// each. A batch the store refuses (down, locked, full, slow beyond
+// Enqueue appends the record to the spool (under the queue's mutex) and
+// returns: from then on a crash of the process cannot lose it. It also
+// keeps a copy in memory, the mirror, with its position in the spool:
+// the writer goroutine takes the records from there, in order, writes
+// batches to the store and commits the spool's checkpoint after each, so
+// it never reads back nor decodes what it has in memory. The mirror holds
+// at most QueueSize records; when the store falls that far behind, it is
+// emptied and the writer reads the spool from its position instead, until
+// it has caught up with the appends (then the mirror starts again). At a
+// start the writer reads what a previous run left in the spool first.
+// A batch the store refuses (down, locked, full, slow beyond
 // WriteTimeout) stays in the spool and is tried again with a growing
 // pause (up to maxRetryPause); it is never given up. At the next start
 // whatever was not committed is read again; the store skips the records
@@ -30,7 +36,8 @@ import (
 // takes appends again, or writes them to the store directly. Only these
 // in-memory records can be lost, by a crash or by Close giving up.
 
-// spooledState is the spool mode's part of Queue, guarded by Queue.mu.
+// spooledState is the spool mode's part of Queue, guarded by Queue.mu
+// (but the writer's own fields at the end).
 type spooledState struct {
 	sinceKick    int   // records appended since the writer was last woken
 	spoolDown    error // the last failed append; nil when appends work
@@ -38,6 +45,23 @@ type spooledState struct {
 	failingSince time.Time
 	lastFailLog  time.Time
 	lastErrLog   time.Time
+
+	// While mirroring, mirror holds every record appended to the spool
+	// and not taken by the writer, in order, and mirrorEnds the spool
+	// position after each: the writer's position is that of mirror[0].
+	// taken is how many the writer took and has not stored yet; mirror
+	// and taken together stay within QueueSize.
+	mirroring  bool
+	mirror     []llmflow.Record
+	mirrorEnds []spool.Cursor
+	taken      int
+
+	// The writer goroutine's own: the records it took from the mirror
+	// (swapped out whole), their spool positions, and how many of them
+	// are stored.
+	took     []llmflow.Record
+	tookEnds []spool.Cursor
+	tookDone int
 }
 
 // maxRetryPause bounds the pause between two attempts at a failing store.
@@ -51,7 +75,7 @@ func (q *Queue) enqueueSpooled(rec *llmflow.Record) bool {
 		return false
 	}
 	if len(q.pending) == 0 && q.spoolDown == nil {
-		err := q.sp.Append(rec)
+		err := q.appendSpool(rec)
 		if err == nil {
 			q.sinceKick++
 			kick := q.sinceKick >= q.batch
@@ -82,6 +106,31 @@ func (q *Queue) enqueueSpooled(rec *llmflow.Record) bool {
 	return true
 }
 
+// appendSpool appends rec to the spool and, while mirroring, to the
+// mirror. q.mu is held.
+func (q *Queue) appendSpool(rec *llmflow.Record) error {
+	end, err := q.sp.AppendCursor(rec)
+	if err != nil || !q.mirroring {
+		return err
+	}
+	if len(q.mirror)+q.taken >= q.size {
+		// The store is a whole queue behind: the writer reads the spool
+		// from its position on instead.
+		q.stopMirror()
+		return nil
+	}
+	q.mirror = append(q.mirror, *rec)
+	q.mirrorEnds = append(q.mirrorEnds, end)
+	return nil
+}
+
+// stopMirror empties the mirror and stops it. q.mu is held.
+func (q *Queue) stopMirror() {
+	q.mirroring = false
+	clear(q.mirror) // drop the references to the records' strings
+	q.mirror, q.mirrorEnds = q.mirror[:0], q.mirrorEnds[:0]
+}
+
 func (q *Queue) wake() {
 	select {
 	case q.kick <- struct{}{}:
@@ -109,12 +158,11 @@ func (q *Queue) runSpooled() {
 	cur := q.sp.Start()
 	buf := make([]llmflow.Record, 0, q.batch)
 	pause := time.Duration(0)
-	if n, _ := q.sp.Pending(); n > 0 {
-		q.wake() // what a previous run left is written at once
-	}
 	for {
+		all := true
 		select {
 		case <-q.kick:
+			all = false
 		case <-t.C:
 		case <-q.stop:
 			q.wakeups.Add(1)
@@ -122,7 +170,7 @@ func (q *Queue) runSpooled() {
 			return
 		}
 		q.wakeups.Add(1)
-		if q.drainSpooled(&cur, &buf) {
+		if q.drainSpooled(&cur, &buf, all) {
 			pause = 0
 			continue
 		}
@@ -139,12 +187,57 @@ func (q *Queue) runSpooled() {
 	}
 }
 
-// drainSpooled writes to the store what is spooled, then what is held in
-// memory, in order. It reports false when a store write failed (the
-// records stay where they were).
-func (q *Queue) drainSpooled(cur *spool.Cursor, buf *[]llmflow.Record) bool {
+// drainSpooled writes to the store what is spooled, from the mirror or
+// read back from the spool, then what is held in memory, in order. When
+// all is false (the writer was woken by a full batch) it writes full
+// batches from the mirror only, and leaves a partial one for the flush
+// interval. It reports false when a store write failed (the records stay
+// where they were).
+func (q *Queue) drainSpooled(cur *spool.Cursor, buf *[]llmflow.Record, all bool) bool {
 	q.rescue()
 	for {
+		if q.tookDone < len(q.took) {
+			n := min(len(q.took)-q.tookDone, q.batch)
+			if !q.storeBatch(cur, q.took[q.tookDone:q.tookDone+n], q.tookEnds[q.tookDone+n-1]) {
+				return false
+			}
+			q.tookDone += n
+			q.mu.Lock()
+			q.taken -= n
+			q.mu.Unlock()
+			continue
+		}
+		q.mu.Lock()
+		if q.mirroring {
+			n := min(len(q.mirror), q.batch)
+			if n == 0 {
+				q.mu.Unlock()
+				break // everything spooled is stored
+			}
+			if n < q.batch && !all {
+				q.mu.Unlock()
+				return true // a partial batch waits for the flush interval
+			}
+			// Take a batch from the mirror's front.
+			clear(q.took)
+			q.took = append(q.took[:0], q.mirror[:n]...)
+			q.tookEnds = append(q.tookEnds[:0], q.mirrorEnds[:n]...)
+			rest := copy(q.mirror, q.mirror[n:])
+			clear(q.mirror[rest:])
+			q.mirror = q.mirror[:rest]
+			q.mirrorEnds = append(q.mirrorEnds[:0], q.mirrorEnds[n:]...)
+			q.tookDone, q.taken = 0, n
+			q.mu.Unlock()
+			continue
+		}
+		if q.sp.AtEnd(*cur) {
+			// Caught up with the appends, which wait for q.mu: mirror
+			// from the next one on.
+			q.mirroring = true
+			q.mu.Unlock()
+			break
+		}
+		q.mu.Unlock()
 		recs, next, err := q.sp.Read(*cur, q.batch, (*buf)[:0])
 		*buf = recs
 		var ce *spool.CorruptError
@@ -161,19 +254,15 @@ func (q *Queue) drainSpooled(cur *spool.Cursor, buf *[]llmflow.Record) bool {
 			return false
 		}
 		if len(recs) == 0 {
-			break
+			if next == *cur {
+				break // nothing to read: the next wake-up looks again
+			}
+			*cur = next // past the end of a segment: AtEnd says whether more comes
+			continue
 		}
-		if err := q.writeOnce(recs); err != nil {
-			q.noteStoreResult(err)
+		if !q.storeBatch(cur, recs, next) {
 			return false
 		}
-		if err := q.sp.Commit(next, len(recs)); err != nil {
-			// Stored, and the next Commit saves a later position; at
-			// worst these are read again after a crash and skipped.
-			q.log.Warn("accounting spool checkpoint not saved", "err", err)
-		}
-		*cur = next
-		q.counted(len(recs))
 		clear(recs)
 	}
 	for {
@@ -200,6 +289,24 @@ func (q *Queue) drainSpooled(cur *spool.Cursor, buf *[]llmflow.Record) bool {
 	}
 }
 
+// storeBatch writes b, the spooled records from *cur to end, to the store
+// and commits the spool's checkpoint at end. It reports false when the
+// store write failed.
+func (q *Queue) storeBatch(cur *spool.Cursor, b []llmflow.Record, end spool.Cursor) bool {
+	if err := q.writeOnce(b); err != nil {
+		q.noteStoreResult(err)
+		return false
+	}
+	if err := q.sp.Commit(end, len(b)); err != nil {
+		// Stored, and the next Commit saves a later position; at worst
+		// these are read again after a crash and skipped.
+		q.log.Warn("accounting spool checkpoint not saved", "err", err)
+	}
+	*cur = end
+	q.counted(len(b))
+	return true
+}
+
 // rescue moves the records held in memory into the spool, oldest first,
 // as far as it takes them; when all went, appends go to the spool again.
 func (q *Queue) rescue() {
@@ -210,7 +317,7 @@ func (q *Queue) rescue() {
 	}
 	i := 0
 	for ; i < len(q.pending); i++ {
-		if err := q.sp.Append(&q.pending[i]); err != nil {
+		if err := q.appendSpool(&q.pending[i]); err != nil {
 			break
 		}
 	}
@@ -275,7 +382,7 @@ func (q *Queue) noteStoreResult(err error) {
 // not take stays in the spool for the next start. Only records held in
 // memory that neither the spool nor the store takes are given up.
 func (q *Queue) finishSpooled(cur *spool.Cursor, buf *[]llmflow.Record) {
-	if q.ctx.Err() == nil && !q.drainSpooled(cur, buf) {
+	if q.ctx.Err() == nil && !q.drainSpooled(cur, buf, true) {
 		// The store fails: nothing in the spool is at risk, stop trying;
 		// move what memory holds into the spool if it takes it now.
 		q.rescue()

@@ -70,10 +70,6 @@ func openPostgres(ctx context.Context, dsn string) (*Postgres, error) {
 		return nil, ErrInvalidDSN
 	}
 	password := cfg.ConnConfig.Password
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		_, err := c.Exec(ctx, pgBatchTable)
-		return err
-	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, redactErr(err, dsn, password)

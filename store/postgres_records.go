@@ -3,61 +3,47 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/go-llmflow/llmflow"
 )
 
-// pgBatchTable is created on every new connection: WriteRecords copies a
-// batch into it. Its rows go at commit (and with a rollback).
-const pgBatchTable = `CREATE TEMP TABLE IF NOT EXISTS llmflow_batch (
-	request_id        text             COLLATE "C" NOT NULL,
-	time              timestamptz      NOT NULL,
-	key_id            text             COLLATE "C" NOT NULL,
-	project           text             COLLATE "C" NOT NULL,
-	team              text             COLLATE "C" NOT NULL,
-	org               text             COLLATE "C" NOT NULL,
-	model             text             COLLATE "C" NOT NULL,
-	pool              text             COLLATE "C" NOT NULL,
-	upstream          text             COLLATE "C" NOT NULL,
-	prompt_tokens     bigint           NOT NULL,
-	completion_tokens bigint           NOT NULL,
-	cached_tokens     bigint           NOT NULL,
-	gpu_hours         double precision NOT NULL,
-	status            bigint           NOT NULL,
-	outcome           text             COLLATE "C" NOT NULL,
-	estimated         boolean          NOT NULL,
-	stream            boolean          NOT NULL,
-	priority          bigint           NOT NULL,
-	latency_us        bigint           NOT NULL,
-	ttfb_us           bigint           NOT NULL,
-	tags              text[]           COLLATE "C" NOT NULL,
-	estimate_reason   text             COLLATE "C" NOT NULL,
-	preemptions       bigint           NOT NULL,
-	recomputed_tokens bigint           NOT NULL,
-	ord               integer          NOT NULL
-) ON COMMIT DELETE ROWS`
-
-var pgBatchColumns = []string{
-	"request_id", "time", "key_id", "project", "team", "org", "model", "pool", "upstream",
-	"prompt_tokens", "completion_tokens", "cached_tokens", "gpu_hours",
-	"status", "outcome", "estimated", "stream", "priority", "latency_us", "ttfb_us", "tags", "estimate_reason",
-	"preemptions", "recomputed_tokens", "ord",
+// pgBatchColumns are the arrays WriteRecords passes, one element per
+// record, in recordCols order; tags are each record's array literal
+// (pgTagsLiteral), an array of arrays not being one PostgreSQL holds.
+var pgBatchColumns = [...]string{
+	"request_id text", "time timestamptz", "key_id text", "project text", "team text", "org text", "model text", "pool text",
+	"upstream text", "prompt_tokens bigint", "completion_tokens bigint", "cached_tokens bigint", "gpu_hours double precision",
+	"status bigint", "outcome text", "estimated boolean", "stream boolean", "priority bigint", "latency_us bigint",
+	"ttfb_us bigint", "tags text", "estimate_reason text", "preemptions bigint", "recomputed_tokens bigint",
 }
 
-// pgMoveBatch moves the copied batch into records and rolls up what was
-// actually inserted, in one statement. DISTINCT ON keeps the first record
-// of a RequestID within the batch; ON CONFLICT DO NOTHING skips those
-// already stored (waiting, when another transaction is inserting the same
+// pgWriteRecords is the whole write of a batch, one statement (its own
+// transaction, one round trip): the batch comes in as arrays, one per
+// column, unnested in order (ord); it goes into records and what was
+// actually inserted is rolled up. DISTINCT ON keeps the first record of a
+// RequestID within the batch; ON CONFLICT DO NOTHING skips those already
+// stored (waiting, when another transaction is inserting the same
 // RequestID, for its outcome). Rows are inserted in key order, the same in
 // every transaction, so concurrent writers do not deadlock.
-const pgMoveBatch = `WITH ins AS (
+var pgWriteRecords = func() string {
+	var args, cols []string
+	for i, c := range pgBatchColumns {
+		name, typ, _ := strings.Cut(c, " ")
+		args = append(args, fmt.Sprintf("$%d::%s[]", i+1, typ))
+		cols = append(cols, name)
+	}
+	return `WITH batch AS (
+	SELECT * FROM unnest(` + strings.Join(args, ", ") + `) WITH ORDINALITY AS b(` + strings.Join(cols, ", ") + `, ord)
+), ins AS (
 	INSERT INTO records (` + recordCols + `)
-	SELECT DISTINCT ON (request_id) ` + recordCols + `
-	FROM pg_temp.llmflow_batch ORDER BY request_id, ord
+	SELECT DISTINCT ON (request_id) request_id, time, key_id, project, team, org, model, pool, upstream,
+		prompt_tokens, completion_tokens, cached_tokens, gpu_hours,
+		status, outcome, estimated, stream, priority, latency_us, ttfb_us, tags::text[], estimate_reason,
+		preemptions, recomputed_tokens
+	FROM batch ORDER BY request_id, ord
 	ON CONFLICT (request_id) DO NOTHING
 	RETURNING date_trunc('hour', time, 'UTC') AS hour, key_id, project, team, org, model, pool,
 		prompt_tokens, completion_tokens, cached_tokens, gpu_hours, estimated, tags
@@ -95,6 +81,90 @@ ON CONFLICT (hour, tag, org, team, project, key_id, owner, model, pool) DO UPDAT
 	cached_tokens = rollups_by_tag.cached_tokens + EXCLUDED.cached_tokens,
 	gpu_hours = rollups_by_tag.gpu_hours + EXCLUDED.gpu_hours,
 	estimated_requests = rollups_by_tag.estimated_requests + EXCLUDED.estimated_requests`
+}()
+
+// pgTagsLiteral is tags as a PostgreSQL array literal: every element
+// quoted, so that any string (commas, braces, spaces, NULL) is itself.
+func pgTagsLiteral(b []byte, tags []string) []byte {
+	b = append(b, '{')
+	for i, t := range tags {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		for j := 0; j < len(t); j++ {
+			if t[j] == '"' || t[j] == '\\' {
+				b = append(b, '\\')
+			}
+			b = append(b, t[j])
+		}
+		b = append(b, '"')
+	}
+	return append(b, '}')
+}
+
+// pgBatch is a batch as the column arrays of pgWriteRecords.
+type pgBatch struct {
+	requestID, keyID, project, team, org, model, pool, upstream, outcome, tags, estimateReason []string
+	time                                                                                       []time.Time
+	prompt, completion, cached, status, priority, latency, ttfb, preemptions, recomputed       []int64
+	gpu                                                                                        []float64
+	estimated, stream                                                                          []bool
+}
+
+func newPGBatch(rs []llmflow.Record, clamped *atomic.Int64) *pgBatch {
+	n := len(rs)
+	b := &pgBatch{}
+	for _, l := range []*[]string{&b.requestID, &b.keyID, &b.project, &b.team, &b.org, &b.model, &b.pool, &b.upstream, &b.outcome, &b.tags, &b.estimateReason} {
+		*l = make([]string, 0, n)
+	}
+	for _, l := range []*[]int64{&b.prompt, &b.completion, &b.cached, &b.status, &b.priority, &b.latency, &b.ttfb, &b.preemptions, &b.recomputed} {
+		*l = make([]int64, 0, n)
+	}
+	b.time, b.gpu = make([]time.Time, 0, n), make([]float64, 0, n)
+	b.estimated, b.stream = make([]bool, 0, n), make([]bool, 0, n)
+	var lit []byte
+	for i := range rs {
+		r := clampedRecord(&rs[i], clamped)
+		b.requestID = append(b.requestID, r.RequestID)
+		b.time = append(b.time, pgTime(r.Time))
+		b.keyID = append(b.keyID, r.KeyID)
+		b.project = append(b.project, r.Project)
+		b.team = append(b.team, r.Team)
+		b.org = append(b.org, r.Org)
+		b.model = append(b.model, r.Model)
+		b.pool = append(b.pool, r.Pool)
+		b.upstream = append(b.upstream, r.Upstream)
+		b.prompt = append(b.prompt, r.PromptTokens)
+		b.completion = append(b.completion, r.CompletionTokens)
+		b.cached = append(b.cached, r.CachedTokens)
+		b.gpu = append(b.gpu, r.GPUHours)
+		b.status = append(b.status, int64(r.Status))
+		b.outcome = append(b.outcome, string(r.Outcome))
+		b.estimated = append(b.estimated, r.Estimated)
+		b.stream = append(b.stream, r.Stream)
+		b.priority = append(b.priority, int64(r.Priority))
+		b.latency = append(b.latency, r.Latency.Microseconds())
+		b.ttfb = append(b.ttfb, r.TTFB.Microseconds())
+		if len(r.Tags) == 0 {
+			b.tags = append(b.tags, "{}")
+		} else {
+			lit = pgTagsLiteral(lit[:0], r.Tags)
+			b.tags = append(b.tags, string(lit))
+		}
+		b.estimateReason = append(b.estimateReason, string(r.EstimateReason))
+		b.preemptions = append(b.preemptions, int64(r.Preemptions))
+		b.recomputed = append(b.recomputed, r.RecomputedTokens)
+	}
+	return b
+}
+
+// args are the statement's arguments, in pgBatchColumns order.
+func (b *pgBatch) args() []any {
+	return []any{b.requestID, b.time, b.keyID, b.project, b.team, b.org, b.model, b.pool, b.upstream,
+		b.prompt, b.completion, b.cached, b.gpu, b.status, b.outcome, b.estimated, b.stream, b.priority,
+		b.latency, b.ttfb, b.tags, b.estimateReason, b.preemptions, b.recomputed}
+}
 
 // maxWriteAttempts bounds the retries of a batch that lost a deadlock or a
 // serialization conflict to another writer.
@@ -117,27 +187,11 @@ func (s *Postgres) WriteRecords(ctx context.Context, rs []llmflow.Record) error 
 			return &llmflow.Error{Code: llmflow.EINVALID, Message: fmt.Sprintf("record %d: request id is required", i)}
 		}
 	}
-	var clamped atomic.Int64 // in the last attempt
-	src := func(i int) ([]any, error) {
-		r := clampedRecord(&rs[i], &clamped)
-		return []any{
-			r.RequestID, pgTime(r.Time), r.KeyID, r.Project, r.Team, r.Org, r.Model, r.Pool, r.Upstream,
-			r.PromptTokens, r.CompletionTokens, r.CachedTokens, r.GPUHours,
-			int64(r.Status), string(r.Outcome), r.Estimated, r.Stream, int64(r.Priority),
-			r.Latency.Microseconds(), r.TTFB.Microseconds(), nonNil(r.Tags), string(r.EstimateReason),
-			int64(r.Preemptions), r.RecomputedTokens, int32(i),
-		}, nil
-	}
+	var clamped atomic.Int64
+	args := newPGBatch(rs, &clamped).args()
 	var err error
 	for attempt := 1; ; attempt++ {
-		clamped.Store(0)
-		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"pg_temp", "llmflow_batch"}, pgBatchColumns, pgx.CopyFromSlice(len(rs), src)); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, pgMoveBatch)
-			return err
-		})
+		_, err = s.pool.Exec(ctx, pgWriteRecords, args...)
 		if code := pgCode(err); err == nil || attempt == maxWriteAttempts || (code != "40P01" && code != "40001") {
 			break
 		}

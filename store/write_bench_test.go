@@ -216,7 +216,18 @@ func benchAccountingWrite(b *testing.B, w accounting.Writer, keys int, bares map
 // rows, the last chunk of a batch shorter, each size prepared once.
 func sqliteBare(b *testing.B, db *sql.DB) bareInsert {
 	db.SetMaxOpenConns(1)
+	// Prepared up front: the one connection is the transaction's later.
 	stmts := map[int]*sql.Stmt{}
+	for _, n := range []int{bareChunk, bareBatch % bareChunk} {
+		row := "(" + strings.Repeat("?,", 23) + "?)"
+		st, err := db.Prepare(`INSERT INTO records (request_id, time, key_id, project, team, org, model, pool, upstream,
+	prompt_tokens, completion_tokens, cached_tokens, gpu_hours, status, outcome, estimated, stream, priority,
+	latency_us, ttfb_us, tags, estimate_reason, preemptions, recomputed_tokens) VALUES ` + strings.TrimSuffix(strings.Repeat(row+",", n), ","))
+		if err != nil {
+			b.Fatal(err)
+		}
+		stmts[n] = st
+	}
 	b.Cleanup(func() {
 		for _, st := range stmts {
 			st.Close()
@@ -226,12 +237,7 @@ func sqliteBare(b *testing.B, db *sql.DB) bareInsert {
 		if st := stmts[n]; st != nil {
 			return st, nil
 		}
-		row := "(" + strings.Repeat("?,", 23) + "?)"
-		st, err := db.Prepare(`INSERT INTO records (request_id, time, key_id, project, team, org, model, pool, upstream,
-	prompt_tokens, completion_tokens, cached_tokens, gpu_hours, status, outcome, estimated, stream, priority,
-	latency_us, ttfb_us, tags, estimate_reason, preemptions, recomputed_tokens) VALUES ` + strings.TrimSuffix(strings.Repeat(row+",", n), ","))
-		stmts[n] = st
-		return st, err
+		return nil, fmt.Errorf("no statement prepared for %d rows", n)
 	}
 	args := make([]any, 0, 24*bareChunk)
 	return func(ctx context.Context, rs []llmflow.Record) error {

@@ -15,6 +15,10 @@ import (
 type batchRollups struct {
 	plain map[rollupDims]*rollupSum
 	byTag map[taggedDims]*rollupSum
+
+	// The last record's: a batch comes mostly in runs of one key.
+	last            rollupDims
+	lastSum, lastNo *rollupSum // plain, and under the tag ""
 }
 
 // rollupDims are a rollup row's dimensions but the owner (a function of
@@ -73,14 +77,20 @@ func newBatchRollups(n int) *batchRollups {
 // the tag "" when it has none.
 func (b *batchRollups) add(r *llmflow.Record, hour int64) {
 	d := rollupDims{hour, r.Org, r.Team, r.Project, r.KeyID, r.Model, r.Pool}
-	sum := b.plain[d]
-	if sum == nil {
-		sum = &rollupSum{}
-		b.plain[d] = sum
+	if b.lastSum == nil || d != b.last {
+		sum := b.plain[d]
+		if sum == nil {
+			sum = &rollupSum{}
+			b.plain[d] = sum
+		}
+		b.last, b.lastSum, b.lastNo = d, sum, nil
 	}
-	sum.add(r)
+	b.lastSum.add(r)
 	if len(r.Tags) == 0 {
-		b.addTag(d, "", r)
+		if b.lastNo == nil {
+			b.lastNo = b.tagSum(d, "")
+		}
+		b.lastNo.add(r)
 		return
 	}
 	for i, t := range r.Tags {
@@ -91,13 +101,17 @@ func (b *batchRollups) add(r *llmflow.Record, hour int64) {
 }
 
 func (b *batchRollups) addTag(d rollupDims, tag string, r *llmflow.Record) {
+	b.tagSum(d, tag).add(r)
+}
+
+func (b *batchRollups) tagSum(d rollupDims, tag string) *rollupSum {
 	k := taggedDims{d, tag}
 	sum := b.byTag[k]
 	if sum == nil {
 		sum = &rollupSum{}
 		b.byTag[k] = sum
 	}
-	sum.add(r)
+	return sum
 }
 
 func (d rollupDims) compare(e rollupDims) int {

@@ -273,8 +273,29 @@ func encodeTags(tags []string) (string, error) {
 	if len(tags) == 0 {
 		return "[]", nil
 	}
-	b, err := json.Marshal(tags)
-	return string(b), err
+	// What encoding/json writes, without it for the usual tags: plain
+	// ASCII, nothing to escape.
+	n := 1
+	for _, t := range tags {
+		for i := 0; i < len(t); i++ {
+			if c := t[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+				b, err := json.Marshal(tags)
+				return string(b), err
+			}
+		}
+		n += len(t) + 3
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, t := range tags {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, t...)
+		b = append(b, '"')
+	}
+	return string(append(b, ']')), nil
 }
 
 // createPrivate creates the database file with mode 0600 when it does not

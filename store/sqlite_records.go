@@ -202,11 +202,18 @@ var errStoredAlready = errors.New("a record is stored already")
 // records stored clamped.
 func (s *SQLite) writeRecords(ctx context.Context, rs []llmflow.Record, careful bool, clamped *atomic.Int64) error {
 	clamped.Store(0)
+	// BEGIN IMMEDIATE is where a write waits (for another writer's lock),
+	// and it honours ctx; so does the transaction (database/sql rolls it
+	// back once ctx is done, and Commit refuses). The statements after it,
+	// the write lock held, wait for nothing (WAL: no reader blocks a
+	// writer), and run without ctx: under a ctx that can end, the driver
+	// starts a goroutine and a progress callback for every statement.
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
+	ctx = context.WithoutCancel(ctx)
 	if careful {
 		if rs, err = newRecords(ctx, tx, rs); err != nil {
 			return err

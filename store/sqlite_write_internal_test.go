@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -126,4 +127,20 @@ func TestSQLiteWriteRecordsLargeBatchWithDuplicates(t *testing.T) {
 	if len(rolls) < 2*chunkRows[0] {
 		t.Errorf("only %d rollup rows: the test does not split the rollup statements", len(rolls))
 	}
+}
+
+// encodeTags writes what encoding/json writes, by hand for plain tags.
+func FuzzEncodeTags(f *testing.F) {
+	for _, s := range []string{"teaching", "", "a<b", `q"`, "é", "\x00", "a b-c_d.e"} {
+		f.Add(s, "x")
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		for _, tags := range [][]string{{a}, {a, b}, {b, a, a}} {
+			got, err := encodeTags(tags)
+			want, werr := json.Marshal(tags)
+			if err != nil || werr != nil || got != string(want) {
+				t.Fatalf("encodeTags(%q) = %q, %v; json %q", tags, got, err, want)
+			}
+		}
+	})
 }

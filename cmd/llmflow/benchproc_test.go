@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/go-llmflow/llmflow/internal/h1"
 )
 
@@ -43,6 +45,8 @@ func benchChild() bool {
 		err = runReverseProxy(os.Getenv("LLMFLOW_BENCH_LISTEN"), os.Getenv("LLMFLOW_BENCH_UPSTREAM"))
 	case "h1proxy":
 		err = runH1Proxy(os.Getenv("LLMFLOW_BENCH_LISTEN"), os.Getenv("LLMFLOW_BENCH_UPSTREAM"))
+	case "fasthttpproxy":
+		err = runFastHTTPProxy(os.Getenv("LLMFLOW_BENCH_LISTEN"), os.Getenv("LLMFLOW_BENCH_UPSTREAM"))
 	case "slowsse":
 		err = runSlowSSE(strings.Split(os.Getenv("LLMFLOW_BENCH_LISTEN"), ","), os.Getenv("LLMFLOW_BENCH_INTERVAL"))
 	default:
@@ -120,6 +124,53 @@ func runH1Proxy(listen, upstream string) error {
 		return err
 	}
 	return (&h1.Server{Handler: h, ReadHeaderTimeout: time.Minute}).Serve(ln)
+}
+
+// runFastHTTPProxy is a featureless proxy on fasthttp's server and
+// client (streamed answers): the other stack issue 25 names, measured
+// beside ours.
+func runFastHTTPProxy(listen, upstream string) error {
+	u, err := url.Parse(upstream)
+	if err != nil {
+		return err
+	}
+	hc := &fasthttp.HostClient{Addr: u.Host, MaxConns: 256, StreamResponseBody: true}
+	h := func(ctx *fasthttp.RequestCtx) {
+		req := fasthttp.AcquireRequest()
+		ctx.Request.CopyTo(req)
+		req.SetHost(u.Host)
+		resp := fasthttp.AcquireResponse()
+		if err := hc.Do(req, resp); err != nil {
+			fasthttp.ReleaseRequest(req)
+			fasthttp.ReleaseResponse(resp)
+			ctx.Error("bad gateway", fasthttp.StatusBadGateway)
+			return
+		}
+		fasthttp.ReleaseRequest(req)
+		ctx.SetStatusCode(resp.StatusCode())
+		ctx.Response.Header.SetContentTypeBytes(resp.Header.ContentType())
+		if resp.IsBodyStream() {
+			body := resp.BodyStream()
+			ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+				defer fasthttp.ReleaseResponse(resp)
+				buf := make([]byte, 4096)
+				for {
+					n, err := body.Read(buf)
+					if n > 0 {
+						w.Write(buf[:n])
+						w.Flush()
+					}
+					if err != nil {
+						return
+					}
+				}
+			})
+			return
+		}
+		ctx.SetBody(resp.Body())
+		fasthttp.ReleaseResponse(resp)
+	}
+	return (&fasthttp.Server{Handler: h, ReadTimeout: time.Minute}).ListenAndServe(listen)
 }
 
 // runSlowSSE is the slow streaming engine of BenchmarkOpenStreams, on one

@@ -97,6 +97,8 @@ func BenchmarkFastPath(b *testing.B) {
 	startBenchHelper(b, dir, "reverseproxy", rp, "LLMFLOW_BENCH_UPSTREAM=http://"+up)
 	hp := freeAddr(b)
 	startBenchHelper(b, dir, "h1proxy", hp, "LLMFLOW_BENCH_UPSTREAM=http://"+up)
+	fp := freeAddr(b)
+	startBenchHelper(b, dir, "fasthttpproxy", fp, "LLMFLOW_BENCH_UPSTREAM=http://"+up)
 
 	rec := newUpstreamRecorder(b)
 	single := startFastGateway(b, filepath.Join(dir, "llmflow"), up, rec.URL, "", 1)
@@ -126,6 +128,7 @@ func BenchmarkFastPath(b *testing.B) {
 		direct,
 		newFastTarget("nginx", ngx, "/v1/chat/completions", "/sse/v1/chat/completions", "sim-secret", nil),
 		newFastTarget("proxy", rp, "/v1/chat/completions", "/sse/v1/chat/completions", "sim-secret", nil),
+		newFastTarget("fasthttp", fp, "/v1/chat/completions", "/sse/v1/chat/completions", "sim-secret", nil),
 		newFastTarget("h1proxy", hp, "/v1/chat/completions", "/sse/v1/chat/completions", "sim-secret", nil),
 		newFastTarget("llmflow", single.addrs[0], "/v1/chat/completions", "/v1/chat/completions", single.key, single),
 	}

@@ -45,7 +45,6 @@ const (
 var (
 	errChunkFraming  = errors.New("h1: malformed chunked answer from the engine")
 	errChunkTooLarge = errors.New("h1: chunk size out of range")
-	errBytesAfterEnd = errors.New("h1: engine sent bytes after its answer")
 )
 
 // chunkedReader decodes a chunked body (RFC 9112 §7.1) in the caller's

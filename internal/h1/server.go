@@ -51,7 +51,6 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
 	closing   atomic.Bool
-	done      chan struct{} // closed when the last connection closes after Shutdown/Close
 }
 
 // Supported reports whether this platform has what the server needs to

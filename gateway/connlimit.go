@@ -147,6 +147,13 @@ func (l *connLimiter) refuse(c net.Conn, reason string) {
 	go func() {
 		defer l.refusing.Add(-1)
 		defer c.Close()
+		// The answer goes after the request's first bytes (waited for
+		// briefly): a client whose connection is answered before it sent
+		// anything sees an "unsolicited response" and an error, not a 503
+		// (Go's net/http client does).
+		c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		var first [1]byte
+		c.Read(first[:])
 		c.SetDeadline(time.Now().Add(time.Second))
 		if _, err := c.Write(refusalBodies[reason]); err != nil {
 			return

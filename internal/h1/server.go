@@ -99,7 +99,8 @@ func (s *Server) Serve(ln net.Listener) error {
 			panic("h1: BaseContext returned a nil context")
 		}
 	}
-	base = context.WithValue(base, http.ServerContextKey, s)
+	// http.ServerContextKey is not set: its value is an *http.Server by
+	// contract, and this is not one.
 	var delay time.Duration
 	for {
 		rwc, err := ln.Accept()

@@ -110,6 +110,9 @@ func TestAutoCapacity(t *testing.T) {
 	waitFor(t, "C to grow to the KV target (36)", func() bool { return capacity() == 36 })
 	close(stop)
 	wg.Wait()
+	// the queue follows C in the same step, just after the fair-share
+	// pool: wait for that step to end
+	waitFor(t, "the queue to follow C", func() bool { total, h := queueTotal(); return total == 36 && h == 9 })
 	if total, h := queueTotal(); total != 36 || h != 9 {
 		t.Fatalf("queue total %d headroom %d, want 36 and 9", total, h)
 	}

@@ -122,8 +122,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		pc.conn.Close()
 		// A kept-alive connection the engine closed just as the request
-		// went out: nothing of an answer came back. Sent again once, on a
-		// new connection, as net/http does (errServerClosedIdle).
+		// went out (the write failed): sent again once, on a new
+		// connection. A request whose write went through is never sent
+		// twice: the engine may be running it.
 		if retry && attempt == 0 && ctx.Err() == nil && (req.ContentLength == 0 || req.GetBody != nil) {
 			if req.GetBody != nil {
 				if body, err = req.GetBody(); err != nil {
@@ -149,11 +150,9 @@ func (t *Transport) getConn(ctx context.Context, addr string) (*pconn, error) {
 		s[len(s)-1] = nil
 		t.idle[addr] = s[:len(s)-1]
 		t.mu.Unlock()
-		// A connection idle for a while may have been closed by the engine
-		// (uvicorn's keep-alive timeout is 5 s): one peek says. A fresher
-		// one is taken as is; a request it fails before any answer is sent
-		// again (RoundTrip).
-		if idle := now.Sub(pc.idleAt); idle < t.idleTimeout() && (idle < time.Second || alive(pc.conn)) {
+		// A kept-alive connection may have been closed by the engine
+		// (uvicorn's keep-alive timeout is 5 s): one peek says.
+		if now.Sub(pc.idleAt) < t.idleTimeout() && alive(pc.conn) {
 			pc.reused = true
 			return pc, nil
 		}
@@ -271,7 +270,7 @@ func (pc *pconn) roundTrip(ctx context.Context, req *http.Request, body io.ReadC
 	}
 	if err := pc.writeRequest(req, body); err != nil {
 		r, _, e := fail(err)
-		return r, pc.reused && ctx.Err() == nil, e
+		return r, pc.reused && isReset(err) && ctx.Err() == nil, e
 	}
 	t := pc.t
 	if t.ResponseHeaderTimeout > 0 {
@@ -294,12 +293,11 @@ func (pc *pconn) roundTrip(ctx context.Context, req *http.Request, body io.ReadC
 	}
 	pc.lr.n = 1<<63 - 1
 	if err != nil {
-		nothing := pc.reused && br.Buffered() == 0 && (err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) || isReset(err))
 		r, _, e := fail(err)
 		if errors.Is(err, errResponseHeaderTooLarge) {
 			e = fmt.Errorf("h1: upstream response head larger than %d bytes", t.MaxResponseHeaderBytes)
 		}
-		return r, nothing && ctx.Err() == nil, e
+		return r, false, e
 	}
 	if t.ResponseHeaderTimeout > 0 {
 		pc.conn.SetReadDeadline(time.Time{})

@@ -401,7 +401,9 @@ func TestReclaimHoldback(t *testing.T) {
 	}
 	for range 2 {
 		wg.Add(1)
-		go func() { defer wg.Done(); ask(t, e, e.key, "/v1/chat/completions", reclaimChat(true)("owner", 5)) }()
+		// 100 tokens (200 ms): long enough for both to be seen running
+		// together on a loaded machine (5 tokens ended before the second began)
+		go func() { defer wg.Done(); ask(t, e, e.key, "/v1/chat/completions", reclaimChat(true)("owner", 100)) }()
 	}
 	gatewaytest.WaitFor(t, func() bool { return sim.RunningBy(who)["owner"] == 2 })
 	wg.Wait()

@@ -404,7 +404,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	revoke := chromedp.ID("revoke-" + me.Key.ID)
 	step("revoke the key",
 		chromedp.Click(revoke),
-		chromedp.WaitVisible(revoke), // armed: "Confirm revoke"
+		// armed ("Confirm revoke") before the second click: a listing
+		// re-rendered between the clicks would otherwise only arm it again
+		chromedp.WaitVisible(chromedp.CSS("#revoke-"+me.Key.ID+"[data-armed='1']")),
 		chromedp.Click(revoke),
 		// the listing of active keys no longer has it
 		chromedp.WaitNotPresent(chromedp.ID("key-"+me.Key.ID)),

@@ -183,29 +183,11 @@ var reserveScript = redis.NewScript(ledgerReserveLua + "return ledger_reserve(KE
 
 // ledgerReserveLua defines ledger_reserve(KEYS, ARGV), the body of
 // reserveScript, also run by the admission script of Admissions (admissions.go).
-const ledgerReserveLua = `local function ledger_reserve(KEYS, ARGV)
-local ekey, known, fresh = ARGV[#ARGV - 2], ARGV[#ARGV - 1], ARGV[#ARGV]
-local ep = redis.call('GET', ekey)
-if not ep then
-  -- the ledger's data begins (or began again: Redis lost it)
-  redis.call('SET', ekey, fresh)
-  ep = fresh
-end
-if known ~= '' and ep ~= known then return {'lost', ep} end
-local hasKey = tonumber(ARGV[1])
-local maxif, rpm, tpm = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local toks, now, ifttl = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local pc, oc, want, upg = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
-local nslots = #KEYS - 2
-local rep, lkey, lsecs = ARGV[#ARGV - 5], ARGV[#ARGV - 4], tonumber(ARGV[#ARGV - 3])
-local function I(x) return string.format('%d', x) end
--- holds and in-flight counts are kept per bucket of ifttl seconds (the
--- longest a request may run) and replica ('h:<bucket>:<replica>'): a
--- bucket older than the previous one can only hold what a replica that
--- died left, and is dropped; so is what a replica whose lease expired
--- or was given up holds (it was killed, or stopped: its requests are
--- gone with it); a replica writes its lease before its first hold
-local cur = math.floor(now / ifttl)
+// liveHoldsLua is the part of the ledger's and the quotas' scripts that
+// renews this replica's lease and sums a hash's live holds (live: of the
+// current or previous bucket, of a replica whose lease has not expired),
+// dropping the rest. It needs now, ifttl, rep, lkey and lsecs defined.
+const liveHoldsLua = `local cur = math.floor(now / ifttl)
 local tnow = tonumber(redis.call('TIME')[1])
 redis.call('ZADD', lkey, tnow + lsecs, rep)
 local gone = {}
@@ -238,7 +220,31 @@ local function live(key, prefix)
   end
   return sum, charged
 end
-local function wait(list, total, need, limit)
+`
+
+const ledgerReserveLua = `local function ledger_reserve(KEYS, ARGV)
+local ekey, known, fresh = ARGV[#ARGV - 2], ARGV[#ARGV - 1], ARGV[#ARGV]
+local ep = redis.call('GET', ekey)
+if not ep then
+  -- the ledger's data begins (or began again: Redis lost it)
+  redis.call('SET', ekey, fresh)
+  ep = fresh
+end
+if known ~= '' and ep ~= known then return {'lost', ep} end
+local hasKey = tonumber(ARGV[1])
+local maxif, rpm, tpm = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local toks, now, ifttl = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local pc, oc, want, upg = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
+local nslots = #KEYS - 2
+local rep, lkey, lsecs = ARGV[#ARGV - 5], ARGV[#ARGV - 4], tonumber(ARGV[#ARGV - 3])
+local function I(x) return string.format('%d', x) end
+-- holds and in-flight counts are kept per bucket of ifttl seconds (the
+-- longest a request may run) and replica ('h:<bucket>:<replica>'): a
+-- bucket older than the previous one can only hold what a replica that
+-- died left, and is dropped; so is what a replica whose lease expired
+-- or was given up holds (it was killed, or stopped: its requests are
+-- gone with it); a replica writes its lease before its first hold
+` + liveHoldsLua + `local function wait(list, total, need, limit)
   if total + need <= limit then return 0 end
   table.sort(list, function(a, b) return a[1] < b[1] end)
   local left = total

@@ -565,40 +565,7 @@ local wif, maxif, wr, rpm = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[
 local wt, tpm, now, ifttl = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local n = tonumber(ARGV[9])
 local function I(x) return string.format('%d', x) end
-local cur = math.floor(now / ifttl)
-local tnow = tonumber(redis.call('TIME')[1])
-redis.call('ZADD', lkey, tnow + lsecs, rep)
-local gone = {}
-local function dead(r)
-  if r == '' then return false end
-  local d = gone[r]
-  if d == nil then
-    local s = redis.call('ZSCORE', lkey, r)
-    d = (not s) or tonumber(s) < tnow
-    gone[r] = d
-  end
-  return d
-end
-local function live(key, prefix)
-  local h = redis.call('HGETALL', key)
-  local sum, charged = 0, nil
-  for i = 1, #h, 2 do
-    local f = h[i]
-    if f == 'charged' then
-      charged = tonumber(h[i + 1])
-    elseif string.sub(f, 1, 2) == prefix then
-      local bs, r = string.match(f, '^..(%-?%d+):?(.*)$')
-      local b = tonumber(bs)
-      if b == nil or b < cur - 1 or dead(r) then
-        redis.call('HDEL', key, f)
-      else
-        sum = sum + tonumber(h[i + 1])
-      end
-    end
-  end
-  return sum, charged
-end
-local function part(room, want)
+` + liveHoldsLua + `local function part(room, want)
   if room <= 0 or want <= 0 then return 0 end
   return math.max(0, math.min(want, math.floor(room / (2 * n))))
 end

@@ -227,13 +227,15 @@ func (w *response) writeHeaders(bw *bufio.Writer) {
 			bw.WriteString(k)
 			bw.WriteString(": ")
 			if strings.ContainsAny(v, "\r\n") {
-				v = strings.NewReplacer("\r\n", " ", "\r", " ", "\n", " ").Replace(v)
+				v = lineBreaks.Replace(v)
 			}
 			bw.WriteString(strings.TrimSpace(v))
 			bw.WriteString("\r\n")
 		}
 	}
 }
+
+var lineBreaks = strings.NewReplacer("\r\n", " ", "\r", " ", "\n", " ")
 
 func writeStatus(bw *bufio.Writer, code int) {
 	bw.WriteString("HTTP/1.1 ")
@@ -368,34 +370,18 @@ func validHost(h string) bool {
 	return true
 }
 
-var isTokenChar = func() (t [256]bool) {
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		t[c] = true
-	}
-	for c := 'A'; c <= 'Z'; c++ {
-		t[c] = true
-	}
-	for _, c := range "!#$%&'*+-.^_`|~" {
-		t[c] = true
-	}
-	return t
-}()
+var (
+	isTokenChar   = alnumAnd("!#$%&'*+-.^_`|~")
+	validHostByte = alnumAnd("!$%&'()*+,-.:;=[]_~")
+)
 
-var validHostByte = func() (t [256]bool) {
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
+// alnumAnd is the set of ASCII letters and digits and the bytes of extra.
+func alnumAnd(extra string) (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 	}
-	for c := 'a'; c <= 'z'; c++ {
-		t[c] = true
-	}
-	for c := 'A'; c <= 'Z'; c++ {
-		t[c] = true
-	}
-	for _, c := range "!$%&'()*+,-.:;=[]_~" {
-		t[c] = true
+	for i := 0; i < len(extra); i++ {
+		t[extra[i]] = true
 	}
 	return t
-}()
+}

@@ -224,7 +224,7 @@ type conn struct {
 	ctx    context.Context
 	br     *bufio.Reader
 	bw     *bufio.Writer
-	lr     limitReader
+	lr     headLimit
 	state  atomic.Int32
 	born   time.Time
 
@@ -284,7 +284,7 @@ func (c *conn) setReadDeadline(t time.Time) bool {
 }
 
 func (c *conn) serve() {
-	c.lr = limitReader{r: c.rwc, n: 1<<63 - 1}
+	c.lr = headLimit{r: c.rwc, n: unlimited, err: errHeaderTooLarge}
 	c.watch = watchConn(c)
 	defer c.close()
 	defer func() {
@@ -357,7 +357,7 @@ func (c *conn) serveOne() bool {
 	c.lr.n = int64(maxHdr) + 4096 // net/http's slop for the request line and bufio
 	req, err := http.ReadRequest(c.br)
 	tooLarge := c.lr.n <= 0
-	c.lr.n = 1<<63 - 1
+	c.lr.n = unlimited
 	if err != nil {
 		c.refuse(err, tooLarge)
 		return false
@@ -506,18 +506,27 @@ func (c *conn) close() {
 // it), so an open stream costs no read buffer.
 func (c *conn) reader() *bufio.Reader {
 	if c.br == nil {
-		c.br = readerPool.Get().(*bufio.Reader)
-		c.br.Reset(&c.lr)
+		c.br = pooledReader(&c.lr)
 	}
 	return c.br
 }
 
-func (c *conn) releaseReader() {
-	if c.br != nil {
-		c.br.Reset(nil)
-		readerPool.Put(c.br)
-		c.br = nil
+func (c *conn) releaseReader() { c.br = releaseReader(c.br) }
+
+// pooledReader is a 4 KiB read buffer from the pool, reading r.
+func pooledReader(r io.Reader) *bufio.Reader {
+	br := readerPool.Get().(*bufio.Reader)
+	br.Reset(r)
+	return br
+}
+
+// releaseReader gives br (if any) back to the pool and returns nil.
+func releaseReader(br *bufio.Reader) *bufio.Reader {
+	if br != nil {
+		br.Reset(nil)
+		readerPool.Put(br)
 	}
+	return nil
 }
 
 // writer is the connection's write buffer, from the pool when it has
@@ -539,15 +548,19 @@ func (c *conn) releaseWriter() {
 	}
 }
 
-// limitReader counts what the header parser may still read.
-type limitReader struct {
-	r net.Conn
-	n int64
+// headLimit bounds what a head parser may still read from a connection
+// (n), failing with err past it; a body is read with n at its maximum.
+type headLimit struct {
+	r   net.Conn
+	n   int64
+	err error
 }
 
-func (l *limitReader) Read(p []byte) (int, error) {
+const unlimited = 1<<63 - 1
+
+func (l *headLimit) Read(p []byte) (int, error) {
 	if l.n <= 0 {
-		return 0, errHeaderTooLarge
+		return 0, l.err
 	}
 	if int64(len(p)) > l.n {
 		p = p[:l.n]

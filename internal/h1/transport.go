@@ -48,7 +48,7 @@ type pconn struct {
 	t      *Transport
 	addr   string
 	conn   net.Conn
-	lr     respLimit
+	lr     headLimit
 	br     *bufio.Reader
 	wbuf   []byte
 	idleAt time.Time
@@ -60,36 +60,12 @@ type pconn struct {
 // pool; it goes back once the head is read.
 func (pc *pconn) reader() *bufio.Reader {
 	if pc.br == nil {
-		pc.br = readerPool.Get().(*bufio.Reader)
-		pc.br.Reset(&pc.lr)
+		pc.br = pooledReader(&pc.lr)
 	}
 	return pc.br
 }
 
-func (pc *pconn) releaseReader() {
-	if pc.br != nil {
-		pc.br.Reset(nil)
-		readerPool.Put(pc.br)
-		pc.br = nil
-	}
-}
-
-type respLimit struct {
-	r net.Conn
-	n int64
-}
-
-func (l *respLimit) Read(p []byte) (int, error) {
-	if l.n <= 0 {
-		return 0, errResponseHeaderTooLarge
-	}
-	if int64(len(p)) > l.n {
-		p = p[:l.n]
-	}
-	n, err := l.r.Read(p)
-	l.n -= int64(n)
-	return n, err
-}
+func (pc *pconn) releaseReader() { pc.br = releaseReader(pc.br) }
 
 var errResponseHeaderTooLarge = errors.New("h1: upstream response head too large")
 
@@ -167,7 +143,7 @@ func (t *Transport) getConn(ctx context.Context, addr string) (*pconn, error) {
 		return nil, err
 	}
 	pc := &pconn{t: t, addr: addr, conn: c, rc: rawConn(c)}
-	pc.lr = respLimit{r: c, n: 1<<63 - 1}
+	pc.lr = headLimit{r: c, n: unlimited, err: errResponseHeaderTooLarge}
 	return pc, nil
 }
 
@@ -291,7 +267,7 @@ func (pc *pconn) roundTrip(ctx context.Context, req *http.Request, body io.ReadC
 			pc.lr.n = 64 << 10
 		}
 	}
-	pc.lr.n = 1<<63 - 1
+	pc.lr.n = unlimited
 	if err != nil {
 		r, _, e := fail(err)
 		if errors.Is(err, errResponseHeaderTooLarge) {

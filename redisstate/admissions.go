@@ -45,7 +45,7 @@ func NewAdmissions(c *Counters, l *Ledger) *Admissions { return &Admissions{c: c
 // ledger's arguments, the counters' arguments. It returns {counters'
 // answer, ledger's answer} (the ledger's empty when it did not run).
 var admitWithLedgerScript = redis.NewScript(ledgerReserveLua + ctrAdmitLua + splitLua + `
-local LK, LA, CK, CA = split()
+local LK, LA, CK, CA = split(KEYS, ARGV)
 local led = {}
 local ctr = ctr_admit(CK, CA, function()
   led = ledger_reserve(LK, LA)
@@ -56,17 +56,17 @@ return {ctr, led}
 
 // releaseWithLedgerScript: keys and arguments as admitWithLedgerScript's, for
 // ledger_settle and ctr_release. It returns ctr_release's answer.
-var releaseWithLedgerScript = redis.NewScript(chargeLua + ledgerSettleLua + ctrReleaseLua + splitLua + `
-local LK, LA, CK, CA = split()
+var releaseWithLedgerScript = redis.NewScript(directLua + chargeLua + ledgerSettleLua + ctrReleaseLua + splitLua + `
+local LK, LA, CK, CA = split(KEYS, ARGV)
 local reg = ctr_release(CK, CA)
 ledger_settle(LK, LA)
 return reg
 `)
 
-// splitLua defines split(), which parts KEYS and ARGV between the ledger
-// and the counters.
+// splitLua defines split(KEYS, ARGV), which parts KEYS and ARGV between
+// the ledger and the counters.
 const splitLua = `
-local function split()
+local function split(KEYS, ARGV)
   local nk, na = tonumber(ARGV[1]), tonumber(ARGV[2])
   local LK, LA, CK, CA = {}, {}, {}, {}
   for i = 1, #KEYS do
@@ -335,8 +335,8 @@ func (s *Admissions) Release(_ context.Context, a *admission.Admission, e admiss
 
 // releaseWithQuotaScript: keys and arguments as admitWithLedgerScript's,
 // for quota_give and ctr_release. It returns ctr_release's answer.
-var releaseWithQuotaScript = redis.NewScript(chargeLua + quotaGiveLua + ctrReleaseLua + splitLua + `
-local LK, LA, CK, CA = split()
+var releaseWithQuotaScript = redis.NewScript(directLua + chargeLua + quotaGiveLua + ctrReleaseLua + splitLua + `
+local LK, LA, CK, CA = split(KEYS, ARGV)
 local reg = ctr_release(CK, CA)
 quota_give(LK, LA)
 return reg
@@ -346,14 +346,14 @@ return reg
 // releaseWithQuotaScript and releaseWithLedgerScript with
 // ctr_release_keep for ctr_release (within.go).
 var (
-	releaseKeepWithQuotaScript = redis.NewScript(chargeLua + quotaGiveLua + ctrReleaseLua + ctrReleaseKeepLua + splitLua + `
-local LK, LA, CK, CA = split()
+	releaseKeepWithQuotaScript = redis.NewScript(directLua + chargeLua + quotaGiveLua + ctrReleaseLua + ctrReleaseKeepLua + splitLua + `
+local LK, LA, CK, CA = split(KEYS, ARGV)
 local reg = ctr_release_keep(CK, CA)
 quota_give(LK, LA)
 return reg
 `)
-	releaseKeepWithLedgerScript = redis.NewScript(chargeLua + ledgerSettleLua + ctrReleaseLua + ctrReleaseKeepLua + splitLua + `
-local LK, LA, CK, CA = split()
+	releaseKeepWithLedgerScript = redis.NewScript(directLua + chargeLua + ledgerSettleLua + ctrReleaseLua + ctrReleaseKeepLua + splitLua + `
+local LK, LA, CK, CA = split(KEYS, ARGV)
 local reg = ctr_release_keep(CK, CA)
 ledger_settle(LK, LA)
 return reg

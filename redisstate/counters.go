@@ -327,11 +327,12 @@ return {'ok', table.concat(within), top, borrow, registered}
 end
 `
 
-// chargeLua decays the usage of path key k in hash h to now and adds g.
+// chargeLua decays the usage of path key k in hash h to now and adds g
+// (over hashLua's functions, directLua's or cachedLua's).
 const chargeLua = `
 local function charge(h, k, g, now, hl)
-  local u = tonumber(redis.call('HGET', h, 'u:' .. k) or '')
-  local t = tonumber(redis.call('HGET', h, 't:' .. k) or '')
+  local u = tonumber(hget(h, 'u:' .. k) or '')
+  local t = tonumber(hget(h, 't:' .. k) or '')
   if u == nil or t == nil then
     u, t = g, now
   elseif now > t then
@@ -340,7 +341,7 @@ local function charge(h, k, g, now, hl)
   else
     u = u + g * math.exp(-math.log(2) * (t - now) / hl)
   end
-  redis.call('HSET', h, 'u:' .. k, string.format('%.17g', u), 't:' .. k, string.format('%.17g', t))
+  hset(h, 'u:' .. k, string.format('%.17g', u), 't:' .. k, string.format('%.17g', t))
 end
 `
 
@@ -352,7 +353,7 @@ end
 // (unix seconds), half-life (seconds), then the n path keys. The usage of
 // each account and of the pool ("") is decayed to now and charged, as
 // MemCounters does.
-var releaseScript = redis.NewScript(chargeLua + ctrReleaseLua + "return ctr_release(KEYS, ARGV)\n")
+var releaseScript = redis.NewScript(directLua + chargeLua + ctrReleaseLua + "return ctr_release(KEYS, ARGV)\n")
 
 const ctrReleaseLua = `
 local function ctr_release(KEYS, ARGV)
@@ -364,13 +365,13 @@ local g = tonumber(ARGV[4])
 local now = tonumber(ARGV[5])
 local hl = tonumber(ARGV[6])
 local function dec(f)
-  if redis.call('HINCRBY', h, f, -1) < 0 then redis.call('HSET', h, f, 0) end
-  if redis.call('HINCRBY', r, f, -1) < 0 then redis.call('HSET', r, f, 0) end
+  if hincr(h, f, -1) < 0 then hset(h, f, 0) end
+  if hincr(r, f, -1) < 0 then hset(r, f, 0) end
 end
 -- This replica's part is gone (Redis lost it, or the replica was reaped
 -- and its counts taken off the totals): uncounting here would take off
 -- other replicas' counts. The rebuild this asks for makes the part right.
-local registered = redis.call('HEXISTS', r, 'live')
+local registered = hexists(r, 'live') and 1 or 0
 if registered == 1 then
   dec('inflight')
   if not top then dec('borrowing') end
@@ -402,7 +403,7 @@ end
 // Redis lost it), settled 1 when every other live replica has beaten
 // since then (a lease's expiry is its last beat plus the lease, alike for
 // all replicas of a pool), so all of them count this one.
-var beatScript = redis.NewScript(chargeLua + `
+var beatScript = redis.NewScript(directLua + chargeLua + `
 local h, r, l = KEYS[1], KEYS[2], KEYS[3]
 local rid, lease, rebuild, hl = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', tonumber(ARGV[4])
 local joined = tonumber(ARGV[5])

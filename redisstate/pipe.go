@@ -37,7 +37,24 @@ type pipe struct {
 	closed bool
 	kick   chan struct{}
 	done   chan struct{}
+
+	// linger: a settle call nobody waits for (settleKinds) waits that
+	// long for others to share its script (batch.go), unless a call
+	// that is waited for, or of another kind, comes first; armed while
+	// the timer runs for the queue
+	linger time.Duration
+	timer  *time.Timer
+	armed  bool
 }
+
+// settleLinger is how long a settle call nobody waits for may wait for
+// others: at a few thousand requests a second, the ends and counts of a
+// few requests go as one script and wake the pipe and Redis once. What
+// it delays is only seen by other replicas, and errs on the safe side:
+// an end (a place, a hold given back) is seen a moment late; a count in
+// flight of a request placed from a quota, whose place is already counted
+// within.
+const settleLinger = time.Millisecond
 
 // pipeOp is one script call: then (nil: none) receives the answer on the
 // pipe's goroutine; wait, when not nil, receives it instead.
@@ -52,7 +69,9 @@ type pipeOp struct {
 
 // newPipe starts the pipe of rdb; close stops it.
 func newPipe(rdb redis.UniversalClient) *pipe {
-	p := &pipe{rdb: rdb, kick: make(chan struct{}, 1), done: make(chan struct{}), loaded: map[*redis.Script]bool{}}
+	p := &pipe{rdb: rdb, kick: make(chan struct{}, 1), done: make(chan struct{}), loaded: map[*redis.Script]bool{}, linger: settleLinger}
+	p.timer = time.AfterFunc(time.Hour, p.poke)
+	p.timer.Stop()
 	go p.run()
 	return p
 }
@@ -108,12 +127,26 @@ func (p *pipe) enqueue(op *pipeOp) bool {
 		return false
 	}
 	p.queue = append(p.queue, op)
+	if p.linger > 0 && op.wait == nil && settleKinds[op.script] != 0 {
+		arm := !p.armed
+		p.armed = true
+		p.mu.Unlock()
+		if arm {
+			p.timer.Reset(p.linger)
+		}
+		return true
+	}
 	p.mu.Unlock()
+	p.poke()
+	return true
+}
+
+// poke wakes the sending goroutine.
+func (p *pipe) poke() {
 	select {
 	case p.kick <- struct{}{}:
 	default:
 	}
-	return true
 }
 
 // close sends what was handed over and stops the pipe; later calls run
@@ -127,10 +160,10 @@ func (p *pipe) close() {
 	}
 	p.closed = true
 	p.mu.Unlock()
-	select {
-	case p.kick <- struct{}{}:
-	default:
+	if p.timer != nil {
+		p.timer.Stop()
 	}
+	p.poke()
 	<-p.done
 }
 
@@ -142,6 +175,7 @@ func (p *pipe) run() {
 			p.mu.Lock()
 			batch := p.queue
 			p.queue, p.spare = p.spare[:0], nil
+			p.armed = false // the next settle call arms the timer again
 			closed := p.closed
 			p.mu.Unlock()
 			if len(batch) == 0 {
@@ -172,6 +206,7 @@ func (p *pipe) execAlone(op *pipeOp) {
 // does not have yet go again as EVAL, which loads it) and hands the
 // answers back in order.
 func (p *pipe) exec(batch []*pipeOp) {
+	batch = mergeSettles(batch)
 	timeout := time.Duration(0)
 	n := 0
 	for _, op := range batch {
@@ -217,11 +252,6 @@ func (p *pipe) exec(batch []*pipeOp) {
 		cancel()
 	}
 	for i, op := range batch {
-		switch {
-		case op.wait != nil:
-			op.wait <- cmds[i]
-		case op.then != nil:
-			op.then(cmds[i])
-		}
+		op.answer(cmds[i])
 	}
 }

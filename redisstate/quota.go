@@ -622,7 +622,7 @@ return {'ok', cur, gif, gr, gt, now, gs}
 // bucket width, then per slot: units back, units charged, floor, expiry;
 // last the replica. Nothing goes below 0, and nothing is given back to a
 // field that is gone (dropped with a dead replica, or Redis lost it).
-var quotaGiveScript = redis.NewScript(quotaGiveLua + "return quota_give(KEYS, ARGV)\n")
+var quotaGiveScript = redis.NewScript(directLua + quotaGiveLua + "return quota_give(KEYS, ARGV)\n")
 
 // quotaGiveLua defines quota_give(KEYS, ARGV), quotaGiveScript's body,
 // also run by the release script of Admissions (releaseWithQuotaScript).
@@ -632,13 +632,13 @@ local dr, dt, now = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local rep = ':' .. ARGV[#ARGV]
 local function I(x) return string.format('%d', x) end
 local function back(key, f, n)
-  if n > 0 and redis.call('HEXISTS', key, f) == 1 and redis.call('HINCRBY', key, f, I(-n)) <= 0 then
-    redis.call('HDEL', key, f)
+  if n > 0 and hexists(key, f) and hincr(key, f, I(-n)) <= 0 then
+    hdel(key, f)
   end
 end
 local function add(key, f, d)
-  if d ~= 0 and redis.call('HEXISTS', key, f) == 1 and redis.call('HINCRBY', key, f, I(d)) < 0 then
-    redis.call('HSET', key, f, 0)
+  if d ~= 0 and hexists(key, f) and hincr(key, f, I(d)) < 0 then
+    hset(key, f, 0)
   end
 end
 back(KEYS[1], 'i:' .. b .. rep, places)
@@ -649,13 +649,13 @@ end
 for i = 3, #KEYS do
   local j = 8 + (i - 3) * 4
   local u, c = tonumber(ARGV[j]), tonumber(ARGV[j + 1])
-  if redis.call('EXISTS', KEYS[i]) == 1 then
+  if exists(KEYS[i]) then
     back(KEYS[i], 'h:' .. b .. rep, u)
-    if c > 0 then redis.call('HINCRBY', KEYS[i], 'charged', I(c)) end
+    if c > 0 then hincr(KEYS[i], 'charged', I(c)) end
   elseif c > 0 then
-    redis.call('HSET', KEYS[i], 'charged', I(tonumber(ARGV[j + 2]) + c))
+    hset(KEYS[i], 'charged', I(tonumber(ARGV[j + 2]) + c))
   end
-  if c > 0 or u > 0 then redis.call('EXPIREAT', KEYS[i], ARGV[j + 3]) end
+  if c > 0 or u > 0 then expireat(KEYS[i], ARGV[j + 3]) end
 end
 return 1
 end

@@ -300,17 +300,22 @@ return 1
 // counts are the quota's). KEYS: totals, this replica's part. ARGV: the
 // chain's path keys. It returns 0, counting nothing, when this replica's
 // part is missing (the rebuild that asks for counts it).
-var countScript = redis.NewScript(`
+var countScript = redis.NewScript(directLua + ctrCountLua + "return ctr_count(KEYS, ARGV)\n")
+
+// ctrCountLua defines ctr_count(KEYS, ARGV), countScript's body.
+const ctrCountLua = `
+local function ctr_count(KEYS, ARGV)
 local h, r = KEYS[1], KEYS[2]
-if redis.call('HEXISTS', r, 'live') == 0 then return 0 end
-redis.call('HINCRBY', h, 'inflight', 1)
-redis.call('HINCRBY', r, 'inflight', 1)
+if not hexists(r, 'live') then return 0 end
+hincr(h, 'inflight', 1)
+hincr(r, 'inflight', 1)
 for i = 1, #ARGV do
-  redis.call('HINCRBY', h, 'i:' .. ARGV[i], 1)
-  redis.call('HINCRBY', r, 'i:' .. ARGV[i], 1)
+  hincr(h, 'i:' .. ARGV[i], 1)
+  hincr(r, 'i:' .. ARGV[i], 1)
 end
 return 1
-`)
+end
+`
 
 // admitLeased counts a request of ch placed at p from a quota (take):
 // here and, in flight, in Redis through the pipe. c.gate is held
@@ -367,8 +372,8 @@ local leaf, res, thr = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local rest = {}
 for i = 4, #ARGV do rest[#rest + 1] = ARGV[i] end
 local kept = 0
-if leaf ~= '' and redis.call('HEXISTS', KEYS[2], 'live') == 1 and
-   res - tonumber(redis.call('HGET', KEYS[1], 'w:' .. leaf) or '0') >= thr then
+if leaf ~= '' and hexists(KEYS[2], 'live') and
+   res - tonumber(hget(KEYS[1], 'w:' .. leaf) or '0') >= thr then
   rest[2] = string.rep('0', #rest[2])
   kept = 2
 end
@@ -377,4 +382,4 @@ end
 `
 
 // releaseKeepScript is ctr_release_keep alone.
-var releaseKeepScript = redis.NewScript(chargeLua + ctrReleaseLua + ctrReleaseKeepLua + "return ctr_release_keep(KEYS, ARGV)\n")
+var releaseKeepScript = redis.NewScript(directLua + chargeLua + ctrReleaseLua + ctrReleaseKeepLua + "return ctr_release_keep(KEYS, ARGV)\n")

@@ -1,0 +1,289 @@
+package redisstate
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// settleWorld is one copy of the keys the settle scripts touch, under a
+// prefix of its own: a pool's totals and this replica's part, a key's
+// ledger hashes (in flight, window) and two budgets.
+type settleWorld struct {
+	h, r, lk, lw string
+	budgets      [2]string
+}
+
+func newSettleWorld(prefix string) settleWorld {
+	return settleWorld{
+		h: prefix + "counters:{p}", r: prefix + "counters:{p}:r:rep1",
+		lk: prefix + "ledger:k:key1", lw: prefix + "ledger:w:key1",
+		budgets: [2]string{prefix + "ledger:b:org/a/:100", prefix + "ledger:b:key/key1/:100"},
+	}
+}
+
+// seed writes the same starting state in w: counts that some calls take
+// below zero, usage to decay, holds to give back, a window, one budget
+// that does not exist yet (when absent).
+func (w settleWorld) seed(t *testing.T, rdb *redis.Client, registered, absentBudget bool) {
+	t.Helper()
+	ctx := context.Background()
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(rdb.HSet(ctx, w.h, "inflight", 3, "borrowing", 1, "i:a", 2, "i:a\x00t", 1, "w:a", 2, "w:a\x00t", 1,
+		"u:a", "0.5", "t:a", "1000", "u:", "0.25", "t:", "1000").Err())
+	if registered {
+		must(rdb.HSet(ctx, w.r, "live", 1, "inflight", 2, "i:a", 1, "w:a", 1, "borrowing", 0).Err())
+	} else {
+		must(rdb.HSet(ctx, w.r, "inflight", 2).Err())
+	}
+	must(rdb.HSet(ctx, w.lk, "i:7:rep1", 3, "i:7:rep2", 1).Err())
+	must(rdb.HSet(ctx, w.lw, "r:1000", 4, "t:1000", 500).Err())
+	must(rdb.HSet(ctx, w.budgets[0], "charged", 100, "h:7:rep1", 40).Err())
+	must(rdb.ExpireAt(ctx, w.budgets[0], time.Unix(4000000000, 0)).Err())
+	if !absentBudget {
+		must(rdb.HSet(ctx, w.budgets[1], "charged", 7, "h:7:rep1", 3).Err())
+	}
+}
+
+// dump is every key of w as HGETALL and its expiry (unix s, −1: none).
+func (w settleWorld) dump(t *testing.T, rdb *redis.Client) map[string]any {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]any{}
+	for i, k := range []string{w.h, w.r, w.lk, w.lw, w.budgets[0], w.budgets[1]} {
+		v, err := rdb.HGetAll(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp, err := rdb.Do(ctx, "EXPIRETIME", k).Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[strconv.Itoa(i)] = v
+		out[strconv.Itoa(i)+"-expire"] = exp
+	}
+	return out
+}
+
+// settleCall is one call of a settle script with w's keys.
+type settleCall struct {
+	script *redis.Script
+	keys   []string
+	args   []any
+}
+
+// randomSettleCall draws a call of one of the settle scripts for world
+// w: counts, releases that keep or give back, with or without usage,
+// within or not, quota gives of holds and charges, expiries.
+func randomSettleCall(rng *rand.Rand, w settleWorld) settleCall {
+	paths := [][]any{{"a"}, {"a", "a\x00t"}}
+	path := paths[rng.IntN(2)]
+	release := func() []any {
+		within := ""
+		for range path {
+			within += strconv.Itoa(rng.IntN(2))
+		}
+		g := 0.0
+		if rng.IntN(3) > 0 {
+			g = float64(rng.IntN(1000)) / 1e6
+		}
+		top := strconv.Itoa(rng.IntN(2))
+		args := []any{len(path), within, top, g, 1000 + rng.IntN(100), 3600}
+		return append(args, path...)
+	}
+	keep := func() []any {
+		leaf := ""
+		if rng.IntN(3) > 0 {
+			leaf = path[len(path)-1].(string)
+		}
+		return append([]any{leaf, 1 + rng.IntN(4), rng.IntN(3)}, release()...)
+	}
+	give := func() ([]string, []any) {
+		keys := []string{w.lk, w.lw}
+		args := []any{"7", rng.IntN(3), 1000 - 61*rng.IntN(2), rng.IntN(3) - 1, rng.IntN(200) - 100, 1005, 60}
+		n := rng.IntN(3)
+		for i := range n {
+			keys = append(keys, w.budgets[i])
+			args = append(args, rng.IntN(50), rng.IntN(30)-5, 10, 4000000000+rng.IntN(10))
+		}
+		return keys, append(args, "rep1")
+	}
+	ctr := []string{w.h, w.r}
+	switch rng.IntN(6) {
+	case 0:
+		return settleCall{countScript, ctr, path}
+	case 1:
+		return settleCall{releaseScript, ctr, release()}
+	case 2:
+		return settleCall{releaseKeepScript, ctr, keep()}
+	case 3:
+		lk, la := give()
+		keys, args := joined(lk, la, ctr, release())
+		return settleCall{releaseWithQuotaScript, keys, args}
+	case 4:
+		lk, la := give()
+		keys, args := joined(lk, la, ctr, keep())
+		return settleCall{releaseKeepWithQuotaScript, keys, args}
+	default:
+		lk, la := give()
+		return settleCall{quotaGiveScript, lk, la}
+	}
+}
+
+// TestSettleBatchSameAsOneByOne runs random sequences of settle calls one
+// script each (directLua) on one copy of the keys and through the pipe's
+// merge (cachedLua, in runs of random lengths) on another, and requires
+// the same answers and the same keys, fields, values and expiries.
+func TestSettleBatchSameAsOneByOne(t *testing.T) {
+	rdb, prefix := testRedis(t)
+	ctx := context.Background()
+	for seed := range uint64(40) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		one, batched := newSettleWorld(fmt.Sprintf("%s%d:one:", prefix, seed)), newSettleWorld(fmt.Sprintf("%s%d:batch:", prefix, seed))
+		registered, absent := seed%4 != 3, seed%3 == 0
+		one.seed(t, rdb, registered, absent)
+		batched.seed(t, rdb, registered, absent)
+		n := 1 + rng.IntN(40)
+		var want, got []any
+		var ops []*pipeOp
+		for range n {
+			c1 := randomSettleCall(rng, one)
+			c2 := c1
+			c2.keys = make([]string, len(c1.keys))
+			for i, k := range c1.keys {
+				c2.keys[i] = strings.Replace(k, ":one:", ":batch:", 1)
+			}
+			v, err := c1.script.Run(ctx, rdb, c1.keys, c1.args...).Result()
+			if err != nil {
+				t.Fatalf("seed %d: one by one: %v", seed, err)
+			}
+			want = append(want, v)
+			ops = append(ops, &pipeOp{script: c2.script, keys: c2.keys, args: c2.args, timeout: time.Second, then: func(cmd *redis.Cmd) {
+				v, err := cmd.Result()
+				if err != nil {
+					t.Errorf("seed %d: batched: %v", seed, err)
+				}
+				got = append(got, v)
+			}})
+		}
+		// runs of random lengths, a barrier (not a settle) between them
+		p := &pipe{rdb: rdb, loaded: map[*redis.Script]bool{}}
+		var batch []*pipeOp
+		for i := 0; i < len(ops); {
+			j := min(len(ops), i+1+rng.IntN(8))
+			batch = append(batch, ops[i:j]...)
+			batch = append(batch, &pipeOp{then: func(*redis.Cmd) {}})
+			i = j
+		}
+		p.exec(batch)
+		if !reflect.DeepEqual(want, got) {
+			t.Fatalf("seed %d: answers one by one %v, batched %v", seed, want, got)
+		}
+		if a, b := one.dump(t, rdb), batched.dump(t, rdb); !reflect.DeepEqual(a, b) {
+			t.Fatalf("seed %d (%d calls): one by one\n%v\nbatched\n%v", seed, n, a, b)
+		}
+	}
+}
+
+// TestSettleBatchOneScriptPerRun: the pipe sends a run of settle calls as
+// one script, and other calls around it as they are, in order.
+func TestSettleBatchOneScriptPerRun(t *testing.T) {
+	count := func(s *redis.Script) []any { return []any{s} }
+	w := newSettleWorld("x:")
+	batch := []*pipeOp{
+		{script: countScript, keys: []string{w.h, w.r}, args: []any{"a"}},
+		{script: releaseScript, keys: []string{w.h, w.r}},
+		{script: quotaTakeScript},
+		{script: quotaGiveScript, keys: []string{w.lk}},
+		{},
+		{script: countScript},
+	}
+	got := mergeSettles(batch)
+	var scripts []any
+	for _, op := range got {
+		scripts = append(scripts, count(op.script)...)
+	}
+	want := []any{settleBatchScript, quotaTakeScript, settleBatchScript, (*redis.Script)(nil), settleBatchScript}
+	if !reflect.DeepEqual(scripts, want) {
+		t.Fatalf("merged scripts %v, want %v", scripts, want)
+	}
+	if k := strings.Join(got[0].keys, ","); k != "x:counters:{p},x:counters:{p}:r:rep1,x:counters:{p},x:counters:{p}:r:rep1" {
+		t.Errorf("merged keys %s", k)
+	}
+	if a := fmt.Sprint(got[0].args); a != "[2 1 2 1 2 2 0 a]" {
+		t.Errorf("merged args %s", a)
+	}
+}
+
+// TestPipeLingersSettles: settle calls nobody waits for wait in the pipe
+// (here for an hour) and go with the next call that cannot wait, as one
+// script in one round trip, each answered in order.
+func TestPipeLingersSettles(t *testing.T) {
+	base, prefix := testRedis(t)
+	slow := &scriptPipelines{}
+	rdb := redis.NewClient(&redis.Options{Addr: base.Options().Addr})
+	t.Cleanup(func() { rdb.Close() })
+	rdb.AddHook(slow)
+	w := newSettleWorld(prefix)
+	w.seed(t, base, true, false)
+	p := newPipe(rdb)
+	p.linger = time.Hour
+	t.Cleanup(p.close)
+	var order []int
+	for i := range 5 {
+		p.send(countScript, []string{w.h, w.r}, []any{"a"}, time.Second, func(cmd *redis.Cmd) {
+			if v, err := cmd.Int64(); err != nil || v != 1 {
+				t.Errorf("count %d: %v %v", i, v, err)
+			}
+			order = append(order, i)
+		})
+	}
+	time.Sleep(20 * time.Millisecond) // nothing may go meanwhile
+	if n := slow.pipes.Load(); n != 0 {
+		t.Fatalf("%d round trips before anything waited", n)
+	}
+	p.barrier()
+	if pipes, scripts := slow.pipes.Load(), slow.scripts.Load(); pipes != 1 || scripts != 1 {
+		t.Fatalf("%d scripts in %d round trips, want 1 in 1", scripts, pipes)
+	}
+	if fmt.Sprint(order) != "[0 1 2 3 4]" {
+		t.Fatalf("answered in order %v", order)
+	}
+	if v, _ := base.HGet(context.Background(), w.h, "inflight").Int(); v != 3+5 {
+		t.Fatalf("inflight %d, want 8", v)
+	}
+}
+
+// scriptPipelines counts the pipelines that carry scripts, and the
+// scripts (not the connection's handshake).
+type scriptPipelines struct{ pipes, scripts atomic.Int64 }
+
+func (h *scriptPipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *scriptPipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *scriptPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		n := 0
+		for _, c := range cmds {
+			if name := c.Name(); name == "eval" || name == "evalsha" {
+				n++
+			}
+		}
+		if n > 0 {
+			h.pipes.Add(1)
+			h.scripts.Add(int64(n))
+		}
+		return next(ctx, cmds)
+	}
+}

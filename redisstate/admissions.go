@@ -374,6 +374,7 @@ func (s *Admissions) releaseLeased(a *admission.Admission, e admission.End, gpuH
 	if cg != 0 {
 		ck, ca, counted = c.releaseLeasedCall(a.Chain, a.Placement, cg, gpuHours, e.At)
 		keep = true
+		gpuHours = 0 // charged at the next beat: not again if the script fails
 	} else if c.releaseLocal(a.Chain, a.Placement, gpuHours, e.At) {
 		counted = false
 	} else {

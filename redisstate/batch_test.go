@@ -3,6 +3,7 @@ package redisstate
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"strconv"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/go-llmflow/llmflow/admission"
 )
 
 // settleWorld is one copy of the keys the settle scripts touch, under a
@@ -285,5 +288,51 @@ func (h *scriptPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) re
 			h.scripts.Add(int64(n))
 		}
 		return next(ctx, cmds)
+	}
+}
+
+// TestLeasedUsageChargedAtBeat: requests placed from quotas charge their
+// usage at the pool's next beat, all at once, not in their end scripts;
+// this replica sees it at once, Redis (so the other replicas) after the
+// beat, and none of it is lost or counted twice.
+func TestLeasedUsageChargedAtBeat(t *testing.T) {
+	rdb, prefix := testRedis(t)
+	now := time.Now()
+	s, _, p, ch := pipedReplica(t, rdb, prefix, now, 100)
+	ctx := context.Background()
+	const n, g = 30, 0.01
+	leased := 0
+	for range n {
+		a := &admission.Admission{Chain: ch}
+		if err := p.Shared.Admit(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		if a.Leased != 0 {
+			leased++
+		}
+		p.Shared.Release(ctx, a, admission.End{At: now, GPUHours: g})
+		s.p.barrier()
+	}
+	if leased == 0 {
+		t.Fatal("no request was placed from a quota")
+	}
+	slot := ch.Slots[0]
+	stored := func() float64 {
+		v, _ := rdb.HGet(ctx, prefix+"counters:{p}", "u:"+s.pools["p"].pathKey(slot)).Float64()
+		return v
+	}
+	if u := p.Counters.Usage(slot, now); math.Abs(u-n*g) > 1e-9 {
+		t.Fatalf("this replica sees usage %g before the beat, want %g", u, n*g)
+	}
+	before := stored()
+	if want := float64(n-leased) * g; math.Abs(before-want) > 1e-9 {
+		t.Fatalf("Redis has usage %g before the beat: want %g (the %d requests placed in Redis)", before, want, n-leased)
+	}
+	s.pools["p"].Beat()
+	if u := stored(); math.Abs(u-n*g) > 1e-6 {
+		t.Fatalf("Redis has usage %g after the beat, want %g", u, n*g)
+	}
+	if u := p.Counters.Usage(slot, now); math.Abs(u-n*g) > 1e-6 {
+		t.Fatalf("this replica sees usage %g after the beat, want %g", u, n*g)
 	}
 }

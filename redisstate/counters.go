@@ -130,7 +130,7 @@ type Counters struct {
 	shareMu sync.Mutex
 	joined  atomic.Int64 // when this replica's lease began (ms, Redis's clock); 0: unknown
 
-	pending map[fairshare.Slot]usageAt // charged while down, not yet in Redis
+	pending map[fairshare.Slot]usageAt // charged here, for the next beat (chargeLater)
 	usage   map[fairshare.Slot]usageAt // last usage read from Redis
 
 	lastErr atomic.Pointer[errAt]
@@ -446,10 +446,11 @@ if rebuild then
   end
   for field, v in pairs(old) do sub(field, -v) end
   redis.call('HSET', r, unpack(new))
-  local base = 7 + 2*m
-  for i = base, #ARGV - 2, 3 do
-    charge(h, ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), hl)
-  end
+end
+-- the usage charged since the last beat (requests settled from quotas,
+-- or while Redis was away)
+for i = 7 + 2 * tonumber(ARGV[6]), #ARGV - 2, 3 do
+  charge(h, ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), hl)
 end
 -- byte order, not Lua's '<' (strcoll: locale-dependent)
 local function before(a, b)
@@ -801,7 +802,10 @@ func (c *Counters) released(reg int64, err error, ch *fairshare.Chain, gpuHours 
 	}
 }
 
-// chargeLater keeps a charge made while Redis is away for the rebuild.
+// chargeLater keeps a charge for the next beat: made while Redis is away,
+// or at the end of a request placed from a quota (its end script then
+// charges nothing: a second's delay is nothing to usage that decays over
+// days, and the beat charges the pool's accounts once for all of them).
 func (c *Counters) chargeLater(ch *fairshare.Chain, g float64, now time.Time) {
 	if g <= 0 {
 		return
@@ -887,10 +891,11 @@ func (c *Counters) Beat() {
 	args := []any{c.replica, (3 * c.beat).Milliseconds(), b01(rebuild), c.halfLife.Seconds(), c.joined.Load()}
 	var charged map[fairshare.Slot]usageAt
 	if rebuild {
-		args, charged = c.rebuildArgs(args)
+		args = c.rebuildArgs(args)
 	} else {
 		args = append(args, 0)
 	}
+	args, charged = c.chargeArgs(args)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*c.timeout)
 	defer cancel()
 	v, err := beatScript.Run(ctx, c.rdb, []string{c.key, c.mine, c.live}, args...).Int64Slice()
@@ -929,8 +934,8 @@ func (c *Counters) Beat() {
 }
 
 // rebuildArgs appends this replica's counts (Redis's tally plus what was
-// admitted alone) and the pending charges, which it takes.
-func (c *Counters) rebuildArgs(args []any) ([]any, map[fairshare.Slot]usageAt) {
+// admitted alone).
+func (c *Counters) rebuildArgs(args []any) []any {
 	keys := *c.keys.Load()
 	cells := *c.tally.cells.Load()
 	var fields []any
@@ -948,10 +953,17 @@ func (c *Counters) rebuildArgs(args []any) ([]any, map[fairshare.Slot]usageAt) {
 		add("w:"+keys[s], cells[s].within.Load()+w)
 	}
 	args = append(args, len(fields)/2)
-	args = append(args, fields...)
+	return append(args, fields...)
+}
+
+// chargeArgs appends the pending charges, which it takes.
+func (c *Counters) chargeArgs(args []any) ([]any, map[fairshare.Slot]usageAt) {
+	keys := *c.keys.Load()
 	c.mu.Lock()
 	charged := c.pending
-	c.pending = map[fairshare.Slot]usageAt{}
+	if len(charged) > 0 {
+		c.pending = map[fairshare.Slot]usageAt{}
+	}
 	c.mu.Unlock()
 	for s, x := range charged {
 		args = append(args, keys[s], x.u, float64(x.t.UnixNano())/1e9)

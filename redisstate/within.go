@@ -344,14 +344,15 @@ func (c *Counters) admitLeased(ch *fairshare.Chain, p fairshare.Placement, gen u
 // quotas of generation gen (ctrReleaseKeepLua's keys and arguments): its
 // place stays here as the quota's when the quota may keep it and Redis
 // finds room enough; ok false when Redis is away (the rebuild uncounts
-// it). c.gate is held (shared).
+// it). Its usage is charged at the next beat (chargeLater), with the
+// other ends of the beat. c.gate is held (shared).
 func (c *Counters) releaseLeasedCall(ch *fairshare.Chain, p fairshare.Placement, gen uint64, gpuHours float64, now time.Time) (keys []string, args []any, ok bool) {
 	c.count(ch, p, -1)
+	c.chargeLater(ch, gpuHours, now) // by the next beat, for all such ends at once
 	if c.down.Load() {
-		c.chargeLater(ch, gpuHours, now)
 		return nil, nil, false
 	}
-	keys, args = c.releaseCall(ch, p, gpuHours, now)
+	keys, args = c.releaseCall(ch, p, 0, now)
 	leafKey, res, thr := "", int64(0), int64(0)
 	if c.wq.keepable(ch, gen) {
 		leaf := leafOf(ch)

@@ -174,9 +174,14 @@ flush()
 return out
 `)
 
+// settleBatchMost is the most calls one settleBatchScript runs: a script
+// blocks Redis while it runs (tens of µs a call), so a long queue goes as
+// several, in the same pipeline.
+const settleBatchMost = 64
+
 // mergeSettles returns batch with each op of settleKinds, and each run of
-// them next to each other, made one call of settleBatchScript whose
-// answers go to each op as its own.
+// them next to each other (settleBatchMost at most), made one call of
+// settleBatchScript whose answers go to each op as its own.
 func mergeSettles(batch []*pipeOp) []*pipeOp {
 	var out []*pipeOp
 	for i := 0; i < len(batch); {
@@ -186,7 +191,7 @@ func mergeSettles(batch []*pipeOp) []*pipeOp {
 			continue
 		}
 		j := i + 1
-		for j < len(batch) && settleKinds[batch[j].script] != 0 {
+		for j < len(batch) && j-i < settleBatchMost && settleKinds[batch[j].script] != 0 {
 			j++
 		}
 		out = append(out, settleOp(batch[i:j]))

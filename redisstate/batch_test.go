@@ -339,3 +339,23 @@ func TestLeasedUsageChargedAtBeat(t *testing.T) {
 		t.Fatalf("this replica sees usage %g after the beat, want %g", u, float64(n)*g)
 	}
 }
+
+// TestSettleBatchBounded: a long run of settle calls goes as scripts of
+// settleBatchMost calls at most, in order.
+func TestSettleBatchBounded(t *testing.T) {
+	var batch []*pipeOp
+	for i := range 2*settleBatchMost + 3 {
+		batch = append(batch, &pipeOp{script: countScript, args: []any{strconv.Itoa(i)}})
+	}
+	got := mergeSettles(batch)
+	var sizes []any
+	for _, op := range got {
+		sizes = append(sizes, op.args[0])
+	}
+	if fmt.Sprint(sizes) != fmt.Sprint([]int{settleBatchMost, settleBatchMost, 3}) {
+		t.Fatalf("scripts of %v calls", sizes)
+	}
+	if last := got[2].args[len(got[2].args)-1]; last != strconv.Itoa(2*settleBatchMost+2) {
+		t.Fatalf("last call's argument %v", last)
+	}
+}

@@ -108,28 +108,30 @@ type Pool struct {
 	// capacity, for a gateway-side queue (replicas share the engine); nil:
 	// the whole capacity is this gateway's.
 	Share CapacityShare
-	// Reclaim, when not nil, lets this replica ask the others to take a
-	// slot back from one of their borrowers (pool reclaim = "preempt");
-	// nil: one gateway, whose borrowers are all its own.
-	Reclaim Reclaim
+	// Room, when not nil, is this replica's part of the slots the
+	// requests within their organisation's reservation leave to borrowers
+	// on all replicas, for a pool whose engines queue by priority and
+	// whose gateway takes borrowed slots back (replicas share the engine);
+	// nil: one gateway, whose queue sees every request.
+	Room BorrowRoom
 	// Capacity, when not nil, makes the replicas agree on one capacity
 	// for a pool with capacity = "auto"; nil: this gateway decides alone.
 	Capacity CapacityAgreement
 }
 
-// Reclaim is the replicas' exchange of slots to take back: a replica whose
-// request within its reservation waits in the engine, with no borrower of
-// its own to preempt, asks; a replica with a borrower it may preempt for
-// that request claims one ask and preempts it. Every ask is claimed at most
-// once, and lapses after a few seconds (the request got a slot meanwhile,
-// or it ended).
-type Reclaim interface {
-	// Ask announces one slot wanted for a request of org at priority prio.
-	Ask(org string, prio int)
-	// Claim takes one outstanding ask; false when none is left.
-	Claim() bool
-	// Unclaim gives back a claim whose borrower was gone by then.
-	Unclaim()
+// BorrowRoom divides among replicas the slots of a pool that the requests
+// within their organisation's reservation (top requests, which take a slot
+// at once wherever they arrive) leave to borrowers, so that the borrowers
+// of all replicas together get what one gateway's would: the capacity less
+// every replica's top requests, first where borrowers wait for it. A
+// replica whose room shrinks below the borrowers it holds takes slots back
+// from them.
+type BorrowRoom interface {
+	// Room returns this replica's part of the room of capacity, given the
+	// top requests holding a slot here now and the borrowers holding or
+	// waiting for one, and a channel closed when it may have changed (the
+	// other replicas' counts, or the replicas). Room only reads memory.
+	Room(capacity, tops, borrowers int) (room int, changed <-chan struct{})
 }
 
 // CapacityAgreement makes the replicas of a pool agree on one capacity C:

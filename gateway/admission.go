@@ -229,8 +229,12 @@ func (g *Gateway) admitQueue(ctx context.Context, x *exchange) error {
 // releaseQueue gives x's slot of its pool's queue back.
 func (g *Gateway) releaseQueue(x *exchange) {
 	if x.queued {
-		x.rt.pool.queue.release(x.victim)
-		x.queued, x.victim = false, false
+		if x.top {
+			x.rt.pool.queue.releaseTop()
+		} else {
+			x.rt.pool.queue.release(x.victim)
+		}
+		x.queued, x.victim, x.top = false, false, false
 	}
 }
 

@@ -372,13 +372,19 @@ func (g *Gateway) newPools(o Options, view *accountView) error {
 		st := g.admissions.Pool(p.Name, g.cfg.FairShare.HalfLife, g.bud.mem)
 		pl.fs = fairshare.NewPoolGPUs(p.Capacity, p.GPUs, view.tree(), st.Counters, g.started)
 		pl.shared = st.Shared
-		pl.reclaim, pl.victims, pl.remote = p.Reclaim, newReclaimer(), st.Reclaim
+		pl.reclaim, pl.victims = p.Reclaim, newReclaimer()
 		if p.Engine.Scheduling == engine.GatewayQueue || p.Reclaim != engine.ReclaimNone {
 			fs := pl.fs
 			pl.queue = newQueue(p.Capacity, p.QueueSize, p.QueueTimeout, func(k queueKey) int {
 				return fs.Peek(fairshare.Path{Org: k.org, Team: k.team, Project: k.project, User: k.owner}, k.class)
 			}).withHeadroom(p.Headroom)
 			pl.queue.share = st.Share // nil: the capacity is this gateway's alone
+			if st.Share != nil && p.Engine.Scheduling != engine.GatewayQueue {
+				pl.queue.borrowRoom = st.Room // nil: a fixed part for borrowers
+				if p.Reclaim == engine.ReclaimPreempt {
+					pl.queue.shed = g.shedder(pl)
+				}
+			}
 			wait := g.m.queueWait.WithLabelValues(p.Name)
 			pl.queue.waitSeconds = func(d time.Duration) { wait.Observe(d.Seconds()) }
 		}
@@ -523,6 +529,11 @@ func (g *Gateway) Start(ctx context.Context) {
 		g.runRuntimeProbes(ctx) // routing.go
 	}()
 	wg.Go(func() { g.capacityLoop(ctx) }) // autocap.go
+	for _, pl := range g.poolOrder {
+		if pl.queue != nil && pl.queue.borrowRoom != nil {
+			wg.Go(func() { pl.queue.watch(ctx) })
+		}
+	}
 	go func() {
 		wg.Wait()
 		close(g.done)

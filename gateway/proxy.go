@@ -78,12 +78,14 @@ type exchange struct {
 	// (resumeUnknown until a step asks, x.resumable);
 	// picked: reclaim picked it as a victim (set under the reclaimer's
 	// lock, read by its relay); victim: its queue slot was counted as
-	// coming back when it is released; preempt cancels its current engine
-	// attempt with a cause.
+	// coming back when it is released; top: its slot was taken at once,
+	// within its organisation's reservation (queue.takeReclaiming);
+	// preempt cancels its current engine attempt with a cause.
 	arrival uint64
 	resume  resumability
 	picked  atomic.Bool
 	victim  bool
+	top     bool
 	preempt context.CancelCauseFunc
 }
 

@@ -55,20 +55,34 @@ type waiter struct {
 // so that all replicas together send the engine no more than one gateway
 // would; the part follows the live replicas without a restart (read at each
 // acquire and release, and by the waiters when it changes: a part that
-// grows dispatches them at once).
+// grows dispatches them at once). Under reclaim (borrowRoom set), where
+// requests within their organisation's reservation take a slot at once
+// on whichever replica they reach, the borrowers get instead this
+// replica's part of what those requests leave on all replicas
+// (admission.BorrowRoom): the capacity is then tops + that room, followed
+// while it changes (watch), and borrowers beyond it give their slots back
+// (shed).
 type queue struct {
 	total    int                     // the pool's capacity
 	headroom int                     // of total, kept free of held borrowers
 	share    admission.CapacityShare // nil: alone, capacity = total
-	capacity int                     // this replica's part of total (mu)
+	capacity int                     // this replica's part of total, or tops + borrowers' room (mu)
+	part     int                     // this replica's part of total (mu)
 	room     int                     // this replica's part of headroom (mu)
-	settled  bool                    // capacity is final, not 0 while joining (mu)
-	maxWait  int
-	timeout  time.Duration
-	priority func(k queueKey) int // current priority of a leaf and class
+	// borrowRoom, when not nil (with share, under reclaim), gives the
+	// borrowers their part of the room the requests within reservations
+	// leave on all replicas; shed, when not nil, takes a slot back from
+	// one of this replica's borrowers running in the engine (false: none).
+	borrowRoom admission.BorrowRoom
+	shed       func() bool
+	settled    bool // capacity is final, not 0 while joining (mu)
+	maxWait    int
+	timeout    time.Duration
+	priority   func(k queueKey) int // current priority of a leaf and class
 
 	mu       sync.Mutex
 	inflight int
+	tops     int // of inflight, the slots taken at once (takeReclaiming)
 	waiting  int
 	seq      uint64
 	fifos    map[queueKey]*list.List
@@ -82,7 +96,7 @@ type queue struct {
 }
 
 func newQueue(capacity, maxWait int, timeout time.Duration, priority func(queueKey) int) *queue {
-	return &queue{total: capacity, capacity: capacity, settled: true, maxWait: maxWait, timeout: timeout, priority: priority, fifos: make(map[queueKey]*list.List)}
+	return &queue{total: capacity, capacity: capacity, part: capacity, settled: true, maxWait: maxWait, timeout: timeout, priority: priority, fifos: make(map[queueKey]*list.List)}
 }
 
 // withHeadroom sets the slots held borrowers leave free.
@@ -107,13 +121,38 @@ func (q *queue) follow() <-chan struct{} {
 		return nil
 	}
 	part, settled, changed := q.share.Share(q.total)
-	q.settled = settled
-	if part != q.capacity {
-		q.capacity = part
+	q.settled, q.part = settled, part
+	capacity := part
+	if q.borrowRoom != nil {
+		var room int
+		room, changed = q.borrowRoom.Room(q.total, q.tops, q.inflight-q.tops+q.waiting)
+		capacity = q.tops + room
+	}
+	if capacity != q.capacity || q.room != q.headroom*part/q.total {
+		q.capacity = capacity
 		q.room = q.headroom * part / q.total
 		q.dispatch()
 	}
+	for q.shed != nil && q.inflight-q.capacity-q.pending > 0 && q.shed() {
+		q.pending++
+	}
 	return changed
+}
+
+// watch follows the borrowers' room until ctx ends, also while no request
+// comes or goes here: a room that grows dispatches the waiters, one that
+// shrinks takes slots back (follow).
+func (q *queue) watch(ctx context.Context) {
+	for {
+		q.mu.Lock()
+		changed := q.follow()
+		q.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
 }
 
 // limit is how many slots in flight a waiter with key k and priority p may
@@ -149,7 +188,7 @@ func (q *queue) acquireOr(ctx context.Context, k queueKey, now func() time.Time,
 		q.mu.Unlock()
 		return nil
 	}
-	if q.capacity == 0 && q.settled {
+	if q.part == 0 && q.settled {
 		q.mu.Unlock()
 		return withRetryAfter(errNoShare, time.Second)
 	}
@@ -241,24 +280,28 @@ func (q *queue) wait(ctx context.Context, k queueKey, p int, arrival uint64, tim
 // takeReclaiming counts one more request in flight at once, whatever the
 // count: a request within its organisation's reservation on an engine that
 // queues by priority itself (it waits there, if it must, ahead of every
-// borrower). arrival gets its order of admission. When the engine has no
-// slot for it, beyond the slots already being taken back (short), pick
-// (when not nil) may take one from a borrower: picked says whether it did.
-func (q *queue) takeReclaiming(arrival *uint64, pick func() bool) (picked, short bool) {
+// borrower); releaseTop gives its slot back. arrival gets its order of
+// admission. When the engine has no slot for it, beyond the slots already
+// being taken back, pick (when not nil) may take one from a borrower:
+// picked says whether it did. With replicas (borrowRoom), the slot may
+// be one of another replica's borrowers: that replica's room shrinks,
+// and it takes the slot back itself.
+func (q *queue) takeReclaiming(arrival *uint64, pick func() bool) (picked bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.follow()
 	q.seq++
 	*arrival = q.seq
 	q.inflight++
+	q.tops++
+	q.follow()
 	if q.inflight-q.capacity-q.pending <= 0 {
-		return false, false
+		return false
 	}
 	if pick != nil && pick() {
 		q.pending++
-		return true, true
+		return true
 	}
-	return false, true
+	return false
 }
 
 // leave removes a waiter that gave up; false when it was granted first.
@@ -299,17 +342,19 @@ func (q *queue) release(victim bool) {
 	q.dispatch()
 }
 
+// releaseTop frees the slot of a request takeReclaiming counted.
+func (q *queue) releaseTop() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.inflight--
+	q.tops--
+	q.follow()
+	q.dispatch()
+}
+
 // reclaiming counts one more slot being taken back. Called with mu (from
 // acquireOr's beforeWait).
 func (q *queue) reclaiming() { q.pending++ }
-
-// reclaimed counts n more slots being taken back (for another replica;
-// -1 undoes one), without mu held.
-func (q *queue) reclaimed(n int) {
-	q.mu.Lock()
-	q.pending += n
-	q.mu.Unlock()
-}
 
 // shortOfSlots is how many waiters within their organisation's reservation
 // (the one about to wait included when it is one) would still wait once the

@@ -14,6 +14,7 @@ import (
 	"github.com/go-llmflow/llmflow/admission"
 	"github.com/go-llmflow/llmflow/budgets"
 	"github.com/go-llmflow/llmflow/engine"
+	"github.com/go-llmflow/llmflow/fairshare"
 	"github.com/go-llmflow/llmflow/internal/gatewaytest"
 )
 
@@ -159,5 +160,107 @@ func TestGatewayQueuePoolShare(t *testing.T) {
 	}
 	if sh.asked != 2 {
 		t.Fatalf("the share divided %d, want the pool's capacity 2", sh.asked)
+	}
+}
+
+// fakeRoom is an admission.BorrowRoom whose room the test sets; it keeps
+// what the queue last told it.
+type fakeRoom struct {
+	mu                     sync.Mutex
+	room                   int
+	changed                chan struct{}
+	capacity, tops, borrow int
+}
+
+func (f *fakeRoom) Room(capacity, tops, borrowers int) (int, <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.capacity, f.tops, f.borrow = capacity, tops, borrowers
+	return f.room, f.changed
+}
+
+func (f *fakeRoom) set(room int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.room = room
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+func (f *fakeRoom) told() (capacity, tops, borrowers int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.capacity, f.tops, f.borrow
+}
+
+// TestQueue_FollowsBorrowRoom: under reclaim with replicas, the requests
+// within their reservation take slots at once and the borrowers get the
+// room the replicas' counts leave them, whatever this replica's part:
+// a room that grows dispatches waiting borrowers with no release here, one
+// that shrinks below the borrowers held takes slots back from them (shed)
+// at once, and the queue tells the room what it holds.
+func TestQueue_FollowsBorrowRoom(t *testing.T) {
+	q := newQueue(8, 100, time.Minute, func(queueKey) int { return fairshare.PriorityBorrowBase })
+	q.share = newFakeShare(4, true)
+	room := &fakeRoom{room: 1, changed: make(chan struct{})}
+	q.borrowRoom = room
+	var shedMu sync.Mutex
+	sheds, victims := 0, 2
+	q.shed = func() bool {
+		shedMu.Lock()
+		defer shedMu.Unlock()
+		if victims == 0 {
+			return false
+		}
+		victims--
+		sheds++
+		return true
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go q.watch(ctx)
+	var a uint64
+	for range 5 { // beyond the part of 4: owners always take a slot
+		if q.takeReclaiming(&a, nil) {
+			t.Fatal("picked without a pick")
+		}
+	}
+	if c, tops, b := room.told(); c != 8 || tops != 5 || b != 0 {
+		t.Fatalf("told capacity %d, tops %d, borrowers %d; want 8, 5, 0", c, tops, b)
+	}
+	if err := q.acquire(ctx, queueKey{org: "b"}, time.Now); err != nil {
+		t.Fatal(err)
+	}
+	granted := make(chan error, 2)
+	for i := range 2 {
+		go func() { granted <- q.acquire(ctx, queueKey{org: "b"}, time.Now) }()
+		gatewaytest.WaitFor(t, func() bool { _, w := q.lengths(); return w == i+1 })
+	}
+	room.set(2) // another replica's owners left: one waiter goes
+	if err := <-granted; err != nil {
+		t.Fatal(err)
+	}
+	if _, _, b := room.told(); b != 3 {
+		t.Fatalf("told %d borrowers, want 3 (1 holding, 2 waiting)", b)
+	}
+	if in, w := q.lengths(); in != 7 || w != 1 {
+		t.Fatalf("in flight %d, waiting %d; want 7 and 1", in, w)
+	}
+	room.set(0) // owners arrived elsewhere: both borrowers give their slots back
+	gatewaytest.WaitFor(t, func() bool { shedMu.Lock(); defer shedMu.Unlock(); return sheds == 2 })
+	q.release(true)
+	q.release(true)
+	if in, w := q.lengths(); in != 5 || w != 1 || q.pending != 0 {
+		t.Fatalf("in flight %d, waiting %d, pending %d; want 5, 1, 0", in, w, q.pending)
+	}
+	for range 5 {
+		q.releaseTop()
+	}
+	room.set(1) // the last waiter goes
+	if err := <-granted; err != nil {
+		t.Fatal(err)
+	}
+	if _, tops, b := room.told(); tops != 0 || b != 1 {
+		t.Fatalf("told tops %d, borrowers %d; want 0 and 1", tops, b)
 	}
 }

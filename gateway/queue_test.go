@@ -251,17 +251,17 @@ func TestQueue_TakeReclaiming(t *testing.T) {
 	pick := func() bool { picks++; return true }
 	var a uint64
 	for range 2 {
-		if picked, short := q.takeReclaiming(&a, pick); picked || short {
-			t.Fatal("picked, or short, with a free slot")
+		if q.takeReclaiming(&a, pick) {
+			t.Fatal("picked with a free slot")
 		}
 	}
-	p1, _ := q.takeReclaiming(&a, pick)
-	p2, _ := q.takeReclaiming(&a, pick)
+	p1 := q.takeReclaiming(&a, pick)
+	p2 := q.takeReclaiming(&a, pick)
 	if !p1 || !p2 || picks != 2 {
 		t.Fatalf("%d picks for two requests beyond the capacity", picks)
 	}
-	if picked, short := q.takeReclaiming(&a, func() bool { return false }); picked || !short {
-		t.Fatal("no victim: want short, not picked")
+	if q.takeReclaiming(&a, func() bool { return false }) {
+		t.Fatal("no victim, but picked")
 	}
 	q.release(true)
 	q.release(true)

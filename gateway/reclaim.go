@@ -151,15 +151,10 @@ func (g *Gateway) admitSlot(ctx context.Context, x *exchange) error {
 		if pl.reclaim == engine.ReclaimPreempt {
 			pick = func() bool { return pl.victims.pick(x.org, x.priority) }
 		}
-		picked, short := pl.queue.takeReclaiming(&x.arrival, pick)
-		switch {
-		case picked:
+		if pl.queue.takeReclaiming(&x.arrival, pick) {
 			g.m.preemptions.WithLabelValues(pl.name).Inc()
-		case short && pick != nil && pl.remote != nil:
-			// the borrowers holding the engine run on other replicas
-			go pl.remote.Ask(x.org, x.priority)
 		}
-		x.queued = true
+		x.queued, x.top = true, true
 		return nil
 	}
 	if err := pl.queue.acquireOr(ctx, x.queueKeyOf(), g.now, nil, &x.arrival); err != nil {
@@ -255,39 +250,18 @@ func lastRoleNot(arr []byte, role string) bool {
 	return !bytes.Equal(last[s:e], []byte(`"`+role+`"`))
 }
 
-// ReclaimFor takes a slot back from one of this gateway's borrowers in the
-// named pool for a request of org at priority prio waiting on another
-// replica (redisstate.Bus's announcement of admission.Reclaim.Ask): when it
-// has one to preempt and claims the ask first. It reports whether it did.
-func (g *Gateway) ReclaimFor(pool, org string, prio int) bool {
-	pl := g.pools[pool]
-	if pl == nil || pl.reclaim != engine.ReclaimPreempt || pl.remote == nil || pl.queue == nil || !pl.victims.has(org, prio) {
-		return false
-	}
-	if !pl.remote.Claim() {
-		return false // another replica took it, or it lapsed
-	}
-	pl.queue.reclaimed(1) // before the victim can give its slot back
-	if !pl.victims.pick(org, prio) {
-		pl.queue.reclaimed(-1) // it finished meanwhile: no slot is coming
-		pl.remote.Unclaim()
-		return false
-	}
-	g.m.preemptions.WithLabelValues(pl.name).Inc()
-	return true
-}
-
-// has reports whether a request of org at priority prio could preempt one
-// of the borrowers now.
-func (r *reclaimer) has(org string, prio int) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for x := range r.running {
-		if victimFor(prio, org, x.priority, x.org) {
-			return true
+// shedder is a pool's queue's shed under reclaim = "preempt": it takes a
+// slot back from the most junior borrower from another organisation
+// running here, when the borrowers' room shrank below what they hold (an
+// owner arrived on another replica).
+func (g *Gateway) shedder(pl *pool) func() bool {
+	return func() bool {
+		if !pl.victims.pick("", 0) {
+			return false
 		}
+		g.m.preemptions.WithLabelValues(pl.name).Inc()
+		return true
 	}
-	return false
 }
 
 // resumability caches whether a request can be resumed.

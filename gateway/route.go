@@ -34,9 +34,8 @@ type pool struct {
 	// the pool reclaims; nil otherwise.
 	queue   *queue
 	reclaim engine.Reclaim
-	victims *reclaimer        // the borrowers reclaim may preempt
-	remote  admission.Reclaim // the other replicas' borrowers; nil: none
-	auto    *autoCapacity     // capacity = "auto"; nil: C is fixed
+	victims *reclaimer    // the borrowers reclaim may preempt
+	auto    *autoCapacity // capacity = "auto"; nil: C is fixed
 }
 
 // route is a client-facing model: where its requests go and what they cost.

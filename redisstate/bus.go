@@ -111,10 +111,6 @@ type Receiver interface {
 	// Resync forgets every cached key and reloads the admin state: the
 	// replica may have missed announcements.
 	Resync(ctx context.Context) error
-	// Reclaim takes a slot back, if it can, from one of this replica's
-	// borrowers in pool for a request of org at priority prio that waits
-	// on another replica (Reclaim.Ask).
-	Reclaim(pool, org string, prio int)
 }
 
 // Listen applies the announcements to rcv until ctx ends; it returns at
@@ -177,10 +173,6 @@ func (b *Bus) apply(ctx context.Context, rcv Receiver, payload string) {
 			b.log.Warn("admin state not reloaded after another replica's write", "err", err)
 		}
 	default:
-		if pool, org, prio, ok := parseReclaim(payload); ok {
-			rcv.Reclaim(pool, org, prio)
-			return
-		}
 		var h [32]byte
 		if len(payload) != 2*len(h) {
 			return // not ours

@@ -139,6 +139,16 @@ type Counters struct {
 
 	capAgreed atomic.Bool // Agree has answered once (capacity.go)
 
+	// room is what the last read of the live replicas' top counts saw,
+	// roomAt when (unix ns), roomWant when Room last had borrowers (unix
+	// ns); roomMu orders room's replacements; roomWake starts the reads
+	// (room.go).
+	room     atomic.Pointer[roomState]
+	roomMu   sync.Mutex
+	roomAt   atomic.Int64
+	roomWant atomic.Int64
+	roomWake chan struct{}
+
 	// p, when not nil, carries the scripts of the pool's Admissions in
 	// order (pipe.go): admissions share round trips and releases are not
 	// waited for. A rebuild or a leave first waits for what it carries.
@@ -213,6 +223,8 @@ func New(rdb redis.UniversalClient, pool string, halfLife time.Duration, o Optio
 	c.replicas.Store(max(o.Replicas, 1))
 	// not settled: no part of a capacity before the first beat
 	c.share.Store(&shareState{n: 1, changed: make(chan struct{})})
+	c.room.Store(&roomState{me: -1, changed: make(chan struct{})})
+	c.roomWake = make(chan struct{}, 1)
 	c.dirty.Store(true) // register the lease and an empty part at the first beat
 	return c
 }
@@ -835,6 +847,12 @@ func addUsage(m map[fairshare.Slot]usageAt, s fairshare.Slot, x usageAt, hl time
 // every beat, until ctx ends; then it gives up the lease and this
 // replica's part (a clean stop leaves nothing for the others to reap).
 func (c *Counters) Run(ctx context.Context) {
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		c.pollRoom(ctx)
+	}()
+	defer func() { <-polled }()
 	t := time.NewTicker(c.beat)
 	defer t.Stop()
 	c.Beat()

@@ -61,6 +61,7 @@ func (c *Counters) setShare(s shareState) {
 	s.changed = make(chan struct{})
 	c.share.Store(&s)
 	close(old.changed)
+	c.roomChanged()
 }
 
 // shareUnseen makes a replica that never reached Redis count as one of

@@ -189,14 +189,14 @@ func (s *Shared) Ledger() *Ledger { return s.ledger }
 
 // Pool implements admission.Source: the pool's Counters (made, and
 // beating, at the first call for its name), its Admissions with the
-// Ledger, and its part of a capacity (Counters.Share). ledger, the
+// Ledger, its part of a capacity (Counters.Share) and of the borrowers'
+// room (Counters.Room, room.go). ledger, the
 // serving gateway's, becomes the Ledger's fallback and keeps this
 // gateway's figures.
 func (s *Shared) Pool(name string, halfLife time.Duration, ledger *budgets.Mem) admission.Pool {
 	c := s.counters(name, halfLife)
 	s.ledger.setLocal(ledger)
-	return admission.Pool{Counters: c, Shared: NewAdmissions(c, s.ledger), Share: c, Capacity: c,
-		Reclaim: NewReclaim(s.rdb, s.prefix, s.BusChannel(), name, s.timeout, s.log)}
+	return admission.Pool{Counters: c, Shared: NewAdmissions(c, s.ledger), Share: c, Capacity: c, Room: c}
 }
 
 // counters returns the named pool's Counters, made at the first call.

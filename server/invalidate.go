@@ -23,8 +23,6 @@ func (r receiver) TreeChanged(ctx context.Context) error {
 	return nil
 }
 
-func (r receiver) Reclaim(pool, org string, prio int) { r.s.cur.Load().gw.ReclaimFor(pool, org, prio) }
-
 func (r receiver) Resync(ctx context.Context) error {
 	g := r.s.cur.Load()
 	g.gw.ForgetAllKeys()

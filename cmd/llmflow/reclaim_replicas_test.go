@@ -18,8 +18,9 @@ import (
 // front of vllmsim at max_num_seqs 4 with KV to spare. etabB fills the
 // engine through both replicas (one request within its reservation of 1,
 // three borrowed); etabA (3 reserved) returns through replica 0 alone.
-// Replica 0 preempts its own two borrowers and, having no third, asks the
-// other replica, which preempts the borrower it runs: etabA runs its three
+// Replica 0 preempts its own two borrowers; its three owners leave the
+// other replica no room for borrowers, so that one preempts the borrower
+// it runs (redisstate's borrowers' room): etabA runs its three
 // slots while every borrower's long answer is still under way, and each
 // borrower's stream ends whole.
 func TestReclaimAcrossReplicas(t *testing.T) {

@@ -90,7 +90,9 @@ func tenRun(t *testing.T, sim *vllmsim.Server, reps []*proc, keys []string, salt
 			})
 		}
 	}
-	time.Sleep(2 * time.Second) // fill the engine
+	// the engine full: requests wait in it (KV pressure), then a steady state
+	waitFor(t, time.Minute, "the engine holds requests waiting", func() bool { return sim.Stats().Waiting > 0 })
+	time.Sleep(2 * time.Second)
 	held := make([]int, len(keys))
 	total, samples, borrowers := 0, 0, 0
 	for range int(dur / (50 * time.Millisecond)) {
@@ -125,25 +127,23 @@ func tenRun(t *testing.T, sim *vllmsim.Server, reps []*proc, keys []string, salt
 
 // TestTenInstitutionsFairShare: ten institutions (reservations 10, 8, 6,
 // 4, 3, 2, 2, 2, 2, 1 of 40 slots), every one saturating an engine under
-// KV pressure, through three replicas behind a round-robin balancer, in
-// several runs: every institution's running fraction stays within 0.01
-// of its share in every run, and the engine never runs more within-share
-// requests of an institution than its reservation. One gateway alone is
-// measured the same way first, for comparison.
+// KV pressure, through three replicas behind a round-robin balancer:
+// every institution's running fraction stays within 0.01 of its share,
+// and the engine never runs more within-share requests of an institution
+// than its reservation. One gateway alone is measured the same way first,
+// for comparison. One run each by default; LLMFLOW_TEN_RUNS=n runs each n
+// times (the 0.01 bound holds in every run):
 //
 //	LLMFLOW_TEN_RUNS=5 go test ./cmd/llmflow -run TestTenInstitutionsFairShare -v
 func TestTenInstitutionsFairShare(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a load test of a minute")
 	}
-	// One run each by default (the reservation bound is checked); the
-	// 0.01 goal of issue 25 is checked when LLMFLOW_TEN_RUNS asks for the
-	// measurement: it is not met in every run yet (one in thirteen reached
-	// 0.024 on a loaded machine), and CI must not fail on a known miss.
-	runs, measure := 1, false
+	runs := 1
 	if s := os.Getenv("LLMFLOW_TEN_RUNS"); s != "" {
-		fmt.Sscan(s, &runs)
-		measure = true
+		if _, err := fmt.Sscan(s, &runs); err != nil || runs < 1 {
+			t.Fatalf("LLMFLOW_TEN_RUNS=%q: want a number of runs", s)
+		}
 	}
 	for _, n := range []int{1, 3} {
 		for run := range runs {
@@ -161,6 +161,14 @@ func TestTenInstitutionsFairShare(t *testing.T) {
 				} else {
 					rds := startRedis(t, freeAddr(t))
 					reps = startReplicas(t, tenConfig(t, dir, simSrv.URL, redisAt(rds.addr)), dir, n)
+					waitFor(t, time.Minute, fmt.Sprintf("every replica sees %d live replicas", n), func() bool {
+						for _, r := range reps {
+							if h := healthz(t, r.base); h.Shared == nil || h.Shared.Replicas != n {
+								return false
+							}
+						}
+						return true
+					})
 				}
 				keys := make([]string, len(tenReservations))
 				salts := map[string]int{}
@@ -192,7 +200,20 @@ func TestTenInstitutionsFairShare(t *testing.T) {
 				if over > 0 {
 					t.Errorf("the engine ran %d within-share requests over an institution's reservation", over)
 				}
-				if measure && n > 1 && worst > 0.01 {
+				// a replica that lost Redis admits against its slice of each
+				// reservation until its next beat: say so, it explains a miss
+				var fallbacks []string
+				for i, r := range reps {
+					for line := range strings.Lines(r.logs.String()) {
+						if strings.Contains(line, "redis unreachable") {
+							fallbacks = append(fallbacks, fmt.Sprintf("replica %d: %s", i, strings.TrimSpace(line)))
+						}
+					}
+				}
+				if len(fallbacks) > 0 {
+					t.Logf("replicas fell back to their slices of the reservations (Redis slower than its timeout):\n%s", strings.Join(fallbacks, "\n"))
+				}
+				if n > 1 && worst > 0.01 {
 					t.Errorf("inst%d's running fraction is %.4f off its share: more than 0.01", at, worst)
 				}
 			})

@@ -230,7 +230,7 @@ func (g *Gateway) admitQueue(ctx context.Context, x *exchange) error {
 func (g *Gateway) releaseQueue(x *exchange) {
 	if x.queued {
 		if x.top {
-			x.rt.pool.queue.releaseTop()
+			x.rt.pool.queue.releaseTop(x.victim)
 		} else {
 			x.rt.pool.queue.release(x.victim)
 		}

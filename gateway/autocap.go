@@ -240,10 +240,9 @@ func (q *queue) setTotal(total, headroom int) {
 	defer q.mu.Unlock()
 	q.total, q.headroom = total, headroom
 	if q.share == nil {
-		q.capacity, q.room = total, headroom
+		q.capacity, q.part, q.room = total, total, headroom
 	} else {
-		part, settled, _ := q.share.Share(total)
-		q.capacity, q.settled, q.room = part, settled, headroom*part/max(total, 1)
+		q.follow()
 	}
 	q.dispatch()
 }

@@ -113,9 +113,11 @@ var errQueueFull = llmflow.Errorf(llmflow.EUNAVAILABLE, "the pool's queue is ful
 var errNoShare = llmflow.Errorf(llmflow.EUNAVAILABLE,
 	"the pool's capacity is shared among the gateway replicas and this one holds none of it (fewer slots than replicas); retry later")
 
-// follow sets the capacity to this replica's current part and dispatches
-// waiters if it grew; it returns the channel closed at the next change
-// (nil, never closed, without a share). Called with mu.
+// follow sets the capacity to this replica's current part (with a
+// borrowRoom: its top requests and the borrowers' room) and dispatches
+// waiters if it grew, takes slots back from the borrowers beyond it
+// (shed), and returns the channel closed at the next change (nil, never
+// closed, without a share). Called with mu.
 func (q *queue) follow() <-chan struct{} {
 	if q.share == nil {
 		return nil
@@ -128,9 +130,8 @@ func (q *queue) follow() <-chan struct{} {
 		room, changed = q.borrowRoom.Room(q.total, q.tops, q.inflight-q.tops+q.waiting)
 		capacity = q.tops + room
 	}
-	if capacity != q.capacity || q.room != q.headroom*part/q.total {
-		q.capacity = capacity
-		q.room = q.headroom * part / q.total
+	if room := q.headroom * part / max(q.total, 1); capacity != q.capacity || room != q.room {
+		q.capacity, q.room = capacity, room
 		q.dispatch()
 	}
 	for q.shed != nil && q.inflight-q.capacity-q.pending > 0 && q.shed() {
@@ -331,23 +332,21 @@ func (q *queue) unlink(w *waiter) {
 // release frees a slot and hands it to the best waiter, if any. victim is
 // true for the slot of a request reclaim picked to give its slot back (it
 // may have finished on its own meanwhile).
-func (q *queue) release(victim bool) {
+func (q *queue) release(victim bool) { q.free(victim, false) }
+
+// releaseTop is release for the slot of a request takeReclaiming counted.
+func (q *queue) releaseTop(victim bool) { q.free(victim, true) }
+
+func (q *queue) free(victim, top bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.inflight--
 	if victim {
 		q.pending--
 	}
-	q.follow()
-	q.dispatch()
-}
-
-// releaseTop frees the slot of a request takeReclaiming counted.
-func (q *queue) releaseTop() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.inflight--
-	q.tops--
+	if top {
+		q.tops--
+	}
 	q.follow()
 	q.dispatch()
 }

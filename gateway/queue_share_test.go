@@ -254,7 +254,7 @@ func TestQueue_FollowsBorrowRoom(t *testing.T) {
 		t.Fatalf("in flight %d, waiting %d, pending %d; want 5, 1, 0", in, w, q.pending)
 	}
 	for range 5 {
-		q.releaseTop()
+		q.releaseTop(false)
 	}
 	room.set(1) // the last waiter goes
 	if err := <-granted; err != nil {

@@ -268,4 +268,14 @@ func TestQueue_TakeReclaiming(t *testing.T) {
 	if in, _ := q.lengths(); in != 3 || q.pending != 0 {
 		t.Fatalf("in flight %d, pending %d", in, q.pending)
 	}
+	// a victim that took its slot at once (a team borrowing within its
+	// organisation's reservation) gives back a top slot and its pending
+	q.releaseTop(false)
+	if !q.takeReclaiming(&a, pick) {
+		t.Fatal("no pick beyond the capacity")
+	}
+	q.releaseTop(true)
+	if in, _ := q.lengths(); in != 2 || q.pending != 0 || q.tops != 4 {
+		t.Fatalf("in flight %d, pending %d, tops %d; want 2, 0, 4", in, q.pending, q.tops)
+	}
 }

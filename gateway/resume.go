@@ -137,8 +137,12 @@ func (g *Gateway) park(ctx context.Context, x *exchange, rs *resumeState) error 
 		x.up = nil
 	}
 	g.countAttempt(rs)
-	pl.queue.release(true)
-	x.queued = false
+	if x.top { // a band borrower: it waits in the queue from now on
+		pl.queue.releaseTop(true)
+	} else {
+		pl.queue.release(true)
+	}
+	x.queued, x.top = false, false
 	x.rec.Preemptions++
 	if err := pl.queue.resume(ctx, x.queueKeyOf(), x.arrival, g.now); err != nil {
 		return err

@@ -131,19 +131,26 @@ func tenRun(t *testing.T, sim *vllmsim.Server, reps []*proc, keys []string, salt
 // every institution's running fraction stays within 0.01 of its share,
 // and the engine never runs more within-share requests of an institution
 // than its reservation. One gateway alone is measured the same way first,
-// for comparison. One run each by default; LLMFLOW_TEN_RUNS=n runs each n
-// times (the 0.01 bound holds in every run):
+// for comparison.
+//
+// By default each runs once, sampled for 16 s. Sampled for 8 s, as issue
+// 25 measured, the fractions of one gateway alone vary from run to run by
+// up to 0.009 on a loaded machine (which of the requests of equal priority
+// the engine runs), as much as three replicas' do: twice the samples keep
+// that noise away from the bound. LLMFLOW_TEN_RUNS=n runs each n times,
+// sampled for 8 s:
 //
 //	LLMFLOW_TEN_RUNS=5 go test ./cmd/llmflow -run TestTenInstitutionsFairShare -v
 func TestTenInstitutionsFairShare(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a load test of a minute")
 	}
-	runs := 1
+	runs, window := 1, 16*time.Second
 	if s := os.Getenv("LLMFLOW_TEN_RUNS"); s != "" {
 		if _, err := fmt.Sscan(s, &runs); err != nil || runs < 1 {
 			t.Fatalf("LLMFLOW_TEN_RUNS=%q: want a number of runs", s)
 		}
+		window = 8 * time.Second
 	}
 	for _, n := range []int{1, 3} {
 		for run := range runs {
@@ -185,7 +192,7 @@ func TestTenInstitutionsFairShare(t *testing.T) {
 				if len(salts) != len(keys) {
 					t.Fatal("institutions share a cache_salt")
 				}
-				frac, over, borrowing := tenRun(t, sim, reps, keys, salts, 8*time.Second)
+				frac, over, borrowing := tenRun(t, sim, reps, keys, salts, window)
 				worst, at := 0.0, 0
 				var line strings.Builder
 				for org, f := range frac {

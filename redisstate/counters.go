@@ -504,6 +504,19 @@ func (c *Counters) fail(err error) {
 	c.poke()
 }
 
+// readFailed notes a failed read that only informs: a placement's
+// preview for a queued request's priority (Peek), an account's usage for
+// the ranks (Usage). The answer comes from what this replica knows, and
+// admissions go on in Redis: one read slower than the timeout on a loaded
+// machine is not an outage, and falling back to this replica's slices of
+// the reservations for a beat because of it cost fair share across
+// replicas (issue 25's runs near 0.01). A call that admits or releases,
+// and the beat, find a real outage.
+func (c *Counters) readFailed(err error) {
+	c.errors.Add(1)
+	c.lastErr.Store(&errAt{err: err, at: time.Now()})
+}
+
 func (c *Counters) poke() {
 	select {
 	case c.wake <- struct{}{}:
@@ -710,7 +723,7 @@ func (c *Counters) Peek(ch *fairshare.Chain) fairshare.Placement {
 		defer cancel()
 		vals, err := c.rdb.HMGet(ctx, c.key, fields...).Result()
 		if err != nil {
-			c.fail(fmt.Errorf("redis peek: %w", err))
+			c.readFailed(fmt.Errorf("redis peek: %w", err))
 			return c.local.Peek(c.slice(ch))
 		}
 		for i, v := range vals {
@@ -1113,7 +1126,7 @@ func (c *Counters) Usage(s fairshare.Slot, now time.Time) float64 {
 			}
 			return decayTo(usageAt{x, at}, now, c.halfLife)
 		}
-		c.fail(fmt.Errorf("redis usage: %w", err))
+		c.readFailed(fmt.Errorf("redis usage: %w", err))
 	}
 	c.mu.Lock()
 	last, ok := c.usage[s]

@@ -227,3 +227,54 @@ func started(c *Counters) *Counters {
 	c.Beat()
 	return c
 }
+
+// failingReads fails every HMGET (the reads of Peek and Usage) while on.
+type failingReads struct{ on atomic.Bool }
+
+func (h *failingReads) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *failingReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.on.Load() && cmd.Name() == "hmget" {
+			cmd.SetErr(context.DeadlineExceeded)
+			return context.DeadlineExceeded
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *failingReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestSlowReadIsNotAnOutage: a read that only informs (a queued request's
+// placement preview, an account's usage for the ranks) and fails is
+// answered from what this replica knows, is counted as a failure, and
+// does not make the replica fall back to its slices of the reservations:
+// admissions go on in Redis.
+func TestSlowReadIsNotAnOutage(t *testing.T) {
+	base, prefix := testRedis(t)
+	fail := &failingReads{}
+	rdb := redis.NewClient(&redis.Options{Addr: base.Options().Addr})
+	t.Cleanup(func() { rdb.Close() })
+	rdb.AddHook(fail)
+	now := time.Now()
+	c := started(New(rdb, "p", time.Hour, Options{Prefix: prefix}))
+	pool := fairshare.NewPoolWith(8, testTree(), c, now)
+	ch := pool.Locate(fairshare.Path{Org: "a", Team: "a1"}).Chain
+	c.Release(ch, c.Admit(ch), 0.5, now) // some usage in Redis
+	if u := c.Usage(ch.Slots[0], now); math.Abs(u-0.5) > 1e-9 {
+		t.Fatalf("usage %g, want 0.5", u)
+	}
+	fail.on.Store(true)
+	if p := c.Peek(ch); !p.Top {
+		t.Fatalf("preview while the read fails: %+v, want within", p)
+	}
+	if u := c.Usage(ch.Slots[0], now); math.Abs(u-0.5) > 1e-9 {
+		t.Fatalf("usage %g while the read fails, want the last one read, 0.5", u)
+	}
+	if c.down.Load() || c.dirty.Load() {
+		t.Fatal("a failed read made the replica fall back")
+	}
+	if c.errors.Load() < 2 {
+		t.Fatalf("%d failures counted, want the two reads", c.errors.Load())
+	}
+}

@@ -229,11 +229,7 @@ func (g *Gateway) admitQueue(ctx context.Context, x *exchange) error {
 // releaseQueue gives x's slot of its pool's queue back.
 func (g *Gateway) releaseQueue(x *exchange) {
 	if x.queued {
-		if x.top {
-			x.rt.pool.queue.releaseTop(x.victim)
-		} else {
-			x.rt.pool.queue.release(x.victim)
-		}
+		x.rt.pool.queue.free(x.victim, x.top)
 		x.queued, x.victim, x.top = false, false, false
 	}
 }

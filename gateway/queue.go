@@ -337,6 +337,8 @@ func (q *queue) release(victim bool) { q.free(victim, false) }
 // releaseTop is release for the slot of a request takeReclaiming counted.
 func (q *queue) releaseTop(victim bool) { q.free(victim, true) }
 
+// free gives a slot back: victim when it was counted as coming back (a
+// preempted request), top when takeReclaiming counted it.
 func (q *queue) free(victim, top bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -137,11 +137,7 @@ func (g *Gateway) park(ctx context.Context, x *exchange, rs *resumeState) error 
 		x.up = nil
 	}
 	g.countAttempt(rs)
-	if x.top { // a band borrower: it waits in the queue from now on
-		pl.queue.releaseTop(true)
-	} else {
-		pl.queue.release(true)
-	}
+	pl.queue.free(true, x.top) // a band borrower too waits in the queue from now on
 	x.queued, x.top = false, false
 	x.rec.Preemptions++
 	if err := pl.queue.resume(ctx, x.queueKeyOf(), x.arrival, g.now); err != nil {

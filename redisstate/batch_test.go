@@ -203,7 +203,6 @@ func TestSettleBatchSameAsOneByOne(t *testing.T) {
 // TestSettleBatchOneScriptPerRun: the pipe sends a run of settle calls as
 // one script, and other calls around it as they are, in order.
 func TestSettleBatchOneScriptPerRun(t *testing.T) {
-	count := func(s *redis.Script) []any { return []any{s} }
 	w := newSettleWorld("x:")
 	batch := []*pipeOp{
 		{script: countScript, keys: []string{w.h, w.r}, args: []any{"a"}},
@@ -216,7 +215,7 @@ func TestSettleBatchOneScriptPerRun(t *testing.T) {
 	got := mergeSettles(batch)
 	var scripts []any
 	for _, op := range got {
-		scripts = append(scripts, count(op.script)...)
+		scripts = append(scripts, op.script)
 	}
 	want := []any{settleBatchScript, quotaTakeScript, settleBatchScript, (*redis.Script)(nil), settleBatchScript}
 	if !reflect.DeepEqual(scripts, want) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -216,15 +217,7 @@ func (c *Counters) readRoom(ctx context.Context) error {
 		b, _ := v[i+2].(int64)
 		counts = append(counts, count{name, holding{max(top, 0), max(b, 0)}})
 	}
-	slices.SortFunc(counts, func(a, b count) int {
-		switch {
-		case a.name < b.name:
-			return -1
-		case a.name > b.name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(counts, func(a, b count) int { return strings.Compare(a.name, b.name) })
 	next := &roomState{me: -1, counts: make([]holding, len(counts))}
 	for i, x := range counts {
 		next.counts[i] = x.holding

@@ -3,6 +3,7 @@ package redisstate
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -142,28 +143,30 @@ var settleKinds = map[*redis.Script]settleKind{
 	quotaGiveScript:            settleQuotaGive,
 }
 
-// settleBatchScript runs m calls of the scripts of settleKinds in order,
-// over cachedLua, and returns their answers. KEYS: the calls' keys one
-// after the other. ARGV: m, then per call its kind, its number of keys
-// and its number of arguments, then the calls' arguments one after the
-// other.
+// settleBatchScript runs the calls of settleKinds in order, over
+// cachedLua, and returns their answers. KEYS: the calls' keys one after
+// the other. ARGV: m, then per call its kind, its number of keys and of
+// arguments and how many ops it stands for (its multiplicity, see fold),
+// then the calls' arguments one after the other. A call's answer is one
+// value for all its ops, or a list of one per op.
 var settleBatchScript = redis.NewScript(cachedLua + chargeLua + ctrReleaseLua + ctrReleaseKeepLua + ctrCountLua + quotaGiveLua + splitLua + `
 local m = tonumber(ARGV[1])
-local ki, ai = 1, 2 + 3 * m
+local ki, ai = 1, 2 + 4 * m
 local out = {}
 for s = 1, m do
-  local kind, nk, na = tonumber(ARGV[3 * s - 1]), tonumber(ARGV[3 * s]), tonumber(ARGV[3 * s + 1])
+  local kind, nk, na, x = tonumber(ARGV[4 * s - 2]), tonumber(ARGV[4 * s - 1]), tonumber(ARGV[4 * s]), tonumber(ARGV[4 * s + 1])
+  if x == 1 then x = nil end
   local K, A = {}, {}
   for i = 1, nk do K[i] = KEYS[ki + i - 1] end
   for i = 1, na do A[i] = ARGV[ai + i - 1] end
   ki, ai = ki + nk, ai + na
   local r = 0
-  if kind == 1 then r = ctr_count(K, A)
+  if kind == 1 then r = ctr_count(K, A, x)
   elseif kind == 2 then r = ctr_release(K, A)
-  elseif kind == 3 then r = ctr_release_keep(K, A)
+  elseif kind == 3 then r = ctr_release_keep(K, A, x)
   elseif kind == 4 or kind == 5 then
     local LK, LA, CK, CA = split(K, A)
-    if kind == 4 then r = ctr_release(CK, CA) else r = ctr_release_keep(CK, CA) end
+    if kind == 4 then r = ctr_release(CK, CA) else r = ctr_release_keep(CK, CA, x) end
     quota_give(LK, LA)
   elseif kind == 6 then r = quota_give(K, A)
   else return redis.error_reply('settle batch: unknown kind ' .. tostring(kind))
@@ -180,9 +183,10 @@ return out
 const settleBatchMost = 64
 
 // mergeSettles returns batch with each op of settleKinds, and each run of
-// them next to each other (settleBatchMost at most), made one call of
-// settleBatchScript whose answers go to each op as its own.
-func mergeSettles(batch []*pipeOp) []*pipeOp {
+// them next to each other, made one call of settleBatchScript (of
+// settleBatchMost calls at most) whose answers go to each op as its own;
+// with fold, the calls of one shape in a run as one (fold.go).
+func mergeSettles(batch []*pipeOp, fold bool) []*pipeOp {
 	var out []*pipeOp
 	for i := 0; i < len(batch); {
 		if settleKinds[batch[i].script] == 0 {
@@ -191,50 +195,91 @@ func mergeSettles(batch []*pipeOp) []*pipeOp {
 			continue
 		}
 		j := i + 1
-		for j < len(batch) && j-i < settleBatchMost && settleKinds[batch[j].script] != 0 {
+		for j < len(batch) && settleKinds[batch[j].script] != 0 {
 			j++
 		}
-		out = append(out, settleOp(batch[i:j]))
+		run := batch[i:j]
+		var calls []batchCall
+		var refs []opRef
+		if fold {
+			calls, refs = folded(run)
+		} else {
+			for k, op := range run {
+				calls = append(calls, batchCall{kind: settleKinds[op.script], keys: op.keys, args: op.args, ops: []*pipeOp{op}})
+				refs = append(refs, opRef{k, 0})
+			}
+		}
+		for first := 0; first < len(calls); first += settleBatchMost {
+			last := min(len(calls), first+settleBatchMost)
+			// the ops of these calls, in run's order
+			var mine []opRef
+			for _, r := range refs {
+				if r.call >= first && r.call < last {
+					mine = append(mine, opRef{r.call - first, r.at})
+				}
+			}
+			out = append(out, settleOp(calls[first:last], mine))
+		}
 		i = j
 	}
 	return out
 }
 
-// settleOp is the call of settleBatchScript for ops.
-func settleOp(ops []*pipeOp) *pipeOp {
-	ops = append([]*pipeOp(nil), ops...) // batch's slots are reused
-	nk, na := 0, 1+3*len(ops)
-	for _, op := range ops {
-		nk += len(op.keys)
-		na += len(op.args)
+// settleOp is the call of settleBatchScript for calls; their ops are
+// answered in the order of refs.
+func settleOp(calls []batchCall, refs []opRef) *pipeOp {
+	nk, na := 0, 1+4*len(calls)
+	for _, c := range calls {
+		nk += len(c.keys)
+		na += len(c.args)
 	}
 	keys := make([]string, 0, nk)
 	args := make([]any, 0, na)
-	args = append(args, len(ops))
-	timeout := ops[0].timeout
-	for _, op := range ops {
-		args = append(args, int(settleKinds[op.script]), len(op.keys), len(op.args))
-		keys = append(keys, op.keys...)
-		timeout = max(timeout, op.timeout)
+	args = append(args, len(calls))
+	var timeout time.Duration
+	for _, c := range calls {
+		args = append(args, int(c.kind), len(c.keys), len(c.args), len(c.ops))
+		keys = append(keys, c.keys...)
+		for _, op := range c.ops {
+			timeout = max(timeout, op.timeout)
+		}
 	}
-	for _, op := range ops {
-		args = append(args, op.args...)
+	for _, c := range calls {
+		args = append(args, c.args...)
 	}
 	return &pipeOp{script: settleBatchScript, keys: keys, args: args, timeout: timeout, then: func(cmd *redis.Cmd) {
 		answers, err := cmd.Slice()
-		if err == nil && len(answers) != len(ops) {
-			err = fmt.Errorf("settle batch: %d answers for %d calls", len(answers), len(ops))
+		if err == nil && len(answers) != len(calls) {
+			err = fmt.Errorf("settle batch: %d answers for %d calls", len(answers), len(calls))
 		}
-		for i, op := range ops {
+		for _, r := range refs {
 			c := redis.NewCmd(context.Background())
-			if err != nil {
-				c.SetErr(err)
+			v := answer(answers, r, len(calls[r.call].ops), err)
+			if e, ok := v.(error); ok {
+				c.SetErr(e)
 			} else {
-				c.SetVal(answers[i])
+				c.SetVal(v)
 			}
-			op.answer(c)
+			calls[r.call].ops[r.at].answer(c)
 		}
 	}}
+}
+
+// answer is the answer of the op at r in a batch's answers: the call's
+// (one for all its ops) or the op's own in the call's list of n; an error
+// when there is none.
+func answer(answers []any, r opRef, n int, err error) any {
+	if err != nil {
+		return err
+	}
+	each, ok := answers[r.call].([]any)
+	if !ok {
+		return answers[r.call]
+	}
+	if len(each) != n {
+		return fmt.Errorf("settle batch: %d answers for %d folded calls", len(each), n)
+	}
+	return each[r.at]
 }
 
 // answer hands op its answer: to the waiting caller, or to then.

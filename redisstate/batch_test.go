@@ -212,7 +212,7 @@ func TestSettleBatchOneScriptPerRun(t *testing.T) {
 		{},
 		{script: countScript},
 	}
-	got := mergeSettles(batch)
+	got := mergeSettles(batch, true)
 	var scripts []any
 	for _, op := range got {
 		scripts = append(scripts, op.script)
@@ -224,7 +224,7 @@ func TestSettleBatchOneScriptPerRun(t *testing.T) {
 	if k := strings.Join(got[0].keys, ","); k != "x:counters:{p},x:counters:{p}:r:rep1,x:counters:{p},x:counters:{p}:r:rep1" {
 		t.Errorf("merged keys %s", k)
 	}
-	if a := fmt.Sprint(got[0].args); a != "[2 1 2 1 2 2 0 a]" {
+	if a := fmt.Sprint(got[0].args); a != "[2 1 2 1 1 2 2 0 1 a]" {
 		t.Errorf("merged args %s", a)
 	}
 }
@@ -346,7 +346,7 @@ func TestSettleBatchBounded(t *testing.T) {
 	for i := range 2*settleBatchMost + 3 {
 		batch = append(batch, &pipeOp{script: countScript, args: []any{strconv.Itoa(i)}})
 	}
-	got := mergeSettles(batch)
+	got := mergeSettles(batch, true) // all different: none folds
 	var sizes []any
 	for _, op := range got {
 		sizes = append(sizes, op.args[0])

@@ -45,6 +45,9 @@ type pipe struct {
 	linger time.Duration
 	timer  *time.Timer
 	armed  bool
+
+	// fold: settle calls of one shape in a batch go as one (fold.go)
+	fold bool
 }
 
 // settleLinger is how long a settle call nobody waits for may wait for
@@ -69,7 +72,7 @@ type pipeOp struct {
 
 // newPipe starts the pipe of rdb; close stops it.
 func newPipe(rdb redis.UniversalClient) *pipe {
-	p := &pipe{rdb: rdb, kick: make(chan struct{}, 1), done: make(chan struct{}), loaded: map[*redis.Script]bool{}, linger: settleLinger}
+	p := &pipe{rdb: rdb, kick: make(chan struct{}, 1), done: make(chan struct{}), loaded: map[*redis.Script]bool{}, linger: settleLinger, fold: true}
 	p.timer = time.AfterFunc(time.Hour, p.poke)
 	p.timer.Stop()
 	go p.run()
@@ -206,7 +209,7 @@ func (p *pipe) execAlone(op *pipeOp) {
 // does not have yet go again as EVAL, which loads it) and hands the
 // answers back in order.
 func (p *pipe) exec(batch []*pipeOp) {
-	batch = mergeSettles(batch)
+	batch = mergeSettles(batch, p.fold)
 	timeout := time.Duration(0)
 	n := 0
 	for _, op := range batch {

@@ -302,16 +302,18 @@ return 1
 // part is missing (the rebuild that asks for counts it).
 var countScript = redis.NewScript(directLua + ctrCountLua + "return ctr_count(KEYS, ARGV)\n")
 
-// ctrCountLua defines ctr_count(KEYS, ARGV), countScript's body.
+// ctrCountLua defines ctr_count(KEYS, ARGV, m), countScript's body: m
+// (nil: 1) requests counted (a fold, fold.go).
 const ctrCountLua = `
-local function ctr_count(KEYS, ARGV)
+local function ctr_count(KEYS, ARGV, m)
+m = m or 1
 local h, r = KEYS[1], KEYS[2]
 if not hexists(r, 'live') then return 0 end
-hincr(h, 'inflight', 1)
-hincr(r, 'inflight', 1)
+hincr(h, 'inflight', m)
+hincr(r, 'inflight', m)
 for i = 1, #ARGV do
-  hincr(h, 'i:' .. ARGV[i], 1)
-  hincr(r, 'i:' .. ARGV[i], 1)
+  hincr(h, 'i:' .. ARGV[i], m)
+  hincr(r, 'i:' .. ARGV[i], m)
 end
 return 1
 end
@@ -361,24 +363,66 @@ func (c *Counters) releaseLeasedCall(ch *fairshare.Chain, p fairshare.Placement,
 	return keys, append([]any{leafKey, res, thr}, args...), true
 }
 
-// ctrReleaseKeepLua defines ctr_release_keep(KEYS, ARGV): ctr_release
+// ctrReleaseKeepLua defines ctr_release_keep(KEYS, ARGV, m): ctr_release
 // (ctrReleaseLua, before it) with three arguments first: the leaf's path
 // key (empty: do not keep), its reservation, and the room below which its
 // place goes back. While the leaf has that room, the request's within
 // counts stay (the place is the replica's quota's again). It returns
-// ctr_release's answer + 2 when kept.
+// ctr_release's answer + 2 when kept. With m (a fold of m such ends
+// charging no usage, fold.go) it returns the m answers, as m calls one
+// after the other would: each keep is decided on the leaf's count the
+// ends before it left, and the counts are taken off once.
 const ctrReleaseKeepLua = `
-local function ctr_release_keep(KEYS, ARGV)
+local function ctr_release_keep(KEYS, ARGV, m)
 local leaf, res, thr = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local rest = {}
 for i = 4, #ARGV do rest[#rest + 1] = ARGV[i] end
-local kept = 0
-if leaf ~= '' and hexists(KEYS[2], 'live') and
-   res - tonumber(hget(KEYS[1], 'w:' .. leaf) or '0') >= thr then
-  rest[2] = string.rep('0', #rest[2])
-  kept = 2
+if m == nil then
+  local kept = 0
+  if leaf ~= '' and hexists(KEYS[2], 'live') and
+     res - tonumber(hget(KEYS[1], 'w:' .. leaf) or '0') >= thr then
+    rest[2] = string.rep('0', #rest[2])
+    kept = 2
+  end
+  return ctr_release(KEYS, rest) + kept
 end
-return ctr_release(KEYS, rest) + kept
+local h, r = KEYS[1], KEYS[2]
+local n, within, top = tonumber(rest[1]), rest[2], rest[3] == '1'
+local out = {}
+if not hexists(r, 'live') then
+  for j = 1, m do out[j] = 0 end
+  return out
+end
+local li = 0
+for i = 1, n do
+  if leaf ~= '' and rest[6 + i] == leaf then li = i end
+end
+local leafWithin = li > 0 and string.sub(within, li, li) == '1'
+local w = 0
+if leaf ~= '' then w = tonumber(hget(h, 'w:' .. leaf) or '0') end
+local given = 0
+for j = 1, m do
+  if leaf ~= '' and res - w >= thr then
+    out[j] = 3
+  else
+    out[j] = 1
+    given = given + 1
+    if leafWithin and w > 0 then w = w - 1 end
+  end
+end
+local function dec(f, d)
+  if d == 0 then return end
+  if hincr(h, f, -d) < 0 then hset(h, f, 0) end
+  if hincr(r, f, -d) < 0 then hset(r, f, 0) end
+end
+dec('inflight', m)
+if not top then dec('borrowing', m) end
+for i = 1, n do
+  local k = rest[6 + i]
+  dec('i:' .. k, m)
+  if string.sub(within, i, i) == '1' then dec('w:' .. k, given) end
+end
+return out
 end
 `
 

@@ -1,0 +1,207 @@
+package redisstate
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// seedRich writes a state in w where no call of randomFoldCall takes a
+// count below zero: counts in flight, places and holds of a consistent
+// replica (a fold's order differs from the calls' only where a count was
+// already wrong, see fold.go). fresh: nothing in flight (the calls count
+// their own requests before they end them).
+func (w settleWorld) seedRich(t *testing.T, rdb *redis.Client, absentBudget, fresh bool) {
+	t.Helper()
+	ctx := context.Background()
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	in, in2 := 300, 200
+	if fresh {
+		in, in2 = 0, 0
+	}
+	must(rdb.HSet(ctx, w.h, "inflight", in, "borrowing", in2, "i:a", in, "i:a\x00t", in2, "w:a", 5, "w:a\x00t", 100,
+		"u:a", "0.5", "t:a", "1000", "u:", "0.25", "t:", "1000").Err())
+	must(rdb.HSet(ctx, w.r, "live", 1, "inflight", in, "borrowing", in2, "i:a", in, "i:a\x00t", in2, "w:a", 5, "w:a\x00t", 100).Err())
+	must(rdb.HSet(ctx, w.lk, "i:7:rep1", 300, "i:7:rep2", 1).Err())
+	must(rdb.HSet(ctx, w.lw, "r:1000", 400, "t:1000", 50000).Err())
+	must(rdb.HSet(ctx, w.budgets[0], "charged", 100, "h:7:rep1", 40000).Err())
+	must(rdb.ExpireAt(ctx, w.budgets[0], time.Unix(4000000000, 0)).Err())
+	if !absentBudget {
+		must(rdb.HSet(ctx, w.budgets[1], "charged", 7, "h:7:rep1", 30000).Err())
+	}
+}
+
+// randomFoldCall draws a call of few shapes, as a busy key's requests
+// make them: counts of one of two chains, their ends (keeping or giving
+// back, no usage charged), alone or with a quota give of a few tokens
+// and charges, and now and then a shape that does not fold (an end that
+// charges usage). With open (the requests of each chain counted and not
+// ended yet), an end is only drawn for a chain with one open.
+func randomFoldCall(rng *rand.Rand, w settleWorld, open *[2]int) settleCall {
+	paths := [][]any{{"a"}, {"a", "a\x00t"}}
+	pi := rng.IntN(2)
+	path := paths[pi]
+	draw := rng.IntN(8)
+	if open != nil {
+		if draw > 2 && draw < 6 && open[pi] == 0 || draw >= 6 {
+			draw = 0 // a count: the world holds no other requests
+		}
+		if draw < 3 {
+			open[pi]++
+		} else {
+			open[pi]--
+		}
+	}
+	within := []string{"1", "11"}[pi]
+	keep := func(g float64) []any {
+		leaf := path[len(path)-1].(string)
+		args := []any{leaf, int64(8), int64(2), len(path), within, "1", g, 1000 + rng.Float64(), 3600.0}
+		return append(args, path...)
+	}
+	give := func() ([]string, []any) {
+		keys := []string{w.lk, w.lw, w.budgets[0], w.budgets[1]}
+		args := []any{int64(7), int64(rng.IntN(2)), int64(1000), int64(0), int64(rng.IntN(20)), int64(1005), int64(60)}
+		for range 2 {
+			args = append(args, int64(rng.IntN(50)), int64(rng.IntN(30)), int64(10), int64(4000000000))
+		}
+		return keys, append(args, "rep1")
+	}
+	ctr := []string{w.h, w.r}
+	switch draw {
+	case 0, 1, 2:
+		return settleCall{countScript, ctr, path}
+	case 3:
+		return settleCall{releaseKeepScript, ctr, keep(0)}
+	case 4, 5:
+		lk, la := give()
+		keys, args := joined(lk, la, ctr, keep(0))
+		return settleCall{releaseKeepWithQuotaScript, keys, args}
+	case 6:
+		lk, la := give()
+		return settleCall{quotaGiveScript, lk, la}
+	default:
+		return settleCall{releaseKeepScript, ctr, keep(0.001)}
+	}
+}
+
+// TestSettleFoldSameAsOneByOne runs random sequences of calls of few
+// shapes one script each (directLua) on one copy of the keys, and through
+// the pipe with folding (in runs of random lengths) on another: the same
+// answers, keys, fields, values and expiries, and fewer calls in Redis.
+// Half the worlds start with nothing in flight, their requests counted
+// and ended in the sequence (an end folded ahead of its own count would
+// be clamped at zero and leave the count behind).
+func TestSettleFoldSameAsOneByOne(t *testing.T) {
+	rdb, prefix := testRedis(t)
+	ctx := context.Background()
+	calls, folds := 0, 0
+	for seed := range uint64(60) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		one, batched := newSettleWorld(fmt.Sprintf("%s%d:one:", prefix, seed)), newSettleWorld(fmt.Sprintf("%s%d:batch:", prefix, seed))
+		absent, fresh := seed%3 == 0, seed%2 == 0
+		one.seedRich(t, rdb, absent, fresh)
+		batched.seedRich(t, rdb, absent, fresh)
+		var open *[2]int
+		if fresh {
+			open = new([2]int)
+		}
+		n := 1 + rng.IntN(60)
+		var want, got []any
+		var ops []*pipeOp
+		for range n {
+			c1 := randomFoldCall(rng, one, open)
+			c2 := c1
+			c2.keys = make([]string, len(c1.keys))
+			for i, k := range c1.keys {
+				c2.keys[i] = strings.Replace(k, ":one:", ":batch:", 1)
+			}
+			v, err := c1.script.Run(ctx, rdb, c1.keys, c1.args...).Result()
+			if err != nil {
+				t.Fatalf("seed %d: one by one: %v", seed, err)
+			}
+			want = append(want, v)
+			ops = append(ops, &pipeOp{script: c2.script, keys: c2.keys, args: c2.args, timeout: time.Second, then: func(cmd *redis.Cmd) {
+				v, err := cmd.Result()
+				if err != nil {
+					t.Errorf("seed %d: batched: %v", seed, err)
+				}
+				got = append(got, v)
+			}})
+		}
+		p := &pipe{rdb: rdb, loaded: map[*redis.Script]bool{}, fold: true}
+		var batch []*pipeOp
+		for i := 0; i < len(ops); {
+			j := min(len(ops), i+1+rng.IntN(20))
+			calls += j - i
+			fc, _ := folded(ops[i:j])
+			folds += len(fc)
+			batch = append(batch, ops[i:j]...)
+			batch = append(batch, &pipeOp{then: func(*redis.Cmd) {}})
+			i = j
+		}
+		p.exec(batch)
+		if !reflect.DeepEqual(want, got) {
+			t.Fatalf("seed %d: answers one by one %v, folded %v", seed, want, got)
+		}
+		if a, b := one.dump(t, rdb), batched.dump(t, rdb); !reflect.DeepEqual(a, b) {
+			t.Fatalf("seed %d (%d calls): one by one\n%v\nfolded\n%v", seed, n, a, b)
+		}
+	}
+	if folds*10 > calls*7 {
+		t.Fatalf("%d calls folded into %d: the shapes hardly folded", calls, folds)
+	}
+	t.Logf("%d calls folded into %d", calls, folds)
+}
+
+// TestFoldShapes: what folds and what does not.
+func TestFoldShapes(t *testing.T) {
+	w := newSettleWorld("x:")
+	ctr := []string{w.h, w.r}
+	keepArgs := func(g float64, now float64) []any {
+		return []any{"a", int64(8), int64(2), 1, "1", "1", g, now, 3600.0, "a"}
+	}
+	give := func(toks, units, charged, floor int64) []any {
+		return []any{int64(7), int64(1), int64(1000), int64(0), toks, int64(1005), int64(60), units, charged, floor, int64(4000000000), "rep1"}
+	}
+	op := func(s *redis.Script, keys []string, args []any) *pipeOp {
+		return &pipeOp{script: s, keys: keys, args: args}
+	}
+	for _, c := range []struct {
+		name string
+		ops  []*pipeOp
+		want int
+	}{
+		{"counts of one chain", []*pipeOp{op(countScript, ctr, []any{"a"}), op(countScript, ctr, []any{"a"})}, 1},
+		{"counts of two chains", []*pipeOp{op(countScript, ctr, []any{"a"}), op(countScript, ctr, []any{"a", "a\x00t"})}, 2},
+		{"ends at other instants", []*pipeOp{op(releaseKeepScript, ctr, keepArgs(0, 1000.1)), op(releaseKeepScript, ctr, keepArgs(0, 1000.7))}, 1},
+		{"ends charging usage", []*pipeOp{op(releaseKeepScript, ctr, keepArgs(0.1, 1000)), op(releaseKeepScript, ctr, keepArgs(0.1, 1000))}, 2},
+		{"gives of any tokens of one sign", []*pipeOp{op(quotaGiveScript, w.budgets[:], give(3, 5, 2, 10)), op(quotaGiveScript, w.budgets[:], give(9, 1, 0, 11))}, 1},
+		{"gives of tokens of two signs", []*pipeOp{op(quotaGiveScript, w.budgets[:], give(3, 5, 2, 10)), op(quotaGiveScript, w.budgets[:], give(-9, 1, 0, 11))}, 2},
+		{"a key in a path's clothes", []*pipeOp{op(countScript, ctr, []any{"a\x00", "b"}), op(countScript, ctr, []any{"a", "\x00b"})}, 2},
+	} {
+		if got, _ := folded(c.ops); len(got) != c.want {
+			t.Errorf("%s: %d calls, want %d", c.name, len(got), c.want)
+		}
+	}
+	// sums and the floor of the first charge
+	calls, _ := folded([]*pipeOp{
+		op(quotaGiveScript, w.budgets[:], give(3, 5, 0, 10)),
+		op(quotaGiveScript, w.budgets[:], give(4, 6, 2, 11)),
+		op(quotaGiveScript, w.budgets[:], give(5, 7, 3, 12)),
+	})
+	if len(calls) != 1 || fmt.Sprint(calls[0].args) != fmt.Sprint(give(12, 18, 5, 11)[:7:7]) && fmt.Sprint(calls[0].args) != fmt.Sprint([]any{int64(7), int64(3), int64(1000), int64(0), int64(12), int64(1005), int64(60), int64(18), int64(5), int64(11), int64(4000000000), "rep1"}) {
+		t.Fatalf("folded give %v", calls[0].args)
+	}
+	_ = strconv.Itoa
+}

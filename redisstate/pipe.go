@@ -45,6 +45,10 @@ type pipe struct {
 	linger time.Duration
 	timer  *time.Timer
 	armed  bool
+	// due: the linger is over; urgent: a call that does not linger was
+	// handed over. Without either, calls that came while a batch was on
+	// its way wait for their linger too.
+	due, urgent bool
 
 	// fold: settle calls of one shape in a batch go as one (fold.go)
 	fold bool
@@ -73,7 +77,7 @@ type pipeOp struct {
 // newPipe starts the pipe of rdb; close stops it.
 func newPipe(rdb redis.UniversalClient) *pipe {
 	p := &pipe{rdb: rdb, kick: make(chan struct{}, 1), done: make(chan struct{}), loaded: map[*redis.Script]bool{}, linger: settleLinger, fold: true}
-	p.timer = time.AfterFunc(time.Hour, p.poke)
+	p.timer = time.AfterFunc(time.Hour, p.lingered)
 	p.timer.Stop()
 	go p.run()
 	return p
@@ -139,9 +143,18 @@ func (p *pipe) enqueue(op *pipeOp) bool {
 		}
 		return true
 	}
+	p.urgent = true
 	p.mu.Unlock()
 	p.poke()
 	return true
+}
+
+// lingered is the timer's: the settle calls waiting go now.
+func (p *pipe) lingered() {
+	p.mu.Lock()
+	p.due = true
+	p.mu.Unlock()
+	p.poke()
 }
 
 // poke wakes the sending goroutine.
@@ -176,17 +189,19 @@ func (p *pipe) run() {
 		<-p.kick
 		for {
 			p.mu.Lock()
-			batch := p.queue
-			p.queue, p.spare = p.spare[:0], nil
-			p.armed = false // the next settle call arms the timer again
-			closed := p.closed
-			p.mu.Unlock()
-			if len(batch) == 0 {
+			if len(p.queue) == 0 || !p.due && !p.urgent && !p.closed {
+				// nothing, or settle calls whose linger runs
+				closed := p.closed
+				p.mu.Unlock()
 				if closed {
 					return
 				}
 				break
 			}
+			batch := p.queue
+			p.queue, p.spare = p.spare[:0], nil
+			p.armed, p.due, p.urgent = false, false, false // the next settle call arms the timer again
+			p.mu.Unlock()
 			p.exec(batch)
 			clear(batch)
 			p.mu.Lock()

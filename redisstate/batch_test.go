@@ -268,6 +268,61 @@ func TestPipeLingersSettles(t *testing.T) {
 	}
 }
 
+// TestPipeLingersWhileSending: settle calls handed over while a batch is
+// on its way wait for their own linger, not only for that round trip, and
+// a call that is waited for takes them along at once.
+func TestPipeLingersWhileSending(t *testing.T) {
+	base, prefix := testRedis(t)
+	slow := &slowPipelines{d: 40 * time.Millisecond}
+	rdb := redis.NewClient(&redis.Options{Addr: base.Options().Addr})
+	t.Cleanup(func() { rdb.Close() })
+	rdb.AddHook(slow)
+	w := newSettleWorld(prefix)
+	w.seed(t, base, true, false)
+	p := newPipe(rdb)
+	p.linger = 300 * time.Millisecond
+	t.Cleanup(p.close)
+	count := func() {
+		p.send(countScript, []string{w.h, w.r}, []any{"a"}, time.Second, func(cmd *redis.Cmd) {
+			if err := cmd.Err(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not after 10 s", what)
+			}
+		}
+	}
+	// A waited call on its way (40 ms), and a count handed over meanwhile.
+	done := make(chan struct{})
+	go func() {
+		p.do(releaseScript, []string{w.h, w.r}, []any{1, "0", "1", 0, 1000, 3600, "a"}, time.Second)
+		close(done)
+	}()
+	waitFor("the first round trip", func() bool { return slow.scripted.Load() == 1 })
+	count()
+	t0 := time.Now()
+	<-done
+	time.Sleep(100 * time.Millisecond) // the round trip is over, the linger is not
+	if n := slow.scripted.Load(); n != 1 && time.Since(t0) < p.linger {
+		t.Fatalf("%d round trips: the count went with no linger", n)
+	}
+	waitFor("the count after its linger", func() bool { return slow.scripted.Load() == 2 })
+	// A count lingers; a waited call takes it along at once.
+	count()
+	p.do(countScript, []string{w.h, w.r}, []any{"a"}, time.Second)
+	if n := slow.scripted.Load(); n != 3 {
+		t.Fatalf("%d round trips, want 3", n)
+	}
+	if v, _ := base.HGet(context.Background(), w.h, "inflight").Int(); v != 3-1+3 {
+		t.Fatalf("inflight %d, want 5", v)
+	}
+}
+
 // scriptPipelines counts the pipelines that carry scripts, and the
 // scripts (not the connection's handshake).
 type scriptPipelines struct{ pipes, scripts atomic.Int64 }

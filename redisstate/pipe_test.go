@@ -19,6 +19,7 @@ import (
 type slowPipelines struct {
 	d             time.Duration
 	pipes, macros atomic.Int64
+	scripted      atomic.Int64 // pipelines with a script (not a handshake)
 }
 
 func (h *slowPipelines) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -29,6 +30,12 @@ func (h *slowPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		h.pipes.Add(1)
 		h.macros.Add(int64(len(cmds)))
+		for _, c := range cmds {
+			if name := c.Name(); name == "eval" || name == "evalsha" {
+				h.scripted.Add(1)
+				break
+			}
+		}
 		time.Sleep(h.d)
 		return next(ctx, cmds)
 	}

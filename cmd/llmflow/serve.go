@@ -7,10 +7,12 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/go-llmflow/llmflow/config"
+	"github.com/go-llmflow/llmflow/internal/gctune"
 	"github.com/go-llmflow/llmflow/server"
 )
 
@@ -83,6 +85,10 @@ config/config.go; examples/gateway.hcl is a full example.`,
 
 // runServe runs server.Run with this build's version and SIGHUP as the
 // reload signal.
+// gcBudget is the heap the garbage collector may let grow before it
+// collects as often as Go's default (internal/gctune; GOGC overrides).
+const gcBudget = 128 << 20
+
 func runServe(ctx context.Context, cfg *config.Config, o server.Options) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -105,5 +111,6 @@ func runServe(ctx context.Context, cfg *config.Config, o server.Options) error {
 		}
 	}()
 	o.Version, o.Reload = buildVersion(), reload
+	gctune.Tune(ctx, gcBudget, time.Second)
 	return server.Run(ctx, cfg, o)
 }

@@ -60,6 +60,7 @@ type batchCall struct {
 // taken off before its own count, and no count below zero.
 func folded(run []*pipeOp) ([]batchCall, []opRef) {
 	calls := make([]batchCall, 0, len(run))
+	refs := make([]opRef, len(run))
 	anchor := make([]int, 0, len(run)) // where each call runs in run
 	var shapes map[string]int
 	var buf []byte
@@ -69,6 +70,7 @@ func folded(run []*pipeOp) ([]batchCall, []opRef) {
 		buf, ok = shapeOf(buf[:0], kind, op)
 		if ok {
 			if i, seen := shapes[string(buf)]; seen {
+				refs[k] = opRef{i, len(calls[i].ops)}
 				calls[i].add(op)
 				if kind != settleCount {
 					anchor[i] = k
@@ -80,33 +82,29 @@ func folded(run []*pipeOp) ([]batchCall, []opRef) {
 			}
 			shapes[string(buf)] = len(calls)
 		}
+		refs[k] = opRef{len(calls), 0}
 		calls = append(calls, batchCall{kind: kind, keys: op.keys, args: op.args, ops: []*pipeOp{op}})
 		anchor = append(anchor, k)
 	}
-	if len(calls) < len(run) {
-		// in the order of their anchors (distinct: one op each)
-		order := make([]int, len(calls))
-		for i := range order {
-			order[i] = i
-		}
-		slices.SortFunc(order, func(a, b int) int { return cmp.Compare(anchor[a], anchor[b]) })
-		sorted := make([]batchCall, len(calls))
-		for i, j := range order {
-			sorted[i] = calls[j]
-		}
-		calls = sorted
+	if len(calls) == len(run) {
+		return calls, refs // nothing folded: nothing moved
 	}
-	at := make(map[*pipeOp]opRef, len(run))
-	for i, c := range calls {
-		for j, op := range c.ops {
-			at[op] = opRef{i, j}
-		}
+	// the calls in the order of their anchors (distinct: one op each)
+	order := make([]int, len(calls))
+	for i := range order {
+		order[i] = i
 	}
-	refs := make([]opRef, len(run))
-	for k, op := range run {
-		refs[k] = at[op]
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(anchor[a], anchor[b]) })
+	sorted := make([]batchCall, len(calls))
+	pos := anchor[:len(calls)] // reused: the anchors are read no more
+	for i, j := range order {
+		sorted[i] = calls[j]
+		pos[j] = i
 	}
-	return calls, refs
+	for k := range refs {
+		refs[k].call = pos[refs[k].call]
+	}
+	return sorted, refs
 }
 
 // opRef is where an op went in folded's calls.

@@ -205,3 +205,22 @@ func TestFoldShapes(t *testing.T) {
 	}
 	_ = strconv.Itoa
 }
+
+// BenchmarkFold: a millisecond of a busy key's calls (11 requests: a
+// count and an end with a quota give each) folded and merged into one
+// script call.
+func BenchmarkFold(b *testing.B) {
+	w := newSettleWorld("x:")
+	rng := rand.New(rand.NewPCG(1, 2))
+	var batch []*pipeOp
+	for len(batch) < 22 {
+		c := randomFoldCall(rng, w, nil)
+		if c.script == countScript && len(batch)%2 == 0 || c.script == releaseKeepWithQuotaScript && len(batch)%2 == 1 {
+			batch = append(batch, &pipeOp{script: c.script, keys: c.keys, args: c.args})
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		mergeSettles(batch, true)
+	}
+}

@@ -55,13 +55,16 @@ type pipe struct {
 }
 
 // settleLinger is how long a settle call nobody waits for may wait for
-// others: at a few thousand requests a second, the ends and counts of a
-// few requests go as one script and wake the pipe and Redis once. What
-// it delays is only seen by other replicas, and errs on the safe side:
-// an end (a place, a hold given back) is seen a moment late; a count in
-// flight of a request placed from a quota, whose place is already counted
-// within.
-const settleLinger = time.Millisecond
+// others: at a few thousand requests a second, the ends and counts of
+// tens of requests go as one script (folded, fold.go) and wake the pipe
+// and Redis once. What it delays is only seen by other replicas, and errs
+// on the safe side: an end (a place, a hold given back) is seen a moment
+// late; a count in flight of a request placed from a quota, whose place
+// is already counted within. At c=16, 2 ms measured Redis at 10–14 µs of
+// CPU a request and the gateway with Redis about 5 % cheaper than 1 ms
+// (13–18 µs); the room other replicas' borrowers follow is read every
+// 10 ms anyway.
+const settleLinger = 2 * time.Millisecond
 
 // pipeOp is one script call: then (nil: none) receives the answer on the
 // pipe's goroutine; wait, when not nil, receives it instead.

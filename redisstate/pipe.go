@@ -17,7 +17,9 @@ import (
 // answer (do), and, being later in the order, runs after every release
 // handed over before it: a key's request that ended before the next one
 // began is given back before that one is admitted, as when each release
-// waited.
+// waited. Settle calls nobody waits for (settleKinds) linger
+// (settleLinger) even while a pipeline is on its way, unless a call that
+// cannot wait comes: then they go with it.
 //
 // One goroutine sends, so one pipeline is in flight at a time: each op
 // waits at most for the pipeline before it and its own. What Redis

@@ -198,17 +198,7 @@ func mergeSettles(batch []*pipeOp, fold bool) []*pipeOp {
 		for j < len(batch) && settleKinds[batch[j].script] != 0 {
 			j++
 		}
-		run := batch[i:j]
-		var calls []batchCall
-		var refs []opRef
-		if fold {
-			calls, refs = folded(run)
-		} else {
-			for k, op := range run {
-				calls = append(calls, batchCall{kind: settleKinds[op.script], keys: op.keys, args: op.args, ops: []*pipeOp{op}})
-				refs = append(refs, opRef{k, 0})
-			}
-		}
+		calls, refs := folded(batch[i:j], fold)
 		for first := 0; first < len(calls); first += settleBatchMost {
 			last := min(len(calls), first+settleBatchMost)
 			// the ops of these calls, in run's order

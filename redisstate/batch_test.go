@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,13 +20,15 @@ import (
 // prefix of its own: a pool's totals and this replica's part, a key's
 // ledger hashes (in flight, window) and two budgets.
 type settleWorld struct {
+	prefix       string
 	h, r, lk, lw string
 	budgets      [2]string
 }
 
 func newSettleWorld(prefix string) settleWorld {
 	return settleWorld{
-		h: prefix + "counters:{p}", r: prefix + "counters:{p}:r:rep1",
+		prefix: prefix,
+		h:      prefix + "counters:{p}", r: prefix + "counters:{p}:r:rep1",
 		lk: prefix + "ledger:k:key1", lw: prefix + "ledger:w:key1",
 		budgets: [2]string{prefix + "ledger:b:org/a/:100", prefix + "ledger:b:key/key1/:100"},
 	}
@@ -151,53 +152,65 @@ func randomSettleCall(rng *rand.Rand, w settleWorld) settleCall {
 // the same answers and the same keys, fields, values and expiries.
 func TestSettleBatchSameAsOneByOne(t *testing.T) {
 	rdb, prefix := testRedis(t)
-	ctx := context.Background()
 	for seed := range uint64(40) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		one, batched := newSettleWorld(fmt.Sprintf("%s%d:one:", prefix, seed)), newSettleWorld(fmt.Sprintf("%s%d:batch:", prefix, seed))
 		registered, absent := seed%4 != 3, seed%3 == 0
 		one.seed(t, rdb, registered, absent)
 		batched.seed(t, rdb, registered, absent)
-		n := 1 + rng.IntN(40)
-		var want, got []any
-		var ops []*pipeOp
-		for range n {
-			c1 := randomSettleCall(rng, one)
-			c2 := c1
-			c2.keys = make([]string, len(c1.keys))
-			for i, k := range c1.keys {
-				c2.keys[i] = strings.Replace(k, ":one:", ":batch:", 1)
-			}
-			v, err := c1.script.Run(ctx, rdb, c1.keys, c1.args...).Result()
-			if err != nil {
-				t.Fatalf("seed %d: one by one: %v", seed, err)
-			}
-			want = append(want, v)
-			ops = append(ops, &pipeOp{script: c2.script, keys: c2.keys, args: c2.args, timeout: time.Second, then: func(cmd *redis.Cmd) {
-				v, err := cmd.Result()
-				if err != nil {
-					t.Errorf("seed %d: batched: %v", seed, err)
-				}
-				got = append(got, v)
-			}})
-		}
-		// runs of random lengths, a barrier (not a settle) between them
-		p := &pipe{rdb: rdb, loaded: map[*redis.Script]bool{}}
-		var batch []*pipeOp
-		for i := 0; i < len(ops); {
-			j := min(len(ops), i+1+rng.IntN(8))
-			batch = append(batch, ops[i:j]...)
-			batch = append(batch, &pipeOp{then: func(*redis.Cmd) {}})
-			i = j
-		}
-		p.exec(batch)
-		if !reflect.DeepEqual(want, got) {
-			t.Fatalf("seed %d: answers one by one %v, batched %v", seed, want, got)
-		}
-		if a, b := one.dump(t, rdb), batched.dump(t, rdb); !reflect.DeepEqual(a, b) {
-			t.Fatalf("seed %d (%d calls): one by one\n%v\nbatched\n%v", seed, n, a, b)
-		}
+		sameAsOneByOne(t, rdb, seed, rng, 1+rng.IntN(40), 8, false, one, batched, func() settleCall { return randomSettleCall(rng, one) })
 	}
+}
+
+// sameAsOneByOne draws n calls, runs each as its own script (directLua)
+// on one's keys and all of them through a pipe (folding them or not) on
+// batched's keys, in runs of 1 to most calls with a barrier (not a
+// settle) between them, and fails unless the answers, in order, and the
+// keys (fields, values, expiries) are the same. It returns how many
+// calls the pipe's scripts made of the n.
+func sameAsOneByOne(t *testing.T, rdb *redis.Client, seed uint64, rng *rand.Rand, n, most int, fold bool, one, batched settleWorld, draw func() settleCall) int {
+	t.Helper()
+	ctx := context.Background()
+	var want, got []any
+	var ops []*pipeOp
+	for range n {
+		c := draw()
+		keys := make([]string, len(c.keys))
+		for i, k := range c.keys {
+			keys[i] = strings.Replace(k, one.prefix, batched.prefix, 1)
+		}
+		v, err := c.script.Run(ctx, rdb, c.keys, c.args...).Result()
+		if err != nil {
+			t.Fatalf("seed %d: one by one: %v", seed, err)
+		}
+		want = append(want, v)
+		ops = append(ops, &pipeOp{script: c.script, keys: keys, args: c.args, timeout: time.Second, then: func(cmd *redis.Cmd) {
+			v, err := cmd.Result()
+			if err != nil {
+				t.Errorf("seed %d: through the pipe: %v", seed, err)
+			}
+			got = append(got, v)
+		}})
+	}
+	p := &pipe{rdb: rdb, loaded: map[*redis.Script]bool{}, fold: fold}
+	var batch []*pipeOp
+	sent := 0
+	for i := 0; i < len(ops); {
+		j := min(len(ops), i+1+rng.IntN(most))
+		calls, _ := folded(ops[i:j], fold)
+		sent += len(calls)
+		batch = append(batch, ops[i:j]...)
+		batch = append(batch, &pipeOp{then: func(*redis.Cmd) {}})
+		i = j
+	}
+	p.exec(batch)
+	if !reflect.DeepEqual(want, got) {
+		t.Fatalf("seed %d: answers one by one %v, through the pipe (fold %v) %v", seed, want, fold, got)
+	}
+	if a, b := one.dump(t, rdb), batched.dump(t, rdb); !reflect.DeepEqual(a, b) {
+		t.Fatalf("seed %d (%d calls): one by one\n%v\nthrough the pipe (fold %v)\n%v", seed, n, a, fold, b)
+	}
+	return sent
 }
 
 // TestSettleBatchOneScriptPerRun: the pipe sends a run of settle calls as
@@ -234,10 +247,8 @@ func TestSettleBatchOneScriptPerRun(t *testing.T) {
 // script in one round trip, each answered in order.
 func TestPipeLingersSettles(t *testing.T) {
 	base, prefix := testRedis(t)
-	slow := &scriptPipelines{}
-	rdb := redis.NewClient(&redis.Options{Addr: base.Options().Addr})
-	t.Cleanup(func() { rdb.Close() })
-	rdb.AddHook(slow)
+	slow := &slowPipelines{}
+	rdb := hookedClient(t, base, slow)
 	w := newSettleWorld(prefix)
 	w.seed(t, base, true, false)
 	p := newPipe(rdb)
@@ -253,11 +264,11 @@ func TestPipeLingersSettles(t *testing.T) {
 		})
 	}
 	time.Sleep(20 * time.Millisecond) // nothing may go meanwhile
-	if n := slow.pipes.Load(); n != 0 {
+	if n := slow.scripted.Load(); n != 0 {
 		t.Fatalf("%d round trips before anything waited", n)
 	}
 	p.barrier()
-	if pipes, scripts := slow.pipes.Load(), slow.scripts.Load(); pipes != 1 || scripts != 1 {
+	if pipes, scripts := slow.scripted.Load(), slow.scripts.Load(); pipes != 1 || scripts != 1 {
 		t.Fatalf("%d scripts in %d round trips, want 1 in 1", scripts, pipes)
 	}
 	if fmt.Sprint(order) != "[0 1 2 3 4]" {
@@ -274,9 +285,7 @@ func TestPipeLingersSettles(t *testing.T) {
 func TestPipeLingersWhileSending(t *testing.T) {
 	base, prefix := testRedis(t)
 	slow := &slowPipelines{d: 40 * time.Millisecond}
-	rdb := redis.NewClient(&redis.Options{Addr: base.Options().Addr})
-	t.Cleanup(func() { rdb.Close() })
-	rdb.AddHook(slow)
+	rdb := hookedClient(t, base, slow)
 	w := newSettleWorld(prefix)
 	w.seed(t, base, true, false)
 	p := newPipe(rdb)
@@ -320,28 +329,6 @@ func TestPipeLingersWhileSending(t *testing.T) {
 	}
 	if v, _ := base.HGet(context.Background(), w.h, "inflight").Int(); v != 3-1+3 {
 		t.Fatalf("inflight %d, want 5", v)
-	}
-}
-
-// scriptPipelines counts the pipelines that carry scripts, and the
-// scripts (not the connection's handshake).
-type scriptPipelines struct{ pipes, scripts atomic.Int64 }
-
-func (h *scriptPipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (h *scriptPipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-func (h *scriptPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		n := 0
-		for _, c := range cmds {
-			if name := c.Name(); name == "eval" || name == "evalsha" {
-				n++
-			}
-		}
-		if n > 0 {
-			h.pipes.Add(1)
-			h.scripts.Add(int64(n))
-		}
-		return next(ctx, cmds)
 	}
 }
 

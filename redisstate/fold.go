@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"slices"
 	"strconv"
-	"strings"
 )
 
 // Folding a batch's settle calls.
@@ -53,12 +52,13 @@ type batchCall struct {
 	ops  []*pipeOp
 }
 
-// folded returns run's calls with those of one shape folded, and where
-// each op of run went: its call, and its place in the call's ops. A fold
+// folded returns run's calls, with those of one shape folded when fold is
+// true (else one call per op), and where each op of run went: its call,
+// and its place in the call's ops. A fold
 // of counts runs where its first op was, any other where its last op
 // was: a count only moves ahead and an end only behind, so no end is
 // taken off before its own count, and no count below zero.
-func folded(run []*pipeOp) ([]batchCall, []opRef) {
+func folded(run []*pipeOp, fold bool) ([]batchCall, []opRef) {
 	calls := make([]batchCall, 0, len(run))
 	refs := make([]opRef, len(run))
 	anchor := make([]int, 0, len(run)) // where each call runs in run
@@ -66,8 +66,10 @@ func folded(run []*pipeOp) ([]batchCall, []opRef) {
 	var buf []byte
 	for k, op := range run {
 		kind := settleKinds[op.script]
-		var ok bool
-		buf, ok = shapeOf(buf[:0], kind, op)
+		ok := false
+		if fold {
+			buf, ok = shapeOf(buf[:0], kind, op)
+		}
 		if ok {
 			if i, seen := shapes[string(buf)]; seen {
 				refs[k] = opRef{i, len(calls[i].ops)}
@@ -181,7 +183,7 @@ func giveShape(buf []byte, args []any) ([]byte, bool) {
 		if !ok {
 			return buf, false
 		}
-		buf = append(buf, byte(cmpInt(d)+'1')) // of one sign
+		buf = append(buf, byte(cmp.Compare(d, 0)+'1')) // of one sign
 	}
 	for i := givePlaces; i < len(args)-1; i++ {
 		if additive(i) || floorArg(i) {
@@ -200,16 +202,6 @@ func additive(i int) bool {
 
 func signed(i int) bool   { return i == giveReqs || i == giveToks }
 func floorArg(i int) bool { return i >= giveSlots && (i-giveSlots)%4 == 2 }
-
-func cmpInt(d int64) int {
-	switch {
-	case d < 0:
-		return -1
-	case d > 0:
-		return 1
-	}
-	return 0
-}
 
 // appendArgs appends args but those skip reports (a placeholder for
 // them), each so that no two lists of arguments append the same bytes.
@@ -263,7 +255,7 @@ func floatArg(a any) (float64, bool) {
 	case int64:
 		return float64(v), true
 	case string:
-		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		f, err := strconv.ParseFloat(v, 64)
 		return f, err == nil
 	}
 	return 0, false

@@ -19,7 +19,19 @@ import (
 type slowPipelines struct {
 	d             time.Duration
 	pipes, macros atomic.Int64
-	scripted      atomic.Int64 // pipelines with a script (not a handshake)
+	// scripted: the pipelines that carry scripts (not a connection's
+	// handshake); scripts: the scripts in them
+	scripted, scripts atomic.Int64
+}
+
+// hookedClient is a client of base's Redis with hook on it, closed at the
+// test's end.
+func hookedClient(t testing.TB, base *redis.Client, hook redis.Hook) *redis.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: base.Options().Addr})
+	t.Cleanup(func() { rdb.Close() })
+	rdb.AddHook(hook)
+	return rdb
 }
 
 func (h *slowPipelines) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -30,11 +42,15 @@ func (h *slowPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		h.pipes.Add(1)
 		h.macros.Add(int64(len(cmds)))
+		n := 0
 		for _, c := range cmds {
 			if name := c.Name(); name == "eval" || name == "evalsha" {
-				h.scripted.Add(1)
-				break
+				n++
 			}
+		}
+		if n > 0 {
+			h.scripted.Add(1)
+			h.scripts.Add(int64(n))
 		}
 		time.Sleep(h.d)
 		return next(ctx, cmds)
@@ -104,9 +120,7 @@ func TestPipedReleaseSeenByTheNext(t *testing.T) {
 func TestPipeSharesRoundTrips(t *testing.T) {
 	base, prefix := testRedis(t)
 	slow := &slowPipelines{d: 5 * time.Millisecond}
-	rdb := redis.NewClient(&redis.Options{Addr: base.Options().Addr})
-	t.Cleanup(func() { rdb.Close() })
-	rdb.AddHook(slow)
+	rdb := hookedClient(t, base, slow)
 	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	s, rep, p, ch := pipedReplica(t, rdb, prefix, now, 100)
 	pipes0, macros0 := slow.pipes.Load(), slow.macros.Load()

@@ -67,9 +67,7 @@ func (q *quotaReplica) chain() *fairshare.Chain {
 func TestQuotasAdmitWithoutRoundTrip(t *testing.T) {
 	base, prefix := testRedis(t)
 	slow := &slowPipelines{d: 30 * time.Millisecond}
-	rdb := redis.NewClient(&redis.Options{Addr: base.Options().Addr})
-	t.Cleanup(func() { rdb.Close() })
-	rdb.AddHook(slow)
+	rdb := hookedClient(t, base, slow)
 	now := time.Now()
 	q := newQuotaReplica(t, rdb, prefix, now, 1000, 100)
 	defer q.s.Close()

@@ -244,15 +244,18 @@ func (c *Counters) Bind(key string) fairshare.Slot {
 	if s, ok := c.slots[key]; ok {
 		return s
 	}
+	// Published local counters first, then the tally, then the keys:
+	// readers that do not lock (a beat's rebuild) go as far as the keys
+	// and the tally they load, and find every such slot in the others.
 	keys := append(*c.keys.Load(), key)
 	s := fairshare.Slot(len(keys) - 1)
-	c.slots[key] = s
-	c.keys.Store(&keys)
-	cells := append(*c.tally.cells.Load(), new(tally))
-	c.tally.cells.Store(&cells)
 	if ls := c.local.Bind(key); ls != s {
 		panic(fmt.Sprintf("redisstate: local slot %d for %q, want %d", ls, key, s))
 	}
+	cells := append(*c.tally.cells.Load(), new(tally))
+	c.tally.cells.Store(&cells)
+	c.keys.Store(&keys)
+	c.slots[key] = s
 	return s
 }
 

@@ -278,3 +278,30 @@ func TestSlowReadIsNotAnOutage(t *testing.T) {
 		t.Fatalf("%d failures counted, want the two reads", c.errors.Load())
 	}
 }
+
+// TestBindWhileBeating: a beat that rebuilds this replica's part reads
+// every slot bound so far while the account tree grows (a Slurm import,
+// an admin write): no slot it sees may be missing from the local
+// counters (a panic, index out of range, in CI).
+func TestBindWhileBeating(t *testing.T) {
+	rdb, prefix := testRedis(t)
+	c := New(rdb, "p", time.Hour, Options{Prefix: prefix})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 20000 {
+			c.Bind(fmt.Sprintf("org%d", i))
+		}
+	}()
+	for {
+		select {
+		case <-done:
+			if args := c.rebuildArgs(nil); len(args) != 1 || args[0] != 0 {
+				t.Fatalf("rebuild of nothing in flight: %v", args)
+			}
+			return
+		default:
+			c.rebuildArgs(nil)
+		}
+	}
+}

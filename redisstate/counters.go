@@ -994,9 +994,11 @@ func (c *Counters) rebuildArgs(args []any) []any {
 func (c *Counters) chargeArgs(args []any) ([]any, map[fairshare.Slot]usageAt) {
 	keys := *c.keys.Load()
 	c.mu.Lock()
-	charged := c.pending
-	if len(charged) > 0 {
-		c.pending = map[fairshare.Slot]usageAt{}
+	var charged map[fairshare.Slot]usageAt
+	if len(c.pending) > 0 {
+		// taken whole: an empty map left in place is not read here, since
+		// releases add to it without waiting for the beat
+		charged, c.pending = c.pending, map[fairshare.Slot]usageAt{}
 	}
 	c.mu.Unlock()
 	for s, x := range charged {

@@ -408,9 +408,16 @@ func waitHealth(t *testing.T, p *proc, what string, cond func(code int, h map[st
 	}
 }
 
+// tail is the last n bytes of a process's logs, after the first report
+// of the race detector, if any (a -race build exits 66 with the report
+// far above the last lines).
 func tail(s string, n int) string {
+	race := ""
+	if i := strings.Index(s, "WARNING: DATA RACE"); i >= 0 && i < len(s)-n {
+		race = s[i:min(len(s)-n, i+8000)] + "\n…\n"
+	}
 	if len(s) > n {
-		return "…" + s[len(s)-n:]
+		return race + "…" + s[len(s)-n:]
 	}
 	return s
 }

@@ -159,6 +159,10 @@ type Counters interface {
 	// Peek places a request with Place on the current counts, counting
 	// nothing.
 	Peek(c *Chain) Placement
+	// PeekAll is Peek of every chain of cs into out (len(out) ≥ len(cs)),
+	// in one read of the counts (a queue's dispatch re-places all its
+	// waiting leaves at once).
+	PeekAll(cs []*Chain, out []Placement)
 	// Release undoes an Admit of c placed at p and charges gpuHours (only
 	// when finite and > 0) to the accounts of c and to the pool, decayed to
 	// now.
@@ -303,6 +307,13 @@ func (m *MemCounters) Peek(c *Chain) Placement {
 	cells := *m.cells.Load()
 	var buf [withinBuf]int64
 	return Place(c, readWithin(cells, c, &buf))
+}
+
+// PeekAll implements Counters.
+func (m *MemCounters) PeekAll(cs []*Chain, out []Placement) {
+	for i, c := range cs {
+		out[i] = m.Peek(c)
+	}
 }
 
 // Release implements Counters.

@@ -568,6 +568,43 @@ func (p *Pool) Peek(path Path, class int) int {
 	return st.priority(leaf, p.ctr.Peek(c), clampClass(class))
 }
 
+// PeekAll is Peek of paths[i] and classes[i] into out[i], reading the
+// counts once for all (Counters.PeekAll): a queue's dispatch asks for every
+// waiting leaf at once, one round trip with shared counters. scratch, when
+// large enough, saves the allocations (callers keep one).
+func (p *Pool) PeekAll(paths []Path, classes []int, out []int, scratch *PeekScratch) {
+	st := p.st.Load()
+	if scratch == nil {
+		scratch = new(PeekScratch)
+	}
+	n := len(paths)
+	scratch.leaves = scratch.leaves[:0]
+	scratch.chains = scratch.chains[:0]
+	for _, path := range paths {
+		leaf, c := st.tree.chainOf(path)
+		scratch.leaves = append(scratch.leaves, leaf)
+		scratch.chains = append(scratch.chains, c)
+	}
+	if cap(scratch.placed) < n {
+		scratch.placed = make([]Placement, n)
+	}
+	placed := scratch.placed[:n]
+	p.ctr.PeekAll(scratch.chains, placed)
+	for i := range n {
+		out[i] = st.priority(scratch.leaves[i], placed[i], clampClass(classes[i]))
+	}
+	clear(scratch.chains) // no tree kept alive by a queue gone idle
+	clear(scratch.leaves)
+}
+
+// PeekScratch holds PeekAll's buffers between calls; the zero value is
+// ready. Not safe for concurrent use.
+type PeekScratch struct {
+	leaves []*pnode
+	chains []*Chain
+	placed []Placement
+}
+
 func clampClass(class int) int {
 	if class != 0 {
 		return 1

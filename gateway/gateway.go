@@ -378,6 +378,7 @@ func (g *Gateway) newPools(o Options, view *accountView) error {
 			pl.queue = newQueue(p.Capacity, p.QueueSize, p.QueueTimeout, func(k queueKey) int {
 				return fs.Peek(fairshare.Path{Org: k.org, Team: k.team, Project: k.project, User: k.owner}, k.class)
 			}).withHeadroom(p.Headroom)
+			pl.queue.priorities = peekAll(fs)
 			pl.queue.share = st.Share // nil: the capacity is this gateway's alone
 			if st.Share != nil && p.Engine.Scheduling != engine.GatewayQueue {
 				pl.queue.borrowRoom = st.Room // nil: a fixed part for borrowers

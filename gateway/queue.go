@@ -79,6 +79,11 @@ type queue struct {
 	maxWait    int
 	timeout    time.Duration
 	priority   func(k queueKey) int // current priority of a leaf and class
+	// priorities, when not nil, is priority of every key of ks into out
+	// at once (one read of shared counters for a whole dispatch).
+	priorities func(ks []queueKey, out []int)
+	heads      []queueKey // dispatch's scratch (mu)
+	prios      []int
 
 	mu       sync.Mutex
 	inflight int
@@ -370,13 +375,39 @@ func (q *queue) shortOfSlots(self bool) int {
 
 // dispatch grants free slots in (priority, arrival) order, skipping the
 // held borrowers while the headroom is all that is free. Called with mu.
+//
+// The priorities are asked once per dispatch, for every waiting key at
+// once (priorities): a slot it grants is counted by its request after the
+// queue's lock is let go, so no grant of this dispatch could change them.
 func (q *queue) dispatch() {
+	if q.waiting == 0 || q.inflight >= q.capacity {
+		return
+	}
+	ks := q.heads[:0]
+	for k := range q.fifos {
+		ks = append(ks, k)
+	}
+	if cap(q.prios) < len(ks) {
+		q.prios = make([]int, len(ks))
+	}
+	ps := q.prios[:len(ks)]
+	if q.priorities != nil {
+		q.priorities(ks, ps)
+	} else {
+		for i, k := range ks {
+			ps[i] = q.priority(k)
+		}
+	}
 	for q.waiting > 0 && q.inflight < q.capacity {
 		var best *waiter
 		bestPrio := 0
-		for k, f := range q.fifos {
+		for i, k := range ks {
+			f := q.fifos[k]
+			if f == nil {
+				continue // emptied by this dispatch
+			}
 			w := f.Front().Value.(*waiter)
-			p := q.priority(k)
+			p := ps[i]
 			if q.inflight >= q.limit(k, p) {
 				continue
 			}
@@ -385,13 +416,15 @@ func (q *queue) dispatch() {
 			}
 		}
 		if best == nil {
-			return // only held borrowers wait, and only the headroom is free
+			break // only held borrowers wait, and only the headroom is free
 		}
 		q.unlink(best)
 		q.inflight++
 		best.granted = true
 		close(best.ready)
 	}
+	clear(ks)
+	q.heads = ks
 }
 
 // lengths reports the requests in flight and waiting.
@@ -399,4 +432,24 @@ func (q *queue) lengths() (inflight, waiting int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.inflight, q.waiting
+}
+
+// peekAll is a queue's priorities over fs: one read of its counters for
+// every waiting key. It is called with the queue's lock, which also
+// guards its buffers.
+func peekAll(fs *fairshare.Pool) func(ks []queueKey, out []int) {
+	var (
+		paths   []fairshare.Path
+		classes []int
+		scratch fairshare.PeekScratch
+	)
+	return func(ks []queueKey, out []int) {
+		paths, classes = paths[:0], classes[:0]
+		for _, k := range ks {
+			paths = append(paths, fairshare.Path{Org: k.org, Team: k.team, Project: k.project, User: k.owner})
+			classes = append(classes, k.class)
+		}
+		fs.PeekAll(paths, classes, out, &scratch)
+		clear(paths)
+	}
 }

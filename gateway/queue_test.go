@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -58,6 +59,41 @@ func TestQueue_PriorityThenArrival(t *testing.T) {
 		if got[i] != want[i] {
 			t.Fatalf("order %v, want %v", got, want)
 		}
+	}
+}
+
+// With priorities (shared counters: one read of Redis), a dispatch asks
+// for every waiting key at once, once, and grants in the same order as
+// when it asks key by key.
+func TestQueue_OneReadPerDispatch(t *testing.T) {
+	prio := map[string]int{"a": 10, "b": 0, "c": 10, "d": 5}
+	q := newQueue(1, 100, time.Minute, func(k queueKey) int { return prio[k.team] + k.class })
+	var mu sync.Mutex
+	var reads []int // keys asked per read
+	q.priorities = func(ks []queueKey, out []int) {
+		mu.Lock()
+		reads = append(reads, len(ks))
+		mu.Unlock()
+		for i, k := range ks {
+			out[i] = prio[k.team] + k.class
+		}
+	}
+	if err := q.acquire(context.Background(), queueKey{team: "x"}, time.Now); err != nil {
+		t.Fatal(err)
+	}
+	keys := []queueKey{{team: "a"}, {team: "c"}, {team: "b", class: 1}, {team: "d"}, {team: "b"}}
+	got := grantOrder(t, q, keys)
+	want := []string{"b", "b", "d", "a", "c"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("order %v, want %v", got, want)
+	}
+	// Each waiter's arrival dispatches (nothing free: no read), then each
+	// release reads every waiting key once: 5 keys, 4 (b's batch went), 3,
+	// 2, 1.
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(reads) != "[5 4 3 2 1]" {
+		t.Fatalf("keys per read %v, want [5 4 3 2 1] (one read per dispatch)", reads)
 	}
 }
 

@@ -2,11 +2,13 @@ package redisstate
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/go-llmflow/llmflow/admission"
 	"github.com/go-llmflow/llmflow/budgets"
+	"github.com/go-llmflow/llmflow/fairshare"
 )
 
 // BenchmarkAdmitRelease is one request's cost in the shared counters: an
@@ -59,6 +61,37 @@ func BenchmarkRide(b *testing.B) {
 			p := c.Admit(ch)
 			c.Release(ch, p, 1e-6, now)
 			rep.l.Settle(now, r, false, 1e-6, 10)
+		}
+	})
+}
+
+// BenchmarkDispatchPreview is what a queue's dispatch waits for, with its
+// lock held, to re-place ten waiting leaves (ten institutions): one read
+// for all (PeekAll) against one read per leaf (Peek, as before).
+//
+//	go test ./redisstate -run '^$' -bench DispatchPreview
+func BenchmarkDispatchPreview(b *testing.B) {
+	rdb, prefix := testRedis(b)
+	c := started(New(rdb, "bench", time.Hour, Options{Prefix: prefix}))
+	var cs []*fairshare.Chain
+	for i := range 10 {
+		org := fmt.Sprintf("org%d", i)
+		cs = append(cs, &fairshare.Chain{N: 2, Slots: []fairshare.Slot{c.Bind(org), c.Bind(org + "\x00team")},
+			Res: []int64{4, 2}, Level: []bool{true, true}})
+	}
+	out := make([]fairshare.Placement, len(cs))
+	b.Run("all", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			c.PeekAll(cs, out)
+		}
+	})
+	b.Run("each", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for i, ch := range cs {
+				out[i] = c.Peek(ch)
+			}
 		}
 	})
 }

@@ -736,6 +736,61 @@ func (c *Counters) Peek(ch *fairshare.Chain) fairshare.Placement {
 	return fairshare.Place(ch, w)
 }
 
+// PeekAll implements fairshare.Counters: one HMGET of the within counts of
+// every account of cs (each once), so that a queue's dispatch, which
+// re-places all its waiting leaves under its lock, waits for one round
+// trip, not one per leaf.
+func (c *Counters) PeekAll(cs []*fairshare.Chain, out []fairshare.Placement) {
+	if len(cs) == 1 {
+		out[0] = c.Peek(cs[0])
+		return
+	}
+	if !c.down.Load() {
+		if err := c.peekAll(cs, out); err == nil {
+			return
+		} else {
+			c.readFailed(fmt.Errorf("redis peek: %w", err))
+		}
+	}
+	for i, ch := range cs {
+		out[i] = c.local.Peek(c.slice(ch))
+	}
+}
+
+func (c *Counters) peekAll(cs []*fairshare.Chain, out []fairshare.Placement) error {
+	at := map[fairshare.Slot]int{} // a slot's field in the read
+	var fields []string
+	for _, ch := range cs {
+		for _, s := range ch.Slots[:ch.N] {
+			if _, ok := at[s]; !ok {
+				at[s] = len(fields)
+				fields = append(fields, "w:"+c.pathKey(s))
+			}
+		}
+	}
+	var vals []any
+	if len(fields) > 0 {
+		ctx, cancel := c.ctx()
+		defer cancel()
+		var err error
+		if vals, err = c.rdb.HMGet(ctx, c.key, fields...).Result(); err != nil {
+			return err
+		}
+		if len(vals) != len(fields) {
+			return fmt.Errorf("HMGET returned %d values for %d fields", len(vals), len(fields))
+		}
+	}
+	var buf [16]int64
+	for i, ch := range cs {
+		w := buf[:0]
+		for _, s := range ch.Slots[:ch.N] {
+			w = append(w, toInt(vals[at[s]]))
+		}
+		out[i] = fairshare.Place(ch, w)
+	}
+	return nil
+}
+
 // Release implements fairshare.Counters in one round trip.
 func (c *Counters) Release(ch *fairshare.Chain, p fairshare.Placement, gpuHours float64, now time.Time) {
 	c.gate.RLock()

@@ -83,6 +83,19 @@ func TestSameAsMemCounters(t *testing.T) {
 			if pk, pm := rc.Peek(&rch[i]), mc.Peek(&mch[i]); !same(pk, pm) {
 				t.Fatalf("step %d: Peek chain %d: redis %+v, mem %+v", step, i, pk, pm)
 			}
+			// every chain at once (a queue's dispatch), in one read
+			rall, mall := make([]*fairshare.Chain, len(rch)), make([]*fairshare.Chain, len(mch))
+			for j := range rch {
+				rall[j], mall[j] = &rch[j], &mch[j]
+			}
+			rp, mp := make([]fairshare.Placement, len(rall)), make([]fairshare.Placement, len(mall))
+			rc.PeekAll(rall, rp)
+			mc.PeekAll(mall, mp)
+			for j := range rp {
+				if !same(rp[j], mp[j]) || !same(rp[j], mc.Peek(&mch[j])) {
+					t.Fatalf("step %d: PeekAll chain %d: redis %+v, mem %+v", step, j, rp[j], mp[j])
+				}
+			}
 			r, m := rc.Admit(&rch[i]), mc.Admit(&mch[i])
 			if !same(r, m) {
 				t.Fatalf("step %d: Admit chain %d: redis %+v, mem %+v", step, i, r, m)
@@ -195,6 +208,18 @@ func TestPoolOverRedis(t *testing.T) {
 		if i%2 == 1 {
 			rep = r2
 		}
+		// a queue's dispatch previews every waiting path at once
+		classes, all, alone := []int{0, 1, 0}, make([]int, 3), make([]int, 3)
+		rep.PeekAll(paths, classes, all, nil)
+		one.PeekAll(paths, classes, alone, nil)
+		if fmt.Sprint(all) != fmt.Sprint(alone) {
+			t.Fatalf("previews before admission %d: replicas %v, one gateway %v", i, all, alone)
+		}
+		for j, p := range paths {
+			if pk := rep.Peek(p, classes[j]); pk != all[j] {
+				t.Fatalf("preview of %v before admission %d: %d alone, %d with the others", p, i, pk, all[j])
+			}
+		}
 		a, b := rep.Admit(paths[i%3], 0), one.Admit(paths[i%3], 0)
 		if a.Priority != b.Priority {
 			t.Fatalf("admission %d at %v: replicas %d, one gateway %d", i, paths[i%3], a.Priority, b.Priority)
@@ -228,12 +253,19 @@ func started(c *Counters) *Counters {
 	return c
 }
 
-// failingReads fails every HMGET (the reads of Peek and Usage) while on.
-type failingReads struct{ on atomic.Bool }
+// failingReads fails every HMGET (the reads of Peek and Usage) while on;
+// reads counts them.
+type failingReads struct {
+	on    atomic.Bool
+	reads atomic.Int64
+}
 
 func (h *failingReads) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *failingReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "hmget" {
+			h.reads.Add(1)
+		}
 		if h.on.Load() && cmd.Name() == "hmget" {
 			cmd.SetErr(context.DeadlineExceeded)
 			return context.DeadlineExceeded
@@ -268,14 +300,24 @@ func TestSlowReadIsNotAnOutage(t *testing.T) {
 	if p := c.Peek(ch); !p.Top {
 		t.Fatalf("preview while the read fails: %+v, want within", p)
 	}
+	all := []*fairshare.Chain{ch, pool.Locate(fairshare.Path{Org: "b", Team: "b1"}).Chain}
+	placed := make([]fairshare.Placement, 2)
+	reads := fail.reads.Load()
+	c.PeekAll(all, placed)
+	if n := fail.reads.Load() - reads; n != 1 {
+		t.Fatalf("previews of two leaves in %d reads, want one", n)
+	}
+	if !placed[0].Top || !placed[1].Top {
+		t.Fatalf("previews of a dispatch while the read fails: %+v, want both within", placed)
+	}
 	if u := c.Usage(ch.Slots[0], now); math.Abs(u-0.5) > 1e-9 {
 		t.Fatalf("usage %g while the read fails, want the last one read, 0.5", u)
 	}
 	if c.down.Load() || c.dirty.Load() {
 		t.Fatal("a failed read made the replica fall back")
 	}
-	if c.errors.Load() < 2 {
-		t.Fatalf("%d failures counted, want the two reads", c.errors.Load())
+	if c.errors.Load() < 3 {
+		t.Fatalf("%d failures counted, want the three reads", c.errors.Load())
 	}
 }
 

@@ -25,8 +25,11 @@ type Options struct {
 	// DefaultMaxEventBytes (1 MiB).
 	MaxEventBytes int
 
-	// Flush is called after each event written to dst, so that it reaches
-	// the client now (for HTTP: http.NewResponseController(w).Flush). nil
+	// Flush sends what was written to dst to the client now (for HTTP:
+	// http.NewResponseController(w).Flush). Copy calls it before it
+	// waits for the engine's next bytes, and before it returns: no event
+	// waits for another one that has not arrived, and the events that
+	// arrived together (one read from src) go out in one write. nil
 	// means no flushing. A Flush error stops Copy with a *WriteError.
 	Flush func() error
 
@@ -138,9 +141,10 @@ const maxPooledRaw = 64 << 10
 var ErrTooManyDeltas = errors.New("sse: more chunks with choices than the output limit allows")
 
 // Copy reads events from src and writes each one to dst as soon as it is
-// complete, calling opt.Flush after each, until the [DONE] event, the end of
-// src, or an error. It holds at most one event in memory, never the whole
-// stream.
+// complete, until the [DONE] event, the end of src, or an error, and calls
+// opt.Flush once the events already read are written: before it waits for
+// src, and before it returns. It holds at most one event in memory, never
+// the whole stream.
 //
 // Events are forwarded byte for byte, line endings included, with one
 // exception: the final usage chunk (a non-null "usage" and "choices": [],
@@ -168,7 +172,14 @@ func Copy(dst io.Writer, src io.Reader, opt Options) (res Result, err error) {
 	} else {
 		rd.Reset(src, opt.MaxEventBytes)
 	}
+	rd.flush = opt.Flush // before rd waits for src (flushWritten), and at the end
+	write := func(p []byte) error { return rd.write(dst, p, &res) }
 	defer func() {
+		if _, failed := err.(*WriteError); !failed {
+			if ferr := rd.flushWritten(); ferr != nil && err == nil {
+				err = ferr
+			}
+		}
 		rd.Reset(nil, 0)
 		if cap(rd.raw) > maxPooledRaw {
 			rd.raw = nil
@@ -197,7 +208,7 @@ func Copy(dst io.Writer, src io.Reader, opt Options) (res Result, err error) {
 		case io.EOF:
 			return res, nil
 		case io.ErrUnexpectedEOF:
-			return res, forward(dst, ev.Raw, opt.Flush, &res)
+			return res, write(ev.Raw)
 		default:
 			return res, err
 		}
@@ -205,7 +216,7 @@ func Copy(dst io.Writer, src io.Reader, opt Options) (res Result, err error) {
 			opt.OnEvent()
 		}
 		if ev.Data == nil {
-			if err := forward(dst, ev.Raw, opt.Flush, &res); err != nil {
+			if err := write(ev.Raw); err != nil {
 				return res, err
 			}
 			continue
@@ -237,11 +248,11 @@ func Copy(dst io.Writer, src io.Reader, opt Options) (res Result, err error) {
 			if !scrubbed && rename != nil {
 				raw, _ = rn(out, raw, ev.Data, rename)
 			}
-			return res, forward(dst, raw, opt.Flush, &res)
+			return res, write(raw)
 		}
 		if scrubbed { // the scrubber wrote the client's model name
 			res.Events++
-			if err := forward(dst, raw, opt.Flush, &res); err != nil {
+			if err := write(raw); err != nil {
 				return res, err
 			}
 			continue
@@ -267,7 +278,7 @@ func Copy(dst io.Writer, src io.Reader, opt Options) (res Result, err error) {
 			}
 			raw, out = rn(out, raw, data, rename)
 		}
-		if err := forward(dst, raw, opt.Flush, &res); err != nil {
+		if err := write(raw); err != nil {
 			return res, err
 		}
 	}
@@ -361,19 +372,18 @@ func dataOffset(raw, data []byte) int {
 	return -1
 }
 
-// forward writes p to dst and flushes.
-func forward(dst io.Writer, p []byte, flush func() error, res *Result) error {
+// write writes p, an event, to dst, to be flushed before rd waits for
+// its source (flushWritten).
+func (rd *Reader) write(dst io.Writer, p []byte, res *Result) error {
 	n, err := dst.Write(p)
 	res.Bytes += int64(n)
 	if err == nil && n < len(p) {
 		err = io.ErrShortWrite
 	}
-	if err == nil && flush != nil {
-		err = flush()
-	}
 	if err != nil {
 		return &WriteError{Err: err}
 	}
+	rd.unflushed = true
 	return nil
 }
 

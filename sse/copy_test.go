@@ -216,6 +216,38 @@ func TestCopy_Streams(t *testing.T) {
 	}
 }
 
+// Events that arrive together (one read of the engine's answer) go to the
+// client in one flush; events that arrive apart, one flush each.
+func TestCopy_FlushesWhatArrivedTogether(t *testing.T) {
+	events := []string{chunk("a"), ": ping\n\n", chunk("b"), usageChunk, done}
+	for _, tt := range []struct {
+		name    string
+		reads   []string
+		flushes int
+	}{
+		{"one read", []string{strings.Join(events, "")}, 1},
+		{"a read each", events, 4}, // the usage chunk is dropped: nothing to flush after it
+		{"two reads", []string{events[0] + events[1], events[2] + events[3] + events[4]}, 2},
+		{"an event split", []string{events[0] + events[1][:3], events[1][3:] + events[2], events[3] + events[4]}, 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var chunks [][]byte
+			for _, r := range tt.reads {
+				chunks = append(chunks, []byte(r))
+			}
+			var dst recorder
+			res, err := sse.Copy(&dst, dst.source(&chunkReader{chunks: chunks}), sse.Options{Flush: dst.Flush})
+			if err != nil || !res.Done {
+				t.Fatalf("Copy = %+v, %v", res, err)
+			}
+			dst.check(t)
+			if dst.flushes != tt.flushes || dst.writes != 4 {
+				t.Fatalf("%d writes in %d flushes, want 4 in %d", dst.writes, dst.flushes, tt.flushes)
+			}
+		})
+	}
+}
+
 // A CR that ends an event must not wait for a possible LF: in a CR-only
 // stream the event is flushed before the next byte exists.
 func TestCopy_StreamsCROnly(t *testing.T) {
@@ -278,6 +310,23 @@ func TestCopy_WriteError(t *testing.T) {
 		var we *sse.WriteError
 		if !errors.As(err, &we) || we.Err != errGone {
 			t.Fatalf("err = %v, want a *WriteError wrapping %v", err, errGone)
+		}
+	})
+	t.Run("FlushStopsReading", func(t *testing.T) {
+		// a flush that fails before Copy waits for the engine: nothing more
+		// is read (the engine's request is cancelled by the caller)
+		reads := 0
+		src := readFunc(func(p []byte) (int, error) {
+			reads++
+			if reads > 1 {
+				t.Fatal("read the source after a failed flush")
+			}
+			return copy(p, chunk("a")), nil
+		})
+		res, err := sse.Copy(io.Discard, src, sse.Options{Flush: func() error { return errGone }})
+		var we *sse.WriteError
+		if !errors.As(err, &we) || we.Err != errGone || res.Events != 1 {
+			t.Fatalf("Copy = %+v, %v; want one event, then a *WriteError wrapping %v", res, err, errGone)
 		}
 	})
 	t.Run("ShortWrite", func(t *testing.T) {

@@ -27,34 +27,62 @@ type goldenResult struct {
 	Keep sse.Result // KeepUsage=true
 }
 
-// recorder is a dst that counts writes and flushes.
+// recorder is a dst that counts writes and flushes, and the source's
+// reads made while a write was not flushed (an event held back while
+// Copy may wait for the engine).
 type recorder struct {
 	bytes.Buffer
 	writes, flushes int
+	unflushed       bool
+	heldAtRead      int
 }
 
 func (r *recorder) Write(p []byte) (int, error) {
 	r.writes++
+	r.unflushed = true
 	return r.Buffer.Write(p)
 }
 
 func (r *recorder) Flush() error {
 	r.flushes++
+	r.unflushed = false
 	return nil
 }
 
+// source wraps src: every Read checks that nothing written is unflushed.
+func (r *recorder) source(src io.Reader) io.Reader {
+	return readFunc(func(p []byte) (int, error) {
+		if r.unflushed {
+			r.heldAtRead++
+		}
+		return src.Read(p)
+	})
+}
+
+type readFunc func(p []byte) (int, error)
+
+func (f readFunc) Read(p []byte) (int, error) { return f(p) }
+
+// check fails tb unless every write was flushed before Copy read its
+// source again and before it returned, and at most once per write.
+func (r *recorder) check(tb testing.TB) {
+	tb.Helper()
+	if r.heldAtRead > 0 || r.unflushed || r.flushes > r.writes || r.writes > 0 && r.flushes == 0 {
+		tb.Errorf("Copy: %d writes, %d flushes, %d reads of the source with a write not flushed, unflushed at the end %v",
+			r.writes, r.flushes, r.heldAtRead, r.unflushed)
+	}
+}
+
 // MustCopy runs sse.Copy from src and fails the test on an error or if
-// Flush was not called once per write.
+// a write was not flushed before Copy read src again or returned.
 func MustCopy(tb testing.TB, src io.Reader, keep bool) (string, sse.Result) {
 	tb.Helper()
 	var dst recorder
-	res, err := sse.Copy(&dst, src, sse.Options{KeepUsage: keep, Flush: dst.Flush})
+	res, err := sse.Copy(&dst, dst.source(src), sse.Options{KeepUsage: keep, Flush: dst.Flush})
 	if err != nil {
 		tb.Fatalf("Copy: %v", err)
 	}
-	if dst.writes != dst.flushes {
-		tb.Errorf("Copy: %d writes but %d flushes", dst.writes, dst.flushes)
-	}
+	dst.check(tb)
 	if res.Bytes != int64(dst.Len()) {
 		tb.Errorf("Result.Bytes = %d, wrote %d", res.Bytes, dst.Len())
 	}

@@ -79,6 +79,26 @@ type Reader struct {
 	data []byte // joined data when an event has several data lines, reused
 
 	crFirst bool // the previous line ended in a lone CR: look for CR first
+
+	// Copy's: flush, when not nil, sends what Copy wrote since the last
+	// flush (unflushed) before the Reader reads from src with nothing
+	// buffered, a read that may wait for the engine. Its failure is kept
+	// (flushErr) and returned as that read's error, and every later one's.
+	flush     func() error
+	unflushed bool
+	flushErr  error
+}
+
+// flushWritten calls flush when something was written since the last
+// call (Copy), and returns its error, kept.
+func (rd *Reader) flushWritten() error {
+	if rd.unflushed && rd.flushErr == nil && rd.flush != nil {
+		rd.unflushed = false
+		if err := rd.flush(); err != nil {
+			rd.flushErr = &WriteError{Err: err}
+		}
+	}
+	return rd.flushErr
 }
 
 // NewReader returns a Reader over r. maxEventBytes limits the size of one
@@ -143,6 +163,7 @@ func (rd *Reader) Reset(r io.Reader, maxEventBytes int) {
 	rd.raw = rd.raw[:0]
 	rd.data = rd.data[:0]
 	rd.crFirst = false
+	rd.flush, rd.unflushed, rd.flushErr = nil, false, nil
 }
 
 // Next reads the next event. It returns:
@@ -244,6 +265,9 @@ func (rd *Reader) more() error {
 	}
 	if rd.err != nil {
 		return rd.err
+	}
+	if err := rd.flushWritten(); err != nil {
+		return err
 	}
 	br, err := rd.buffer()
 	if err != nil {

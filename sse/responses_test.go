@@ -27,13 +27,11 @@ func copyResponses(tb testing.TB, src io.Reader) (string, sse.Result) {
 	var dst recorder
 	opt := responsesOptions()
 	opt.Flush = dst.Flush
-	res, err := sse.Copy(&dst, src, opt)
+	res, err := sse.Copy(&dst, dst.source(src), opt)
 	if err != nil {
 		tb.Fatalf("Copy: %v", err)
 	}
-	if dst.writes != dst.flushes {
-		tb.Errorf("Copy: %d writes but %d flushes", dst.writes, dst.flushes)
-	}
+	dst.check(tb)
 	if res.Bytes != int64(dst.Len()) {
 		tb.Errorf("Result.Bytes = %d, wrote %d", res.Bytes, dst.Len())
 	}

@@ -330,23 +330,41 @@ func isString(v []byte) bool { return len(v) > 2 && v[0] == '"' }
 // relayChunks reads one attempt's events and forwards the chunks it takes
 // (streamed clients), until [DONE], the end of src, or a preemption. It
 // reads each chunk without decoding it (scanChunk): a borrower's stream
-// costs little more than one sse.Copy relays.
+// costs little more than one sse.Copy relays. As sse.Copy, it flushes what
+// it wrote before it waits for the engine and before it returns: the
+// chunks that arrived together leave in one write.
 func (g *Gateway) relayChunks(ctx context.Context, w http.ResponseWriter, x *exchange, rs *resumeState, src io.Reader, onEvent func()) attemptEnd {
-	pl := x.rt.pool
 	rd := sse.NewReader(src, 0)
+	if x.rq.stream {
+		rd.FlushBeforeWait(http.NewResponseController(w).Flush)
+	}
+	end := g.relayEvents(ctx, w, x, rs, rd, onEvent)
+	if rd.Flush() != nil {
+		return attemptClientGone
+	}
+	return end
+}
+
+// relayEvents is relayChunks' loop over rd.
+func (g *Gateway) relayEvents(ctx context.Context, w http.ResponseWriter, x *exchange, rs *resumeState, rd *sse.Reader, onEvent func()) attemptEnd {
+	pl := x.rt.pool
 	var out []byte
 	model := appendJSONString(nil, x.rq.model)
 	for {
 		ev, err := rd.Next()
 		if err != nil {
-			if context.Cause(ctx) == errPreempted {
+			var we *sse.WriteError
+			switch {
+			case errors.As(err, &we):
+				return attemptClientGone // the flush before the wait failed
+			case context.Cause(ctx) == errPreempted:
 				return attemptPreempted
 			}
 			return attemptBroken
 		}
 		onEvent()
 		if ev.Data == nil { // a comment (keep-alive)
-			if x.rq.stream && !g.writeEvent(w, x, rs, ev.Raw) {
+			if x.rq.stream && !g.relayEvent(w, x, rs, rd, ev.Raw) {
 				return attemptClientGone
 			}
 			continue
@@ -363,7 +381,7 @@ func (g *Gateway) relayChunks(ctx context.Context, w http.ResponseWriter, x *exc
 				rs.errorEvent = true
 				raw = append(append([]byte("data: "), scrubberFor(x).json(ev.Data)...), "\n\n"...)
 			}
-			if x.rq.stream && !g.writeEvent(w, x, rs, raw) {
+			if x.rq.stream && !g.relayEvent(w, x, rs, rd, raw) {
 				return attemptClientGone
 			}
 			continue
@@ -437,7 +455,7 @@ func (g *Gateway) relayChunks(ctx context.Context, w http.ResponseWriter, x *exc
 		}
 		if x.rq.stream {
 			out = rs.rewrite(out[:0], ev.Data, x, model, hasU)
-			if !g.writeEvent(w, x, rs, out) {
+			if !g.relayEvent(w, x, rs, rd, out) {
 				return attemptClientGone
 			}
 		}
@@ -520,9 +538,24 @@ func (rs *resumeState) clientCounts(u sse.Usage) (prompt, completion, cached int
 	return prompt, rs.generated + u.CompletionTokens, cached
 }
 
+// relayEvent writes one event to a streaming client, its response header
+// first; rd flushes it before it waits for the engine (relayChunks).
+func (g *Gateway) relayEvent(w http.ResponseWriter, x *exchange, rs *resumeState, rd *sse.Reader, ev []byte) bool {
+	if !g.writeEventOnly(w, x, rs, ev) {
+		return false
+	}
+	rd.Written()
+	return true
+}
+
 // writeEvent writes one event to a streaming client, its response header
 // first, and flushes.
 func (g *Gateway) writeEvent(w http.ResponseWriter, x *exchange, rs *resumeState, ev []byte) bool {
+	return g.writeEventOnly(w, x, rs, ev) && http.NewResponseController(w).Flush() == nil
+}
+
+// writeEventOnly is writeEvent without the flush.
+func (g *Gateway) writeEventOnly(w http.ResponseWriter, x *exchange, rs *resumeState, ev []byte) bool {
 	if !rs.header {
 		h := w.Header()
 		h["Content-Type"] = []string{"text/event-stream"}
@@ -534,10 +567,8 @@ func (g *Gateway) writeEvent(w http.ResponseWriter, x *exchange, rs *resumeState
 	if x.first.IsZero() {
 		x.first = g.now()
 	}
-	if _, err := w.Write(ev); err != nil {
-		return false
-	}
-	return http.NewResponseController(w).Flush() == nil
+	_, err := w.Write(ev)
+	return err == nil
 }
 
 // endResumable completes x's answer after its last attempt ended with end:

@@ -89,6 +89,22 @@ type Reader struct {
 	flushErr  error
 }
 
+// FlushBeforeWait makes rd call flush before it reads from its source
+// with nothing buffered (a read that may wait for the engine), when
+// Written was called since flush last ran: a relay that writes each event
+// as it reads it (Copy does) sends what it wrote before it waits, and the
+// events that arrived together in one write. A failed flush is returned,
+// as a *WriteError, by that Next and every later one, and by Flush. Reset
+// clears it.
+func (rd *Reader) FlushBeforeWait(flush func() error) { rd.flush = flush }
+
+// Written tells rd that an event was written since the last flush.
+func (rd *Reader) Written() { rd.unflushed = true }
+
+// Flush runs FlushBeforeWait's flush now if something was written since
+// it last ran (at the end of a relay), and returns its error, kept.
+func (rd *Reader) Flush() error { return rd.flushWritten() }
+
 // flushWritten calls flush when something was written since the last
 // call (Copy), and returns its error, kept.
 func (rd *Reader) flushWritten() error {

@@ -211,3 +211,51 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// A relay of its own (the gateway's resumable streams) gets Copy's
+// flushing from the Reader: what it wrote is flushed before the Reader
+// reads its source again, once per read, and a failed flush ends it.
+func TestReader_FlushBeforeWait(t *testing.T) {
+	ev := func(s string) string { return "data: " + s + "\n\n" }
+	var dst recorder
+	src := dst.source(&chunkReader{chunks: [][]byte{[]byte(ev("a") + ev("b")), []byte(ev("c") + ev("d"))}})
+	rd := sse.NewReader(src, 0)
+	rd.FlushBeforeWait(dst.Flush)
+	for {
+		e, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst.Write(e.Raw)
+		rd.Written()
+	}
+	if err := rd.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	dst.check(t)
+	if dst.String() != ev("a")+ev("b")+ev("c")+ev("d") || dst.flushes != 2 {
+		t.Fatalf("relayed %q in %d flushes, want the 4 events in 2 (one per read)", dst.String(), dst.flushes)
+	}
+
+	gone := errors.New("client gone")
+	reads := 0
+	rd = sse.NewReader(readFunc(func(p []byte) (int, error) {
+		if reads++; reads > 1 {
+			t.Fatal("read the source after a failed flush")
+		}
+		return copy(p, ev("a")), nil
+	}), 0)
+	rd.FlushBeforeWait(func() error { return gone })
+	if _, err := rd.Next(); err != nil {
+		t.Fatal(err)
+	}
+	rd.Written()
+	_, err := rd.Next()
+	var we *sse.WriteError
+	if !errors.As(err, &we) || we.Err != gone || rd.Flush() != err {
+		t.Fatalf("Next after a failed flush: %v; Flush: %v; want the same *WriteError wrapping %v", err, rd.Flush(), gone)
+	}
+}

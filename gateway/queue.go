@@ -79,8 +79,9 @@ type queue struct {
 	maxWait    int
 	timeout    time.Duration
 	priority   func(k queueKey) int // current priority of a leaf and class
-	// priorities, when not nil, is priority of every key of ks into out
-	// at once (one read of shared counters for a whole dispatch).
+	// priorities is priority of every key of ks into out at once: one
+	// read of shared counters for a whole dispatch (peekAll); newQueue
+	// asks priority key by key.
 	priorities func(ks []queueKey, out []int)
 	heads      []queueKey // dispatch's scratch (mu)
 	prios      []int
@@ -101,7 +102,13 @@ type queue struct {
 }
 
 func newQueue(capacity, maxWait int, timeout time.Duration, priority func(queueKey) int) *queue {
-	return &queue{total: capacity, capacity: capacity, part: capacity, settled: true, maxWait: maxWait, timeout: timeout, priority: priority, fifos: make(map[queueKey]*list.List)}
+	return &queue{total: capacity, capacity: capacity, part: capacity, settled: true, maxWait: maxWait, timeout: timeout,
+		priority: priority, fifos: make(map[queueKey]*list.List),
+		priorities: func(ks []queueKey, out []int) {
+			for i, k := range ks {
+				out[i] = priority(k)
+			}
+		}}
 }
 
 // withHeadroom sets the slots held borrowers leave free.
@@ -391,13 +398,7 @@ func (q *queue) dispatch() {
 		q.prios = make([]int, len(ks))
 	}
 	ps := q.prios[:len(ks)]
-	if q.priorities != nil {
-		q.priorities(ks, ps)
-	} else {
-		for i, k := range ks {
-			ps[i] = q.priority(k)
-		}
-	}
+	q.priorities(ks, ps)
 	for q.waiting > 0 && q.inflight < q.capacity {
 		var best *waiter
 		bestPrio := 0

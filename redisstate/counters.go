@@ -713,44 +713,23 @@ func (c *Counters) count(ch *fairshare.Chain, p fairshare.Placement, d int64) {
 
 // Peek implements fairshare.Counters (one read; no count changes).
 func (c *Counters) Peek(ch *fairshare.Chain) fairshare.Placement {
-	if c.down.Load() {
-		return c.local.Peek(c.slice(ch))
-	}
-	w := make([]int64, ch.N)
-	if ch.N > 0 {
-		fields := make([]string, ch.N)
-		for i := 0; i < ch.N; i++ {
-			fields[i] = "w:" + c.pathKey(ch.Slots[i])
-		}
-		ctx, cancel := c.ctx()
-		defer cancel()
-		vals, err := c.rdb.HMGet(ctx, c.key, fields...).Result()
-		if err != nil {
-			c.readFailed(fmt.Errorf("redis peek: %w", err))
-			return c.local.Peek(c.slice(ch))
-		}
-		for i, v := range vals {
-			w[i] = toInt(v)
-		}
-	}
-	return fairshare.Place(ch, w)
+	var out [1]fairshare.Placement
+	c.PeekAll([]*fairshare.Chain{ch}, out[:])
+	return out[0]
 }
 
 // PeekAll implements fairshare.Counters: one HMGET of the within counts of
 // every account of cs (each once), so that a queue's dispatch, which
 // re-places all its waiting leaves under its lock, waits for one round
-// trip, not one per leaf.
+// trip, not one per leaf. While Redis is away, or when the read fails, each
+// chain is placed on this replica's slice.
 func (c *Counters) PeekAll(cs []*fairshare.Chain, out []fairshare.Placement) {
-	if len(cs) == 1 {
-		out[0] = c.Peek(cs[0])
-		return
-	}
 	if !c.down.Load() {
-		if err := c.peekAll(cs, out); err == nil {
+		err := c.peekAll(cs, out)
+		if err == nil {
 			return
-		} else {
-			c.readFailed(fmt.Errorf("redis peek: %w", err))
 		}
+		c.readFailed(fmt.Errorf("redis peek: %w", err))
 	}
 	for i, ch := range cs {
 		out[i] = c.local.Peek(c.slice(ch))

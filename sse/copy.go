@@ -172,11 +172,11 @@ func Copy(dst io.Writer, src io.Reader, opt Options) (res Result, err error) {
 	} else {
 		rd.Reset(src, opt.MaxEventBytes)
 	}
-	rd.flush = opt.Flush // before rd waits for src (flushWritten), and at the end
+	rd.FlushBeforeWait(opt.Flush) // and at the end (the deferred Flush)
 	write := func(p []byte) error { return rd.write(dst, p, &res) }
 	defer func() {
 		if _, failed := err.(*WriteError); !failed {
-			if ferr := rd.flushWritten(); ferr != nil && err == nil {
+			if ferr := rd.Flush(); ferr != nil && err == nil {
 				err = ferr
 			}
 		}
@@ -373,7 +373,7 @@ func dataOffset(raw, data []byte) int {
 }
 
 // write writes p, an event, to dst, to be flushed before rd waits for
-// its source (flushWritten).
+// its source (FlushBeforeWait).
 func (rd *Reader) write(dst io.Writer, p []byte, res *Result) error {
 	n, err := dst.Write(p)
 	res.Bytes += int64(n)
@@ -383,7 +383,7 @@ func (rd *Reader) write(dst io.Writer, p []byte, res *Result) error {
 	if err != nil {
 		return &WriteError{Err: err}
 	}
-	rd.unflushed = true
+	rd.Written()
 	return nil
 }
 

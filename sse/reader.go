@@ -80,10 +80,11 @@ type Reader struct {
 
 	crFirst bool // the previous line ended in a lone CR: look for CR first
 
-	// Copy's: flush, when not nil, sends what Copy wrote since the last
-	// flush (unflushed) before the Reader reads from src with nothing
-	// buffered, a read that may wait for the engine. Its failure is kept
-	// (flushErr) and returned as that read's error, and every later one's.
+	// FlushBeforeWait's: flush, when not nil, sends what was written
+	// since the last flush (unflushed) before the Reader reads from src
+	// with nothing buffered, a read that may wait for the engine. Its
+	// failure is kept (flushErr) and returned as that read's error, and
+	// every later one's.
 	flush     func() error
 	unflushed bool
 	flushErr  error
@@ -105,8 +106,8 @@ func (rd *Reader) Written() { rd.unflushed = true }
 // it last ran (at the end of a relay), and returns its error, kept.
 func (rd *Reader) Flush() error { return rd.flushWritten() }
 
-// flushWritten calls flush when something was written since the last
-// call (Copy), and returns its error, kept.
+// flushWritten calls flush when something was written since it last ran,
+// and returns its error, kept.
 func (rd *Reader) flushWritten() error {
 	if rd.unflushed && rd.flushErr == nil && rd.flush != nil {
 		rd.unflushed = false

@@ -31,6 +31,7 @@ type chunkState uint8
 
 const (
 	csSize        chunkState = iota // reading the hex size
+	csSizeWS                        // whitespace after the size: only ";" or CR may follow
 	csExt                           // in a chunk extension, until CR
 	csSizeLF                        // after the size line's CR
 	csData                          // in chunk data (left bytes to go)
@@ -113,21 +114,40 @@ func (c *chunkedReader) decode(b []byte) (int, error) {
 					return o, errChunkTooLarge
 				}
 				c.size = c.size<<4 | int64(unhex(ch))
-			case ch == ';' || ch == ' ' || ch == '\t':
-				if c.digits == 0 {
-					return o, errChunkFraming
-				}
+			case c.digits == 0:
+				return o, errChunkFraming
+			case ch == ';':
 				c.state = csExt
+			case ch == ' ' || ch == '\t':
+				c.state = csSizeWS
 			case ch == '\r':
 				c.state = csSizeLF
 			default:
 				return o, errChunkFraming
 			}
-		case csExt:
-			if b[i] == '\r' {
+		case csSizeWS: // BWS before an extension or the line's end (RFC 9112 §7.1.1), not "5 0"
+			switch b[i] {
+			case ' ', '\t':
+				if c.skipped++; c.skipped > maxChunkOverhead {
+					return o, errChunkFraming
+				}
+			case ';':
+				c.state = csExt
+			case '\r':
 				c.state = csSizeLF
-			} else if c.skipped++; c.skipped > maxChunkOverhead {
+			default:
 				return o, errChunkFraming
+			}
+		case csExt:
+			switch b[i] {
+			case '\r':
+				c.state = csSizeLF
+			case '\n': // a bare LF ends no chunk line
+				return o, errChunkFraming
+			default:
+				if c.skipped++; c.skipped > maxChunkOverhead {
+					return o, errChunkFraming
+				}
 			}
 		case csSizeLF:
 			if b[i] != '\n' || c.digits == 0 {

@@ -299,8 +299,9 @@ func drain(resp *http.Response) {
 }
 
 // flushWriter records the time of the first byte sent to the client,
-// flushes after each event, and records the request when the upstream's
-// [DONE] arrives, before it is written (sse.DoneHook).
+// flushes for sse.Copy (before it waits for the engine), and records the
+// request when the upstream's [DONE] arrives, before it is written
+// (sse.DoneHook).
 type flushWriter struct {
 	w    http.ResponseWriter
 	rc   *http.ResponseController
@@ -349,7 +350,8 @@ func (g *Gateway) recordAtDone(x *exchange, res sse.Result, idle *idleReader) {
 // limits.stream_idle_timeout set, an engine that sends nothing for that
 // long has its request cancelled (x.cancelUp): the client's stream ends
 // without [DONE] and the record is incomplete. The record of a stream
-// that ends on [DONE] is queued before [DONE] is written (recordAtDone).
+// that ends on [DONE] is queued before [DONE] is written (recordAtDone),
+// and [DONE] is flushed by the handler's return, after finish.
 func (g *Gateway) relayStream(w http.ResponseWriter, x *exchange, resp *http.Response) error {
 	h := w.Header()
 	h["Content-Type"] = []string{"text/event-stream"}
@@ -367,9 +369,13 @@ func (g *Gateway) relayStream(w http.ResponseWriter, x *exchange, resp *http.Res
 		KeepUsage:      x.rq.wantsUsage,
 		DropChunkUsage: x.rt.pool.engine.ContinuousUsage && !x.rq.continuousOK,
 		Flush:          fw.Flush,
-		Model:          x.rq.model,
-		UpstreamModel:  x.rt.upstreamModel,
-		Responses:      x.rq.responses,
+		// [DONE] leaves with the answer's last chunk once finish has
+		// released the request: a client that saw its stream end is no
+		// longer in flight (max_inflight), and the end costs no write
+		LeaveEnd:      true,
+		Model:         x.rq.model,
+		UpstreamModel: x.rt.upstreamModel,
+		Responses:     x.rq.responses,
 		// an error event's text is scrubbed as an error answer's is
 		ScrubError: func(data []byte) []byte { return scrubberFor(x).json(data) },
 		// an engine generating past its output limit is cut

@@ -636,7 +636,9 @@ func (g *Gateway) endResumable(w http.ResponseWriter, x *exchange, rs *resumeSta
 		g.rec.Enqueue(x.rec)
 		x.recorded = true
 	}
-	g.writeEvent(w, x, rs, []byte("data: [DONE]\n\n"))
+	// [DONE] leaves with the answer's last chunk once finish has released
+	// the request, as relayStream's does (sse.Options.LeaveEnd)
+	g.writeEventOnly(w, x, rs, []byte("data: [DONE]\n\n"))
 	return nil
 }
 

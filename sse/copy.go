@@ -33,6 +33,15 @@ type Options struct {
 	// means no flushing. A Flush error stops Copy with a *WriteError.
 	Flush func() error
 
+	// LeaveEnd: when the stream ends ([DONE], or with Responses its
+	// terminal event), Copy returns without flushing what it wrote since
+	// its last wait, the end included. The caller flushes once it has
+	// settled the request (an HTTP handler's return does): its client
+	// cannot see the stream end before, and the end leaves in one write
+	// with the answer's last bytes (HTTP/1.1's last chunk). Copy still
+	// flushes before every wait, and when it returns for any other reason.
+	LeaveEnd bool
+
 	// Model, when set and different from UpstreamModel, replaces the
 	// string value of the top-level "model" member of every forwarded
 	// data event: the client sees the model name it asked for, not the
@@ -143,8 +152,8 @@ var ErrTooManyDeltas = errors.New("sse: more chunks with choices than the output
 // Copy reads events from src and writes each one to dst as soon as it is
 // complete, until the [DONE] event, the end of src, or an error, and calls
 // opt.Flush once the events already read are written: before it waits for
-// src, and before it returns. It holds at most one event in memory, never
-// the whole stream.
+// src, and before it returns (unless opt.LeaveEnd leaves the end to the
+// caller). It holds at most one event in memory, never the whole stream.
 //
 // Events are forwarded byte for byte, line endings included, with one
 // exception: the final usage chunk (a non-null "usage" and "choices": [],
@@ -175,7 +184,7 @@ func Copy(dst io.Writer, src io.Reader, opt Options) (res Result, err error) {
 	rd.FlushBeforeWait(opt.Flush) // and at the end (the deferred Flush)
 	write := func(p []byte) error { return rd.write(dst, p, &res) }
 	defer func() {
-		if _, failed := err.(*WriteError); !failed {
+		if _, failed := err.(*WriteError); !failed && !(opt.LeaveEnd && res.Done && err == nil) {
 			if ferr := rd.Flush(); ferr != nil && err == nil {
 				err = ferr
 			}

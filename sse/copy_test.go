@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -243,6 +244,45 @@ func TestCopy_FlushesWhatArrivedTogether(t *testing.T) {
 			dst.check(t)
 			if dst.flushes != tt.flushes || dst.writes != 4 {
 				t.Fatalf("%d writes in %d flushes, want 4 in %d", dst.writes, dst.flushes, tt.flushes)
+			}
+		})
+	}
+}
+
+// With LeaveEnd, the stream's end and what arrived with it are written
+// but left unflushed for the caller, whose own last flush (an HTTP
+// handler's return) carries them: every other write is still flushed
+// before Copy waits, and a stream that ends without [DONE] is flushed.
+func TestCopy_LeaveEnd(t *testing.T) {
+	events := []string{chunk("a"), ": ping\n\n", chunk("b"), usageChunk, done}
+	for _, tt := range []struct {
+		name    string
+		reads   []string
+		flushes int
+		left    bool // written and not flushed when Copy returned
+	}{
+		{"one read", []string{strings.Join(events, "")}, 0, true},
+		{"a read each", events, 3, true},
+		{"two reads", []string{events[0] + events[1], events[2] + events[3] + events[4]}, 1, true},
+		{"done alone", []string{events[0] + events[1] + events[2] + events[3], events[4]}, 1, true},
+		{"no done", []string{events[0], events[1] + events[2]}, 2, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var chunks [][]byte
+			for _, r := range tt.reads {
+				chunks = append(chunks, []byte(r))
+			}
+			var dst recorder
+			res, err := sse.Copy(&dst, dst.source(&chunkReader{chunks: chunks}), sse.Options{Flush: dst.Flush, LeaveEnd: true})
+			if err != nil || res.Done != tt.left {
+				t.Fatalf("Copy = %+v, %v", res, err)
+			}
+			if dst.heldAtRead > 0 || dst.flushes != tt.flushes || dst.unflushed != tt.left {
+				t.Fatalf("%d flushes, %d reads of the source with a write not flushed, unflushed at the end %v; want %d flushes, none, %v",
+					dst.flushes, dst.heldAtRead, dst.unflushed, tt.flushes, tt.left)
+			}
+			if want := strings.Join(slices.DeleteFunc(slices.Clone(events), func(e string) bool { return e == usageChunk }), ""); res.Done && dst.String() != want {
+				t.Fatalf("client got %q, want %q", dst.String(), want)
 			}
 		})
 	}

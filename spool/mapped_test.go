@@ -220,7 +220,11 @@ func TestCheckpointFormat(t *testing.T) {
 	if c, ok := parseCheckpoint([]byte("llmflow-spool-checkpoint 3 1234\n")); !ok || c != (Cursor{3, 1234}) {
 		t.Errorf("old checkpoint read as %v %v", c, ok)
 	}
-	for _, bad := range []string{"", "llmflow-spool-checkpoint 3 1234", "llmflow-spool-checkpoint 3 -1\n", "x 3 4\n"} {
+	// read only in the form it is written: lowercase checksum, no sign
+	b := formatCheckpoint(Cursor{Seg: 7, Off: 12345})
+	upper := string(b[:len(b)-9]) + strings.ToUpper(string(b[len(b)-9:]))
+	for _, bad := range []string{"", "llmflow-spool-checkpoint 3 1234", "llmflow-spool-checkpoint 3 -1\n", "x 3 4\n",
+		"llmflow-spool-checkpoint 3 +1234\n", upper} {
 		if c, ok := parseCheckpoint([]byte(bad)); ok {
 			t.Errorf("%q read as %v", bad, c)
 		}

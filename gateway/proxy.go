@@ -66,6 +66,9 @@ type exchange struct {
 	// recorded: rec was completed and queued when the stream's [DONE]
 	// arrived (recordAtDone); finish leaves it as it is.
 	recorded bool
+	// tail is the last byte of a whole answer, written after finish
+	// (writeAnswer)
+	tail []byte
 
 	ck  *cachedKey // the key's cache entry (nil for a refused key)
 	bud budgetReq  // budgets and per-key limits (budgets.go)
@@ -107,6 +110,9 @@ func (g *Gateway) inference(ep engine.Endpoint) handler {
 		g.setBudgetHeaders(w, x)
 		err := g.forward(ctx, w, x)
 		g.finish(x)
+		if x.tail != nil {
+			w.Write(x.tail) // the answer's last byte (writeAnswer), now the request is released
+		}
 		return err
 	}
 }
@@ -575,15 +581,31 @@ func (g *Gateway) relayBody(w http.ResponseWriter, x *exchange, resp *http.Respo
 	if x.rq.model != x.rt.upstreamModel {
 		b = renameModel(b, x.rq.model)
 	}
+	g.writeAnswer(w, x, b)
+	return nil
+}
+
+// writeAnswer sends the whole answer b (status 200), all but its last
+// byte, which the handler writes after finish (x.tail): a client never
+// has a complete answer before the request is released (a client with
+// max_inflight = 1 that sends its next request at once, on another
+// connection, is not refused for this one) and queued for accounting. A
+// large answer leaves the server's buffer as it is written; its last
+// byte stays. A failed write is the client's going.
+func (g *Gateway) writeAnswer(w http.ResponseWriter, x *exchange, b []byte) {
 	h := w.Header()
 	h["Content-Type"] = hdrJSON
 	h["Content-Length"] = []string{strconv.Itoa(len(b))}
 	w.WriteHeader(http.StatusOK)
 	x.first = g.now()
-	if _, err := w.Write(b); err != nil {
-		x.rec.Outcome, x.rec.Status = llmflow.OutcomeClientGone, statusClientGone
+	if len(b) == 0 {
+		return
 	}
-	return nil
+	if _, err := w.Write(b[:len(b)-1]); err != nil {
+		x.rec.Outcome, x.rec.Status = llmflow.OutcomeClientGone, statusClientGone
+		return
+	}
+	x.tail = b[len(b)-1:]
 }
 
 // renameModel returns the JSON answer b with the string value of its

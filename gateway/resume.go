@@ -729,14 +729,7 @@ func (g *Gateway) answerAssembled(w http.ResponseWriter, x *exchange, rs *resume
 		b = append(b, "null"...)
 	}
 	b = append(b, "}\n"...)
-	h := w.Header()
-	h["Content-Type"] = hdrJSON
-	h["Content-Length"] = []string{strconv.Itoa(len(b))}
-	w.WriteHeader(http.StatusOK)
-	x.first = g.now()
-	if _, err := w.Write(b); err != nil {
-		x.rec.Outcome, x.rec.Status = llmflow.OutcomeClientGone, statusClientGone
-	}
+	g.writeAnswer(w, x, b)
 	return nil
 }
 

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-llmflow/llmflow/sacctmgr"
+
+	"github.com/go-llmflow/llmflow/internal/slurmtest"
 )
 
 // testCluster registers a cluster of its own for this test run and
@@ -33,12 +35,7 @@ func testCluster(t *testing.T) string {
 // sam runs sacctmgr -i (commit without asking).
 func sam(t *testing.T, args ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "sacctmgr", append([]string{"-i"}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("sacctmgr -i %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
+	slurmtest.Sacctmgr(t, args...)
 }
 
 // summary renders a tree compactly for assertions:

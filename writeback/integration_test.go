@@ -20,6 +20,8 @@ import (
 
 	"github.com/go-llmflow/llmflow"
 	"github.com/go-llmflow/llmflow/writeback"
+
+	"github.com/go-llmflow/llmflow/internal/slurmtest"
 )
 
 // SkipEnv, set to 1, skips the tests that need MariaDB, slurmdbd, sacctmgr
@@ -94,15 +96,7 @@ func needSlurm(t *testing.T) *sql.DB {
 
 func run(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c := exec.CommandContext(ctx, name, args...)
-	c.Env = append(os.Environ(), "TZ=UTC") // the lab's slurmdbd runs in UTC
-	out, err := c.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return slurmtest.Run(t, name, args...)
 }
 
 // fixture is the llmflow side of the test: a tree and rollups for a few

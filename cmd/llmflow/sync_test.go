@@ -24,6 +24,8 @@ import (
 	"github.com/go-llmflow/llmflow/gateway"
 	"github.com/go-llmflow/llmflow/vllmsim"
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/go-llmflow/llmflow/internal/slurmtest"
 )
 
 // syncConfig writes a configuration with a store in dir.
@@ -100,11 +102,7 @@ func needSlurm(t *testing.T) {
 
 func sam(t *testing.T, args ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, "sacctmgr", append([]string{"-i"}, args...)...).CombinedOutput(); err != nil {
-		t.Fatalf("sacctmgr -i %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
+	slurmtest.Sacctmgr(t, args...)
 }
 
 // serve follows a real Slurm: the tree and shares it imports on its

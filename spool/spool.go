@@ -449,7 +449,8 @@ func parseCheckpoint(b []byte) (Cursor, bool) {
 	f := strings.Split(line, " ")
 	if len(f) == 4 {
 		sum, err := strconv.ParseUint(f[3], 16, 32)
-		if err != nil || len(f[3]) != 8 || !onlyOf(f[3], "0123456789abcdef") ||
+		// read only in the form it is written: lowercase hex, no sign
+		if err != nil || len(f[3]) != 8 || strings.Trim(f[3], "0123456789abcdef") != "" ||
 			uint32(sum) != crc32.Checksum([]byte(line[:len(line)-9]), castagnoli) {
 			return Cursor{}, false
 		}
@@ -460,21 +461,10 @@ func parseCheckpoint(b []byte) (Cursor, bool) {
 	}
 	seg, err1 := strconv.ParseUint(f[1], 10, 64)
 	off, err2 := strconv.ParseInt(f[2], 10, 64)
-	if err1 != nil || err2 != nil || off < 0 || !onlyOf(f[2], "0123456789") {
+	if err1 != nil || err2 != nil || off < 0 || strings.Trim(f[2], "0123456789") != "" {
 		return Cursor{}, false
 	}
 	return Cursor{Seg: seg, Off: off}, true
-}
-
-// onlyOf reports whether s is made of bytes of set only: a checkpoint is
-// read only in the form it is written (lowercase hex, no sign).
-func onlyOf(s, set string) bool {
-	for i := range len(s) {
-		if strings.IndexByte(set, s[i]) < 0 {
-			return false
-		}
-	}
-	return true
 }
 
 func (s *Spool) writeCheckpoint(c Cursor) error {

@@ -232,12 +232,8 @@ func TestCopy_FlushesWhatArrivedTogether(t *testing.T) {
 		{"an event split", []string{events[0] + events[1][:3], events[1][3:] + events[2], events[3] + events[4]}, 3},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			var chunks [][]byte
-			for _, r := range tt.reads {
-				chunks = append(chunks, []byte(r))
-			}
 			var dst recorder
-			res, err := sse.Copy(&dst, dst.source(&chunkReader{chunks: chunks}), sse.Options{Flush: dst.Flush})
+			res, err := sse.Copy(&dst, dst.source(readsOf(tt.reads...)), sse.Options{Flush: dst.Flush})
 			if err != nil || !res.Done {
 				t.Fatalf("Copy = %+v, %v", res, err)
 			}
@@ -268,12 +264,8 @@ func TestCopy_LeaveEnd(t *testing.T) {
 		{"no done", []string{events[0], events[1] + events[2]}, 2, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			var chunks [][]byte
-			for _, r := range tt.reads {
-				chunks = append(chunks, []byte(r))
-			}
 			var dst recorder
-			res, err := sse.Copy(&dst, dst.source(&chunkReader{chunks: chunks}), sse.Options{Flush: dst.Flush, LeaveEnd: true})
+			res, err := sse.Copy(&dst, dst.source(readsOf(tt.reads...)), sse.Options{Flush: dst.Flush, LeaveEnd: true})
 			if err != nil || res.Done != tt.left {
 				t.Fatalf("Copy = %+v, %v", res, err)
 			}

@@ -92,6 +92,15 @@ func MustCopy(tb testing.TB, src io.Reader, keep bool) (string, sse.Result) {
 // chunkReader returns its chunks one per Read.
 type chunkReader struct{ chunks [][]byte }
 
+// readsOf returns a reader that yields each of reads in a read of its own.
+func readsOf(reads ...string) *chunkReader {
+	r := &chunkReader{}
+	for _, s := range reads {
+		r.chunks = append(r.chunks, []byte(s))
+	}
+	return r
+}
+
 func (r *chunkReader) Read(p []byte) (int, error) {
 	for len(r.chunks) > 0 && len(r.chunks[0]) == 0 {
 		r.chunks = r.chunks[1:]

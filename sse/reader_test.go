@@ -218,7 +218,7 @@ func FuzzReader(f *testing.F) {
 func TestReader_FlushBeforeWait(t *testing.T) {
 	ev := func(s string) string { return "data: " + s + "\n\n" }
 	var dst recorder
-	src := dst.source(&chunkReader{chunks: [][]byte{[]byte(ev("a") + ev("b")), []byte(ev("c") + ev("d"))}})
+	src := dst.source(readsOf(ev("a")+ev("b"), ev("c")+ev("d")))
 	rd := sse.NewReader(src, 0)
 	rd.FlushBeforeWait(dst.Flush)
 	for {

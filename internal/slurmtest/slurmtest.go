@@ -13,20 +13,20 @@ import (
 	"time"
 )
 
-// Tries is how many times Run tries a command that slurmdbd failed as a
+// tries is how many times Run tries a command that slurmdbd failed as a
 // whole.
-const Tries = 3
+const tries = 3
 
 // Run runs name with args (TZ=UTC: the lab's slurmdbd runs in UTC) and
 // returns its output, failing tb on an error. A request that slurmdbd
-// refused as a whole (Transient) is tried again: slurmdbd 22.05 fails
+// refused as a whole (transient) is tried again: slurmdbd 22.05 fails
 // one now and then, rolled back, while the tests of other packages send
 // it theirs and its rollups run.
 func Run(tb testing.TB, name string, args ...string) string {
 	tb.Helper()
 	var out []byte
 	var err error
-	for try := 1; try <= Tries; try++ {
+	for try := 1; try <= tries; try++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		c := exec.CommandContext(ctx, name, args...)
 		c.Env = append(os.Environ(), "TZ=UTC")
@@ -35,10 +35,10 @@ func Run(tb testing.TB, name string, args ...string) string {
 		if err == nil {
 			return string(out)
 		}
-		if !Transient(out) {
+		if !transient(out) {
 			break
 		}
-		tb.Logf("%s %s: slurmdbd failed the request (try %d of %d): %s", name, strings.Join(args, " "), try, Tries, bytes.TrimSpace(out))
+		tb.Logf("%s %s: slurmdbd failed the request (try %d of %d): %s", name, strings.Join(args, " "), try, tries, bytes.TrimSpace(out))
 		time.Sleep(time.Duration(try) * 200 * time.Millisecond)
 	}
 	tb.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
@@ -51,12 +51,12 @@ func Sacctmgr(tb testing.TB, args ...string) string {
 	return Run(tb, "sacctmgr", append([]string{"-i"}, args...)...)
 }
 
-// Transient reports whether a command's output says slurmdbd failed the
+// transient reports whether a command's output says slurmdbd failed the
 // request itself, with no reason of the request's ("CONN:7 No error" in
 // its log; the client's storage plugin prints
 // "acct_storage_p_remove_users: No error"): nothing was changed, and the
 // same request may succeed. An error the request caused (an unknown
 // account, nothing to delete) is not transient.
-func Transient(out []byte) bool {
+func transient(out []byte) bool {
 	return bytes.Contains(out, []byte("acct_storage_p_")) && bytes.Contains(out, []byte(": No error"))
 }

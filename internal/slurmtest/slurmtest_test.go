@@ -13,8 +13,8 @@ func TestTransient(t *testing.T) {
 		{"sacctmgr: error: acct_storage_p_add_users: Access/permission denied\n", false},
 		{"", false},
 	} {
-		if got := Transient([]byte(tt.out)); got != tt.want {
-			t.Errorf("Transient(%q) = %v, want %v", tt.out, got, tt.want)
+		if got := transient([]byte(tt.out)); got != tt.want {
+			t.Errorf("transient(%q) = %v, want %v", tt.out, got, tt.want)
 		}
 	}
 }
